@@ -1,0 +1,31 @@
+# Two commands on a fresh machine: `make serve` and `make test`.
+# Both create .venv and install the project into it the first time (or when pyproject changes).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: serve test lint openapi bench
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/loopwright serve
+
+lint: $(STAMP)
+	$(BIN)/ruff check app tests bench migrations
+	$(BIN)/ruff format --check app tests bench migrations
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+openapi: $(STAMP)
+	$(BIN)/loopwright openapi --output openapi/openapi.json
+
+bench: $(STAMP)
+	$(BIN)/python bench/task_engine.py

@@ -1,0 +1,1 @@
+"""Loopwright: durable LLM agent loops and task workflows on Postgres."""

@@ -1,0 +1,1 @@
+"""HTTP only: routers, dependencies, error rendering and SSE streams."""

@@ -1,0 +1,116 @@
+"""Renders every error as an RFC 9457 problem document (`application/problem+json`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.errors import AppError, FieldError, ValidationFailed
+from app.store.errors import translate
+
+log = logging.getLogger(__name__)
+
+PROBLEM_TYPE_PREFIX = "urn:loopwright:problem:"
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+_HTTP_CODES = {
+    404: ("not_found", "No route matches this path."),
+    405: ("method_not_allowed", "This method is not allowed on this resource."),
+}
+
+
+def problem_body(
+    *, code: str, title: str, status: int, detail: str, instance: str | None, **ext: Any
+) -> dict[str, Any]:
+    return {
+        "type": PROBLEM_TYPE_PREFIX + code,
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        "instance": instance,
+        **ext,
+    }
+
+
+def problem_response(error: AppError, instance: str | None = None) -> JSONResponse:
+    body = problem_body(
+        code=error.code,
+        title=error.title,
+        status=error.status_code,
+        detail=error.detail,
+        instance=instance,
+        **error.extensions(),
+    )
+    return JSONResponse(
+        body, status_code=error.status_code, headers=error.headers(), media_type=PROBLEM_MEDIA_TYPE
+    )
+
+
+def _field_path(error: dict[str, Any]) -> str:
+    if error.get("type") == "json_invalid":
+        return "body"
+    loc = [str(part) for part in error.get("loc", ())]
+    named = (error.get("ctx") or {}).get("field")
+    if named and (not loc or loc[-1] != named):
+        loc.append(str(named))
+    if loc and loc[0] in {"body", "query", "path", "header"}:
+        where, rest = loc[0], loc[1:]
+        return ".".join(rest) if rest and where == "body" else ".".join([where, *rest])
+    return ".".join(loc) or "body"
+
+
+def _field_message(error: dict[str, Any]) -> str:
+    if error.get("type") == "json_invalid":
+        return "the body is not valid JSON"
+    if error.get("type") == "extra_forbidden":
+        return "is not a field of this resource"
+    message = str(error.get("msg", "is invalid"))
+    return message.removeprefix("Value error, ")
+
+
+def validation_problem(errors: list[dict[str, Any]]) -> ValidationFailed:
+    return ValidationFailed([FieldError(_field_path(e), _field_message(e)) for e in errors])
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(AppError)
+    async def _app_error(request: Request, exc: AppError) -> JSONResponse:
+        if exc.status_code >= 500 and type(exc) is AppError:
+            log.error("internal error on %s %s: %s", request.method, request.url.path, exc)
+        return problem_response(exc, request.url.path)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return problem_response(validation_problem(list(exc.errors())), request.url.path)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code, title = _HTTP_CODES.get(exc.status_code, ("http_error", "HTTP error"))
+        body = problem_body(
+            code=code,
+            title=title,
+            status=exc.status_code,
+            detail=str(exc.detail),
+            instance=request.url.path,
+        )
+        return JSONResponse(
+            body, status_code=exc.status_code, headers=exc.headers, media_type=PROBLEM_MEDIA_TYPE
+        )
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        error = translate(exc)
+        log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
+        return problem_response(error, request.url.path)
+
+    @app.exception_handler(OSError)
+    async def _os(request: Request, exc: OSError) -> JSONResponse:
+        log.warning("I/O error on %s %s: %s", request.method, request.url.path, exc)
+        return problem_response(translate(exc), request.url.path)

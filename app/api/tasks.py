@@ -1,0 +1,216 @@
+"""`/v1/tasks`: commands go to the TaskEngine, queries straight to the store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response, status
+from sse_starlette import EventSourceResponse
+
+from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, TaskEngineDep, get_principal
+from app.api.pagination import decode_cursor, encode_cursor
+from app.api.streams import open_stream, resume_point
+from app.engine.task_engine import TASK_STREAM, MutationResult
+from app.engine.task_mutations import (
+    CancelTask,
+    CreateTask,
+    DeleteTask,
+    TransitionTask,
+    UpdateTask,
+)
+from app.errors import NotFound, ValidationFailed
+from app.schemas import (
+    CancelRequest,
+    Page,
+    TaskCreate,
+    TaskPatch,
+    TaskRead,
+    TransitionRead,
+    TransitionRequest,
+)
+from app.states import TaskStatus
+from app.store import idempotency
+from app.store import tasks as task_store
+from app.vocabulary import Priority
+
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"], dependencies=[Depends(get_principal)])
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=255,
+        description="Repeat a create safely: the same key and body return the first result.",
+    ),
+]
+IfMatch = Annotated[
+    str | None,
+    Header(alias="If-Match", description='The version you last read, as its ETag (`"3"`).'),
+]
+
+
+def _etag(task: TaskRead) -> str:
+    return f'"{task.version}"'
+
+
+def _expected_version(if_match: str | None) -> int | None:
+    if if_match is None or if_match.strip() == "*":
+        return None
+    value = if_match.strip().removeprefix("W/").strip('"')
+    if not value.isdigit() or int(value) < 1:
+        raise ValidationFailed.field("header.If-Match", 'must be a task version such as "3"')
+    return int(value)
+
+
+def _respond(response: Response, result: MutationResult) -> TaskRead:
+    response.headers["ETag"] = _etag(result.task)
+    return result.task
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TaskRead,
+    summary="Create a task",
+)
+async def create_task(
+    body: TaskCreate,
+    request: Request,
+    response: Response,
+    engine: TaskEngineDep,
+    actor: PrincipalDep,
+    idempotency_key: IdempotencyKey = None,
+) -> TaskRead:
+    digest = idempotency.request_hash(body.model_dump(mode="json")) if idempotency_key else None
+    result = await engine.submit(CreateTask(body, actor, idempotency_key, digest))
+    response.headers["Location"] = str(request.url_for("get_task", task_id=result.task.id))
+    if result.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return _respond(response, result)
+
+
+@router.get(
+    "/events",
+    response_class=EventSourceResponse,
+    summary="Stream task changes (SSE)",
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def stream_task_events(
+    runtime: RuntimeDep,
+    last_event_id: Annotated[
+        str | None,
+        Header(alias="Last-Event-ID", description="Resume after this event id."),
+    ] = None,
+    last_event_id_query: Annotated[
+        int | None,
+        Query(alias="last_event_id", ge=0, description="Resume after this event id."),
+    ] = None,
+) -> EventSourceResponse:
+    """Events `task.created`, `task.updated`, `task.transitioned`, `task.deleted`; each `id`
+    is the event's sequence number. Without a resume point only new events are sent."""
+    after = resume_point(last_event_id, last_event_id_query)
+    return await open_stream(runtime, TASK_STREAM, after)
+
+
+@router.get("", response_model=Page[TaskRead], summary="List tasks")
+async def list_tasks(
+    session: SessionDep,
+    status: TaskStatus | None = None,
+    assigned_to: Annotated[str | None, Query(max_length=200)] = None,
+    project: Annotated[str | None, Query(max_length=200)] = None,
+    priority: Priority | None = None,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Page[TaskRead]:
+    filters = {
+        name: str(value)
+        for name, value in {
+            "status": status,
+            "assigned_to": assigned_to,
+            "project": project,
+            "priority": priority,
+        }.items()
+        if value is not None
+    }
+    rows = await task_store.list_tasks(
+        session, after_id=decode_cursor(cursor), limit=limit + 1, filters=filters
+    )
+    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
+    return Page[TaskRead](items=rows[:limit], next_cursor=next_cursor)
+
+
+@router.get("/{task_id}", response_model=TaskRead, summary="Get a task")
+async def get_task(task_id: str, session: SessionDep, response: Response) -> TaskRead:
+    task = await task_store.get_task(session, task_id)
+    if task is None:
+        raise NotFound("task", task_id)
+    response.headers["ETag"] = _etag(task)
+    return task
+
+
+@router.patch("/{task_id}", response_model=TaskRead, summary="Update a task's fields")
+async def update_task(
+    task_id: str,
+    body: TaskPatch,
+    response: Response,
+    engine: TaskEngineDep,
+    actor: PrincipalDep,
+    if_match: IfMatch = None,
+) -> TaskRead:
+    changes = body.model_dump(exclude_unset=True)
+    if not changes:
+        raise ValidationFailed.field("body", "names no field to change")
+    result = await engine.submit(UpdateTask(task_id, changes, actor, _expected_version(if_match)))
+    return _respond(response, result)
+
+
+@router.post(
+    "/{task_id}/transitions", response_model=TaskRead, summary="Move a task to another status"
+)
+async def transition_task(
+    task_id: str,
+    body: TransitionRequest,
+    response: Response,
+    engine: TaskEngineDep,
+    actor: PrincipalDep,
+) -> TaskRead:
+    overrides = body.model_dump(
+        exclude_unset=True, include={"assigned_to", "reviewers", "priority", "deadline"}
+    )
+    mutation = TransitionTask(
+        task_id, body.to, actor, body.expected_version, body.reason, overrides
+    )
+    return _respond(response, await engine.submit(mutation))
+
+
+@router.post("/{task_id}/cancel", response_model=TaskRead, summary="Cancel a task")
+async def cancel_task(
+    task_id: str,
+    response: Response,
+    engine: TaskEngineDep,
+    actor: PrincipalDep,
+    body: Annotated[CancelRequest | None, Body()] = None,
+) -> TaskRead:
+    body = body or CancelRequest()
+    mutation = CancelTask(task_id, actor, body.expected_version, body.reason)
+    return _respond(response, await engine.submit(mutation))
+
+
+@router.delete("/{task_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a task")
+async def delete_task(
+    task_id: str, engine: TaskEngineDep, actor: PrincipalDep, if_match: IfMatch = None
+) -> Response:
+    """The task disappears; its audit trail and events are kept."""
+    await engine.submit(DeleteTask(task_id, actor, _expected_version(if_match)))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "/{task_id}/transitions",
+    response_model=list[TransitionRead],
+    summary="A task's status history",
+)
+async def list_task_transitions(task_id: str, session: SessionDep) -> list[TransitionRead]:
+    if await task_store.get_task(session, task_id) is None:
+        raise NotFound("task", task_id)
+    return await task_store.list_transitions(session, task_id)

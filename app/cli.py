@@ -1,0 +1,107 @@
+"""The `loopwright` command: `serve`, `migrate`, `openapi`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from app.config import Settings, load_settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    server: dict[str, object] = {}
+    if getattr(args, "host", None):
+        server["host"] = args.host
+    if getattr(args, "port", None) is not None:
+        server["port"] = args.port
+    base = load_settings()
+    if not server:
+        return base
+    merged = base.model_dump()
+    merged["server"].update(server)
+    # Re-validate so the loopback rule sees the new host.
+    return Settings.model_validate(merged)
+
+
+def _serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from app.main import create_app
+
+    settings = _settings(args)
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=settings.server.host,
+        port=settings.server.port,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=int(settings.task_engine.drain_timeout_s) + 5,
+    )
+
+
+def _migrate(args: argparse.Namespace) -> None:
+    from app import migrate
+    from app.db import make_engine
+    from app.embedded_pg import start_embedded
+
+    settings = load_settings()
+    url = settings.database.url or start_embedded(settings.database.embedded_data_dir)
+
+    async def run() -> None:
+        engine = make_engine(url)
+        try:
+            if args.action == "upgrade":
+                await migrate.upgrade(engine, args.revision or "head")
+            else:
+                await migrate.downgrade(engine, args.revision or "-1")
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+
+
+def _openapi(args: argparse.Namespace) -> None:
+    from app.main import create_app
+
+    document = json.dumps(create_app(load_settings()).openapi(), indent=2, sort_keys=True) + "\n"
+    if args.output:
+        Path(args.output).write_text(document)
+    else:
+        sys.stdout.write(document)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="loopwright", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the API and the engines")
+    serve.add_argument("--host", help="interface to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="TCP port (default 8000)")
+    serve.set_defaults(handler=_serve)
+
+    mig = commands.add_parser("migrate", help="apply or revert database migrations")
+    mig.add_argument("action", choices=["upgrade", "downgrade"], nargs="?", default="upgrade")
+    mig.add_argument("revision", nargs="?", help="target revision (head / -1 by default)")
+    mig.set_defaults(handler=_migrate)
+
+    spec = commands.add_parser("openapi", help="print the OpenAPI document")
+    spec.add_argument("--output", help="write to this file instead of stdout")
+    spec.set_defaults(handler=_openapi)
+
+    args = parser.parse_args(argv)
+    try:
+        args.handler(args)
+    except ValidationError as exc:
+        parser.exit(2, f"loopwright: invalid settings:\n{exc}\n")
+
+
+if __name__ == "__main__":
+    main()

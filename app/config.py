@@ -1,0 +1,117 @@
+"""Settings: one pydantic-settings model with nested groups, read from `LOOPWRIGHT_*`.
+
+Nothing here runs at import time; `load_settings()` reads the environment when called.
+Nested groups use `__` in variable names: `LOOPWRIGHT_TASK_ENGINE__QUEUE_SIZE=500`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "loopwright" / "pgdata"
+
+
+class ServerSettings(BaseModel):
+    host: str = Field("127.0.0.1", description="Interface the HTTP server binds.")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port; 0 picks a free one.")
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, le=64 * 1_048_576, description="Largest request body accepted."
+    )
+
+
+class DatabaseSettings(BaseModel):
+    url: str | None = Field(
+        None,
+        description="Postgres URL. Unset: an embedded server is started in `embedded_data_dir`.",
+    )
+    embedded_data_dir: Path = Field(
+        default_factory=_default_data_dir, description="Data directory of the embedded server."
+    )
+    pool_size: int = Field(10, ge=1, le=200, description="Connections kept in the pool.")
+    pool_timeout_s: float = Field(
+        5.0, gt=0, le=120, description="Wait for a pooled connection before failing."
+    )
+    migrate_on_start: bool = Field(True, description="Apply Alembic migrations at start-up.")
+
+
+class TaskEngineSettings(BaseModel):
+    queue_size: int = Field(1000, ge=1, le=1_000_000, description="Bounded mutation queue.")
+    max_batch: int = Field(
+        128, ge=1, le=10_000, description="Mutations committed together (group commit)."
+    )
+    drain_timeout_s: float = Field(
+        10.0, ge=0, le=600, description="How long stop() lets queued mutations finish."
+    )
+    queue_full_retry_after_s: int = Field(
+        1, ge=1, le=60, description="Retry-After sent with a 503 queue_full."
+    )
+
+
+class StreamSettings(BaseModel):
+    keepalive_s: float = Field(
+        15.0, gt=0, le=300, description="Interval of SSE keep-alive comments."
+    )
+    poll_interval_s: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description="A stream re-reads its table this often even without a wake-up.",
+    )
+    replay_batch: int = Field(500, ge=1, le=10_000, description="Events read per replay query.")
+
+
+class AuthSettings(BaseModel):
+    api_keys: list[SecretStr] = Field(
+        default_factory=list,
+        description="Bearer API keys. With none, the server only binds loopback.",
+    )
+
+
+class Settings(BaseSettings):
+    """Every knob of a Loopwright process."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LOOPWRIGHT_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    task_engine: TaskEngineSettings = Field(default_factory=TaskEngineSettings)
+    streams: StreamSettings = Field(default_factory=StreamSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    log_level: str = Field("INFO", description="Root log level.")
+
+    @model_validator(mode="after")
+    def _refuse_open_bind_without_keys(self) -> Settings:
+        if not self.auth.api_keys and not is_loopback(self.server.host):
+            raise ValueError(
+                f"refusing to listen on {self.server.host!r} without API keys: "
+                "set LOOPWRIGHT_AUTH__API_KEYS or bind 127.0.0.1"
+            )
+        return self
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment; the conventional `DATABASE_URL` is honoured too."""
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+    if settings.database.url is None and os.environ.get("DATABASE_URL"):
+        database = settings.database.model_copy(update={"url": os.environ["DATABASE_URL"]})
+        settings = settings.model_copy(update={"database": database})
+    return settings

@@ -1,0 +1,54 @@
+"""Declarative base with a naming convention, and the engine/sessionmaker factories.
+
+Engines are created by the lifespan (or a CLI command), never at import time.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import MetaData
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.orm import DeclarativeBase
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def async_url(url: str) -> str:
+    """Accept the usual `postgres://` / `postgresql://` spellings and pick the asyncpg driver."""
+    for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+asyncpg://" + url[len(prefix) :]
+    raise ValueError(f"not a PostgreSQL URL: {url.split('://', 1)[0]}://…")
+
+
+def libpq_url(url: str) -> str:
+    """The same URL without the SQLAlchemy driver suffix, for plain asyncpg connections."""
+    return "postgresql://" + async_url(url)[len("postgresql+asyncpg://") :]
+
+
+def make_engine(url: str, *, pool_size: int = 10, pool_timeout_s: float = 5.0) -> AsyncEngine:
+    return create_async_engine(
+        async_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_timeout=pool_timeout_s,
+        pool_pre_ping=True,
+    )
+
+
+def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False)

@@ -1,0 +1,290 @@
+"""TaskEngine: the single writer of task state in this process (SPEC C1).
+
+Callers `submit()` a mutation and await its future. One writer task takes whatever is
+queued (up to `max_batch`), locks the rows involved, applies each mutation in order to an
+in-memory working copy, and writes the result in one transaction: a group commit in which
+every mutation keeps its own result or error. Audit rows and events are written in that
+same transaction; futures, observers and the bus only hear of it after the commit.
+
+If a group's transaction fails, its mutations are retried one transaction each, so one
+bad mutation cannot sink the others. Reads do not go through the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.bus import EventBus
+from app.engine.task_mutations import Change, CreateTask, TaskMutation
+from app.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
+from app.schemas import TaskRead, task_event_data
+from app.store import events as event_store
+from app.store import idempotency, tasks
+from app.store.errors import translate
+
+log = logging.getLogger(__name__)
+
+TASK_STREAM = "tasks"
+CREATE_SCOPE = "tasks.create"
+
+
+@dataclass(frozen=True)
+class MutationResult:
+    """The outcome of one mutation. `replayed` marks an idempotent create answered from its
+    first response; `seq` is the event's sequence number in the task stream."""
+
+    task: TaskRead
+    change: Change | None
+    seq: int | None = None
+    replayed: bool = False
+
+
+Observer = Callable[[MutationResult], Awaitable[None]]
+
+
+@dataclass
+class _Pending:
+    mutation: TaskMutation
+    future: asyncio.Future[MutationResult]
+
+
+class TaskEngine:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        bus: EventBus,
+        *,
+        queue_size: int = 1000,
+        max_batch: int = 128,
+        queue_full_retry_after_s: int = 1,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._bus = bus
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=queue_size)
+        self._max_batch = max_batch
+        self._retry_after_s = queue_full_retry_after_s
+        self._clock = clock
+        self._observers: list[Observer] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._accepting = False
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._writer is None:
+            self._accepting = True
+            self._writer = asyncio.create_task(self._run(), name="task-engine-writer")
+
+    @property
+    def running(self) -> bool:
+        return self._accepting and self._writer is not None and not self._writer.done()
+
+    async def stop(self, drain_timeout_s: float = 10.0) -> None:
+        """Refuse new mutations, let the queued ones commit within the timeout, then cancel
+        the writer; whatever is still queued fails with `shutting_down`."""
+        self._accepting = False
+        if self._writer is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), drain_timeout_s)
+        self._writer.cancel()
+        await asyncio.gather(self._writer, return_exceptions=True)
+        self._writer = None
+        while not self._queue.empty():
+            pending = self._queue.get_nowait()
+            if not pending.future.done():
+                pending.future.set_exception(ShuttingDown())
+            self._queue.task_done()
+
+    def add_observer(self, observer: Observer) -> None:
+        """Called after each committed mutation, in order. Errors are logged, not raised;
+        an observer that needs time should hand the work to a task of its own."""
+        self._observers.append(observer)
+
+    # -- submission ------------------------------------------------------------------
+
+    async def submit(self, mutation: TaskMutation) -> MutationResult:
+        if not self._accepting:
+            raise ShuttingDown()
+        future: asyncio.Future[MutationResult] = asyncio.get_running_loop().create_future()
+        try:
+            self._queue.put_nowait(_Pending(mutation, future))
+        except asyncio.QueueFull:
+            raise QueueFull(self._retry_after_s) from None
+        return await future
+
+    @property
+    def queue_depth(self) -> int:
+        return self._queue.qsize()
+
+    # -- the writer ------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self._max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._process(batch)
+            except Exception as exc:  # the writer must outlive any one batch
+                log.exception("task engine batch failed")
+                for pending in batch:
+                    if not pending.future.done():
+                        pending.future.set_exception(translate(exc))
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _process(self, batch: list[_Pending]) -> None:
+        try:
+            outcomes = await self._commit(batch)
+        except (SQLAlchemyError, OSError) as exc:
+            if len(batch) == 1:
+                batch[0].future.set_exception(translate(exc))
+                return
+            log.warning("group commit of %d failed (%s); retrying singly", len(batch), exc)
+            for pending in batch:
+                await self._process([pending])
+            return
+        committed = [o for o in outcomes if isinstance(o, MutationResult)]
+        for pending, outcome in zip(batch, outcomes, strict=True):
+            if pending.future.done():  # the caller went away; the change stands
+                continue
+            if isinstance(outcome, AppError):
+                pending.future.set_exception(outcome)
+            else:
+                pending.future.set_result(outcome)
+        if any(o.change for o in committed):
+            self._bus.publish(TASK_STREAM)
+        await self._notify(committed)
+
+    async def _notify(self, results: Sequence[MutationResult]) -> None:
+        for result in results:
+            if result.change is None:
+                continue
+            for observer in self._observers:
+                try:
+                    await observer(result)
+                except Exception:
+                    log.exception("task observer %r failed", observer)
+
+    async def _commit(self, batch: list[_Pending]) -> list[MutationResult | AppError]:
+        """Apply the batch in one transaction; return one outcome per mutation."""
+        now = self._clock()
+        async with self._sessionmaker() as session, session.begin():
+            mutations = [p.mutation for p in batch]
+            read = await tasks.lock_tasks(
+                session, (m.task_id for m in mutations if not isinstance(m, CreateTask))
+            )
+            keys = await idempotency.find_keys(
+                session,
+                CREATE_SCOPE,
+                (
+                    m.idempotency_key
+                    for m in mutations
+                    if isinstance(m, CreateTask) and m.idempotency_key
+                ),
+            )
+            working: dict[str, TaskRead | None] = dict(read)
+            outcomes: list[MutationResult | AppError] = []
+            changes: list[Change] = []
+            new_keys: list[idempotency.KeyRecord] = []
+            for mutation in mutations:
+                try:
+                    replay = _idempotent_replay(mutation, keys)
+                    if replay is not None:
+                        outcomes.append(replay)
+                        continue
+                    change = mutation.apply(working.get(mutation.task_id), now)
+                except AppError as exc:
+                    outcomes.append(exc)
+                    continue
+                working[mutation.task_id] = change.after
+                changes.append(change)
+                outcomes.append(MutationResult(change.task, change))
+                if isinstance(mutation, CreateTask) and mutation.idempotency_key:
+                    record = idempotency.KeyRecord(
+                        CREATE_SCOPE,
+                        mutation.idempotency_key,
+                        mutation.request_hash or "",
+                        change.task.id,
+                        change.task.model_dump(mode="json"),
+                    )
+                    keys[record.key] = record
+                    new_keys.append(record)
+            await _write(session, read, working, changes, new_keys, now)
+            seqs = iter(
+                await event_store.append_events(
+                    session,
+                    TASK_STREAM,
+                    [event_store.NewEvent(c.event_type, _event_data(c)) for c in changes],
+                    now,
+                )
+            )
+        return [
+            MutationResult(o.task, o.change, next(seqs))
+            if isinstance(o, MutationResult) and o.change
+            else o
+            for o in outcomes
+        ]
+
+
+def _idempotent_replay(
+    mutation: TaskMutation, keys: dict[str, idempotency.KeyRecord]
+) -> MutationResult | None:
+    if not isinstance(mutation, CreateTask) or not mutation.idempotency_key:
+        return None
+    record = keys.get(mutation.idempotency_key)
+    if record is None:
+        return None
+    if record.request_hash != mutation.request_hash:
+        raise IdempotencyKeyReused()
+    return MutationResult(TaskRead.model_validate(record.response), None, replayed=True)
+
+
+def _event_data(change: Change) -> dict[str, object]:
+    extra: dict[str, object] = {}
+    if change.transition is not None:
+        extra = {
+            "from": change.transition.from_status,
+            "to": change.transition.to_status,
+            "reason": change.reason,
+            "actor": change.transition.actor,
+        }
+    return task_event_data(change.task, **extra)
+
+
+async def _write(
+    session: AsyncSession,
+    read: dict[str, TaskRead],
+    working: dict[str, TaskRead | None],
+    changes: Sequence[Change],
+    new_keys: Sequence[idempotency.KeyRecord],
+    now: datetime,
+) -> None:
+    """Write each touched row once, in its final state for this batch."""
+    inserts: list[TaskRead] = []
+    updates: list[tuple[TaskRead, int]] = []
+    deletions: list[tuple[str, int]] = []
+    for task_id, final in working.items():
+        original = read.get(task_id)
+        if original is None and final is not None:
+            inserts.append(final)
+        elif original is not None and final is None:
+            deletions.append((task_id, original.version))
+        elif original is not None and final is not None and final.version != original.version:
+            updates.append((final, original.version))
+    await tasks.insert_tasks(session, inserts)
+    await tasks.update_tasks(session, updates)
+    await tasks.delete_tasks(session, deletions)
+    await tasks.insert_transitions(session, [c.transition for c in changes if c.transition])
+    await idempotency.insert_keys(session, new_keys, now)

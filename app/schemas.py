@@ -1,0 +1,193 @@
+"""API shapes: what clients send and receive. The engine works on `TaskRead` snapshots."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
+
+from app.states import TaskStatus
+from app.vocabulary import Complexity, CoordinationTopology, Priority, TaskStructure, TaskType
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+Text = Annotated[str, StringConstraints(max_length=20_000)]
+Reason = Annotated[str, StringConstraints(max_length=2_000)]
+
+
+class Artifact(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Name = Field(examples=["code"])
+    path: Annotated[str, StringConstraints(min_length=1, max_length=1_000)] = Field(
+        examples=["src/auth/"]
+    )
+
+
+class _TaskFields(BaseModel):
+    """Fields a client may set on create and change on update."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: Name = Field(examples=["Implement user authentication API"])
+    description: Text = ""
+    type: TaskType = TaskType.DEVELOPMENT
+    priority: Priority = Priority.MEDIUM
+    project: Name | None = Field(None, examples=["proj-456"])
+    assigned_to: Name | None = Field(None, examples=["sarah_chen"])
+    reviewers: list[Name] = Field(default_factory=list, max_length=100)
+    dependencies: list[Name] = Field(default_factory=list, max_length=1_000)
+    artifacts_expected: list[Artifact] = Field(default_factory=list, max_length=100)
+    acceptance_criteria: list[Text] = Field(default_factory=list, max_length=100)
+    estimated_complexity: Complexity = Complexity.MEDIUM
+    task_structure: TaskStructure = TaskStructure.SEQUENTIAL
+    coordination_topology: CoordinationTopology = CoordinationTopology.AUTO
+    budget_limit: float | None = Field(None, ge=0, examples=[2.0])
+    deadline: datetime | None = None
+    max_retries: int = Field(1, ge=0, le=100)
+    parent_task_id: Name | None = None
+    delegation_chain: list[Name] = Field(default_factory=list, max_length=100)
+
+
+class TaskCreate(_TaskFields):
+    """A new task. It starts `assigned` when `assigned_to` is given, else `created`."""
+
+    created_by: Name | None = Field(
+        None, description="Defaults to the caller's identity.", examples=["product_manager_1"]
+    )
+
+
+IMMUTABLE_TASK_FIELDS = frozenset({"id", "status", "created_by"})
+READ_ONLY_TASK_FIELDS = frozenset({"version", "retry_count", "created_at", "updated_at"})
+NULLABLE_TASK_FIELDS = frozenset(
+    {"project", "assigned_to", "budget_limit", "deadline", "parent_task_id"}
+)
+
+
+class TaskPatch(BaseModel):
+    """A partial update (JSON merge semantics: only the fields present change).
+    `id`, `status` and `created_by` cannot be changed; use transitions for `status`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: Name | None = None
+    description: Text | None = None
+    type: TaskType | None = None
+    priority: Priority | None = None
+    project: Name | None = None
+    assigned_to: Name | None = None
+    reviewers: list[Name] | None = Field(None, max_length=100)
+    dependencies: list[Name] | None = Field(None, max_length=1_000)
+    artifacts_expected: list[Artifact] | None = Field(None, max_length=100)
+    acceptance_criteria: list[Text] | None = Field(None, max_length=100)
+    estimated_complexity: Complexity | None = None
+    task_structure: TaskStructure | None = None
+    coordination_topology: CoordinationTopology | None = None
+    budget_limit: float | None = Field(None, ge=0)
+    deadline: datetime | None = None
+    max_retries: int | None = Field(None, ge=0, le=100)
+    parent_task_id: Name | None = None
+    delegation_chain: list[Name] | None = Field(None, max_length=100)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_fixed_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name in sorted(data.keys() & (IMMUTABLE_TASK_FIELDS | READ_ONLY_TASK_FIELDS)):
+                how = "immutable" if name in IMMUTABLE_TASK_FIELDS else "read-only"
+                hint = (
+                    "; change it with POST /v1/tasks/{id}/transitions" if name == "status" else ""
+                )
+                raise PydanticCustomError(
+                    "immutable_field", "{field} is " + how + hint, {"field": name}
+                )
+            for name, value in data.items():
+                if value is None and name in cls.model_fields and name not in NULLABLE_TASK_FIELDS:
+                    raise PydanticCustomError(
+                        "not_nullable", "{field} cannot be null", {"field": name}
+                    )
+        return data
+
+
+class TaskRead(_TaskFields):
+    """A task as stored. `version` doubles as the ETag."""
+
+    model_config = ConfigDict(extra="forbid", from_attributes=True)
+
+    id: str = Field(examples=["task_01jd2x7k8m9n0p1q2r3s4t5v6w"])
+    created_by: str
+    status: TaskStatus
+    retry_count: int
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class TransitionRequest(BaseModel):
+    """Move a task to another status; `assigned_to`, `reviewers`, `priority` and `deadline`
+    may be set in the same step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: TaskStatus
+    expected_version: int | None = Field(None, ge=1)
+    reason: Reason | None = None
+    assigned_to: Name | None = None
+    reviewers: list[Name] | None = Field(None, max_length=100)
+    priority: Priority | None = None
+    deadline: datetime | None = None
+
+
+class CancelRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    expected_version: int | None = Field(None, ge=1)
+    reason: Reason | None = None
+
+
+class TransitionRead(BaseModel):
+    """One row of a task's audit trail."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    task_id: str
+    from_status: TaskStatus | None
+    to_status: TaskStatus
+    reason: str | None
+    actor: str
+    task_version: int
+    at: datetime
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list; pass `next_cursor` as `cursor` for the next one (null: no more)."""
+
+    items: list[T]
+    next_cursor: str | None
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document. `code` is stable; match on it, not on `title`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(examples=["urn:loopwright:problem:not_found"])
+    title: str
+    status: int
+    detail: str
+    code: str = Field(examples=["not_found"])
+    instance: str | None = None
+
+
+class Health(BaseModel):
+    status: str
+
+
+def task_event_data(task: TaskRead, **extra: Any) -> dict[str, Any]:
+    """The payload of a task event: the snapshot plus what the event adds."""
+    return {"task": task.model_dump(mode="json"), **extra}

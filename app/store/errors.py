@@ -1,0 +1,42 @@
+"""The one boundary where driver errors become domain errors."""
+
+from __future__ import annotations
+
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from app.errors import AppError, Conflict, Unavailable
+
+# Raised when the server is unreachable, restarting, or the pool is exhausted.
+CONNECTIVITY_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    ConnectionError,
+    TimeoutError,
+    PoolTimeout,
+    InterfaceError,
+    OperationalError,
+)
+
+
+def constraint_name(exc: DBAPIError) -> str | None:
+    """asyncpg puts the constraint on the driver exception behind SQLAlchemy's wrapper."""
+    cause = getattr(exc.orig, "__cause__", None)
+    return getattr(cause, "constraint_name", None)
+
+
+def is_connectivity_error(exc: BaseException) -> bool:
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, CONNECTIVITY_ERRORS)
+
+
+def translate(exc: BaseException) -> AppError:
+    """A domain error for a database failure; unknown failures stay internal (500)."""
+    if isinstance(exc, AppError):
+        return exc
+    if is_connectivity_error(exc):
+        return Unavailable("the database is unavailable; retry shortly")
+    if isinstance(exc, IntegrityError):
+        name = constraint_name(exc) or "a constraint"
+        return Conflict(f"the change conflicts with existing data ({name})")
+    return AppError()
