@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -14,6 +14,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    Table,
     Text,
     func,
 )
@@ -130,3 +131,10 @@ class IdempotencyKey(Base):
     resource_id: Mapped[str] = mapped_column(Text)
     response: Mapped[dict[str, Any]] = mapped_column(JSONB)
     created_at: Mapped[datetime] = _now()
+
+
+# Typed handles on the tables, for Core statements (bulk writes, executemany).
+TASKS = cast(Table, Task.__table__)
+TRANSITIONS = cast(Table, TaskTransition.__table__)
+EVENTS = cast(Table, Event.__table__)
+IDEMPOTENCY_KEYS = cast(Table, IdempotencyKey.__table__)

@@ -8,6 +8,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.problems import problem_response
 from app.errors import PayloadTooLarge
 
+_DRAIN_LIMIT_BYTES = 64 * 1_048_576
+
 
 class BodyLimit:
     def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
@@ -50,6 +52,14 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Read (and drop) what the client is still sending, within reason, so that it gets
+        # to read the 413 instead of a connection reset while it writes.
+        discarded = 0
+        while discarded < _DRAIN_LIMIT_BYTES:
+            message = await receive()
+            discarded += len(message.get("body", b""))
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
         response = problem_response(PayloadTooLarge(self.max_body_bytes), scope.get("path"))
         response.headers["Connection"] = "close"
         await response(scope, receive, send)

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import Event, EventStream
+from app.models import EVENTS, Event, EventStream
 
 NOTIFY_CHANNEL = "loopwright_events"
 
@@ -47,7 +47,7 @@ async def append_events(
     last = (await session.execute(_claim_seqs, {"stream": stream, "n": len(events)})).scalar_one()
     first = last - len(events) + 1
     await session.execute(
-        insert(Event.__table__),
+        insert(EVENTS),
         [
             {"stream": stream, "seq": first + i, "type": e.type, "data": e.data, "created_at": now}
             for i, e in enumerate(events)

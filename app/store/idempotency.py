@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import insert, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import IdempotencyKey
+from app.models import IDEMPOTENCY_KEYS, IdempotencyKey
 
 
 @dataclass(frozen=True)
@@ -57,4 +57,4 @@ async def insert_keys(session: AsyncSession, records: Iterable[KeyRecord], now: 
         for r in records
     ]
     if rows:
-        await session.execute(insert(IdempotencyKey.__table__), rows)
+        await session.execute(insert(IDEMPOTENCY_KEYS), rows)

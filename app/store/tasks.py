@@ -9,11 +9,10 @@ from sqlalchemy import and_, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.engine.task_mutations import TransitionRecord
-from app.models import Task, TaskTransition
+from app.models import TASKS, TRANSITIONS, Task, TaskTransition
 from app.schemas import TaskRead, TransitionRead
 
-_tasks = Task.__table__
-_WRITABLE = [c.name for c in _tasks.columns if c.name != "id"]
+_WRITABLE = [c.name for c in TASKS.columns if c.name != "id"]
 
 
 def _row(task: TaskRead) -> dict[str, Any]:
@@ -42,7 +41,7 @@ async def lock_tasks(session: AsyncSession, task_ids: Iterable[str]) -> dict[str
 
 async def insert_tasks(session: AsyncSession, tasks: Sequence[TaskRead]) -> None:
     if tasks:
-        await session.execute(insert(_tasks), [_row(t) for t in tasks])
+        await session.execute(insert(TASKS), [_row(t) for t in tasks])
 
 
 async def update_tasks(session: AsyncSession, changes: Sequence[tuple[TaskRead, int]]) -> None:
@@ -50,8 +49,8 @@ async def update_tasks(session: AsyncSession, changes: Sequence[tuple[TaskRead, 
     if not changes:
         return
     stmt = (
-        update(_tasks)
-        .where(and_(_tasks.c.id == bindparam("_id"), _tasks.c.version == bindparam("_read")))
+        update(TASKS)
+        .where(and_(TASKS.c.id == bindparam("_id"), TASKS.c.version == bindparam("_read")))
         .values({name: bindparam(name) for name in _WRITABLE})
     )
     params = []
@@ -65,8 +64,8 @@ async def update_tasks(session: AsyncSession, changes: Sequence[tuple[TaskRead, 
 
 async def delete_tasks(session: AsyncSession, deletions: Sequence[tuple[str, int]]) -> None:
     if deletions:
-        stmt = delete(_tasks).where(
-            and_(_tasks.c.id == bindparam("_id"), _tasks.c.version == bindparam("_read"))
+        stmt = delete(TASKS).where(
+            and_(TASKS.c.id == bindparam("_id"), TASKS.c.version == bindparam("_read"))
         )
         await session.execute(stmt, [{"_id": i, "_read": v} for i, v in deletions])
 
@@ -74,7 +73,7 @@ async def delete_tasks(session: AsyncSession, deletions: Sequence[tuple[str, int
 async def insert_transitions(session: AsyncSession, records: Sequence[TransitionRecord]) -> None:
     if records:
         await session.execute(
-            insert(TaskTransition.__table__),
+            insert(TRANSITIONS),
             [
                 {
                     "task_id": r.task_id,

@@ -1,0 +1,115 @@
+"""The event outbox and idempotency keys on real Postgres: per-stream sequence numbers,
+replay reads after a sequence number, and the keys a create is answered from."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store import events, idempotency
+from app.store.events import NewEvent
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def batch(*types: str) -> list[NewEvent]:
+    return [NewEvent(t, {"n": i, "type": t}) for i, t in enumerate(types)]
+
+
+async def test_appends_get_consecutive_sequence_numbers(session: AsyncSession, token: str) -> None:
+    stream = f"s-{token}"
+
+    first = await events.append_events(session, stream, batch("a", "b", "c"), NOW)
+    second = await events.append_events(session, stream, batch("d", "e"), NOW)
+
+    assert first == [1, 2, 3]
+    assert second == [4, 5]
+    assert await events.last_seq(session, stream) == 5
+
+
+async def test_each_stream_counts_on_its_own(session: AsyncSession, token: str) -> None:
+    one, two = f"one-{token}", f"two-{token}"
+
+    await events.append_events(session, one, batch("a", "b"), NOW)
+    assert await events.append_events(session, two, batch("x"), NOW) == [1]
+    assert await events.append_events(session, one, batch("c"), NOW) == [3]
+
+    assert await events.last_seq(session, one) == 3
+    assert await events.last_seq(session, two) == 1
+
+
+async def test_appending_nothing_claims_no_sequence_numbers(
+    session: AsyncSession, token: str
+) -> None:
+    stream = f"s-{token}"
+
+    assert await events.append_events(session, stream, [], NOW) == []
+    assert await events.last_seq(session, stream) == 0
+    assert await events.append_events(session, stream, batch("a"), NOW) == [1]
+
+
+async def test_read_after_returns_exactly_the_later_events_in_order(
+    session: AsyncSession, token: str
+) -> None:
+    stream = f"s-{token}"
+    await events.append_events(session, stream, batch("a", "b", "c"), NOW)
+    await events.append_events(session, stream, batch("d", "e"), NOW)
+    await events.append_events(session, f"other-{token}", batch("x", "y", "z"), NOW)
+
+    later = await events.read_events(session, stream, after=2, limit=100)
+
+    assert [(e.seq, e.type) for e in later] == [(3, "c"), (4, "d"), (5, "e")]
+    assert {e.stream for e in later} == {stream}
+    assert later[0].data == {"n": 2, "type": "c"}
+    assert later[0].created_at == NOW
+
+
+async def test_read_respects_limit_and_the_end_of_the_stream(
+    session: AsyncSession, token: str
+) -> None:
+    stream = f"s-{token}"
+    await events.append_events(session, stream, batch("a", "b", "c", "d"), NOW)
+
+    assert [e.seq for e in await events.read_events(session, stream, after=0, limit=2)] == [1, 2]
+    assert await events.read_events(session, stream, after=4, limit=10) == []
+    assert await events.read_events(session, f"none-{token}", after=0, limit=10) == []
+
+
+async def test_last_seq_of_an_unknown_stream_is_zero(session: AsyncSession, token: str) -> None:
+    assert await events.last_seq(session, f"never-{token}") == 0
+
+
+def record(scope: str, key: str, digest: str = "h1") -> idempotency.KeyRecord:
+    return idempotency.KeyRecord(scope, key, digest, f"task-{key}", {"id": f"task-{key}"})
+
+
+async def test_find_keys_returns_the_stored_records_of_the_scope(
+    session: AsyncSession, token: str
+) -> None:
+    scope = f"scope-{token}"
+    k1, k2 = record(scope, "k1"), record(scope, "k2", "h2")
+    await idempotency.insert_keys(session, [k1, k2, record(f"elsewhere-{token}", "k3")], NOW)
+
+    found = await idempotency.find_keys(session, scope, ["k1", "k2", "k3", "missing", "k1"])
+
+    assert found == {"k1": k1, "k2": k2}
+    assert await idempotency.find_keys(session, scope, []) == {}
+
+
+async def test_insert_keys_of_nothing_writes_nothing(session: AsyncSession, token: str) -> None:
+    await idempotency.insert_keys(session, [], NOW)
+
+    assert await idempotency.find_keys(session, f"scope-{token}", ["k1"]) == {}
+
+
+def test_request_hash_ignores_key_order_but_not_values() -> None:
+    body = {"title": "t", "tags": ["a", "b"], "nested": {"x": 1, "y": None}}
+    reordered = {"nested": {"y": None, "x": 1}, "tags": ["a", "b"], "title": "t"}
+
+    digest = idempotency.request_hash(body)
+
+    assert digest == idempotency.request_hash(reordered)
+    assert len(digest) == 64
+    assert digest != idempotency.request_hash(body | {"title": "u"})
+    assert digest != idempotency.request_hash(body | {"tags": ["b", "a"]})

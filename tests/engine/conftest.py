@@ -1,0 +1,67 @@
+"""The engine tier: a real TaskEngine writing to the real database, tables emptied before
+each test. The engine's clock is injected and counts its reads: the writer reads it once
+per transaction it opens, which lets tests see how mutations were grouped."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.db import make_sessionmaker
+from app.engine.bus import EventBus
+from app.engine.task_engine import TaskEngine
+
+StartEngine = Callable[..., TaskEngine]
+
+
+class CountingClock:
+    """Each read is one second after the last; `reads` counts the writer's transactions."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self) -> datetime:
+        self.reads += 1
+        return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=self.reads)
+
+
+@pytest.fixture
+def sessionmaker(clean_db: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return make_sessionmaker(clean_db)
+
+
+@pytest.fixture
+def bus() -> EventBus:
+    return EventBus()
+
+
+@pytest.fixture
+def clock() -> CountingClock:
+    return CountingClock()
+
+
+@pytest.fixture
+async def start_engine(
+    sessionmaker: async_sessionmaker[AsyncSession], bus: EventBus, clock: CountingClock
+) -> AsyncIterator[StartEngine]:
+    """Start engines with the test's clock (and any options); all are stopped at teardown."""
+    started: list[TaskEngine] = []
+
+    def start(**options: Any) -> TaskEngine:
+        engine = TaskEngine(sessionmaker, bus, **{"clock": clock, **options})
+        engine.start()
+        started.append(engine)
+        return engine
+
+    yield start
+    for engine in reversed(started):
+        await engine.stop(drain_timeout_s=5)
+
+
+@pytest.fixture
+def engine(start_engine: StartEngine) -> TaskEngine:
+    return start_engine()

@@ -1,0 +1,66 @@
+"""A small Server-Sent Events reader over an httpx streaming response."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+
+@dataclass
+class SseMessage:
+    id: str | None = None
+    event: str | None = None
+    data_lines: list[str] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+
+    @property
+    def data(self) -> Any:
+        return json.loads("\n".join(self.data_lines))
+
+    @property
+    def is_comment_only(self) -> bool:
+        return self.id is None and self.event is None and not self.data_lines
+
+
+async def messages(response: httpx.Response) -> AsyncIterator[SseMessage]:
+    """Yields each dispatched message, comment-only blocks (keep-alives) included."""
+    current = SseMessage()
+    async for line in response.aiter_lines():
+        if line == "":
+            if current.id or current.event or current.data_lines or current.comments:
+                yield current
+            current = SseMessage()
+        elif line.startswith(":"):
+            current.comments.append(line[1:].strip())
+        else:
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "id":
+                current.id = value
+            elif name == "event":
+                current.event = value
+            elif name == "data":
+                current.data_lines.append(value)
+
+
+class SseReader:
+    """Reads one response's messages across several calls (the body streams only once)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._messages = messages(response)
+
+    async def next_message(self) -> SseMessage:
+        return await anext(self._messages)
+
+    async def take(self, count: int) -> list[SseMessage]:
+        """The next `count` real events, skipping keep-alive comments."""
+        taken: list[SseMessage] = []
+        while len(taken) < count:
+            message = await self.next_message()
+            if not message.is_comment_only:
+                taken.append(message)
+        return taken
