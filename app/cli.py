@@ -53,9 +53,13 @@ def _migrate(args: argparse.Namespace) -> None:
     from app.embedded_pg import start_embedded
 
     settings = load_settings()
-    url = settings.database.url or start_embedded(settings.database.embedded_data_dir)
+    embedded = None
+    url = settings.database.url
+    if url is None:
+        embedded = start_embedded(settings.database.embedded_data_dir)
+        url = embedded.url
 
-    async def run() -> None:
+    async def run(url: str) -> None:
         engine = make_engine(url)
         try:
             if args.action == "upgrade":
@@ -65,7 +69,11 @@ def _migrate(args: argparse.Namespace) -> None:
         finally:
             await engine.dispose()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run(url))
+    finally:
+        if embedded is not None:
+            embedded.stop()
 
 
 def _openapi(args: argparse.Namespace) -> None:

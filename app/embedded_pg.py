@@ -4,18 +4,28 @@ binaries, running on a Unix socket inside a data directory this process owns."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 
-def start_embedded(data_dir: Path) -> str:
-    """Start (or join) the server in `data_dir` and return its URL. The server stops when
-    the last process using it exits."""
+@dataclass
+class EmbeddedPostgres:
+    url: str
+    _server: Any
+
+    def stop(self) -> None:
+        """Release this process's handle; the server stops when no process holds one."""
+        self._server.cleanup()
+
+
+def start_embedded(data_dir: Path) -> EmbeddedPostgres:
+    """Start (or join) the server in `data_dir`, initialising the directory if needed."""
     import pgserver  # imported lazily: only this path needs the server binaries
 
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(str(data_dir), cleanup_mode="stop")
-    url: str = server.get_uri()
     log.info("embedded PostgreSQL running in %s", data_dir)
-    return url
+    return EmbeddedPostgres(server.get_uri(), server)

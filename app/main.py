@@ -41,9 +41,11 @@ Lists are paginated by cursor: pass `next_cursor` back as `cursor`.
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
+    embedded = None
     url = settings.database.url
     if url is None:
-        url = await asyncio.to_thread(start_embedded, settings.database.embedded_data_dir)
+        embedded = await asyncio.to_thread(start_embedded, settings.database.embedded_data_dir)
+        url = embedded.url
     db = make_engine(
         url,
         pool_size=settings.database.pool_size,
@@ -82,6 +84,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await task_engine.stop(engine_settings.drain_timeout_s)
         await listener.stop()
         await db.dispose()
+        if embedded is not None:
+            await asyncio.to_thread(embedded.stop)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

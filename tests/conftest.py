@@ -45,7 +45,7 @@ def _server_url() -> str:
         return LOCAL_SERVER
     from app.embedded_pg import start_embedded
 
-    return start_embedded(EMBEDDED_DIR)
+    return start_embedded(EMBEDDED_DIR).url
 
 
 async def _admin(server_url: str, sql: str) -> None:

@@ -1,0 +1,72 @@
+"""Runs `loopwright` as a real child process for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+LOOPWRIGHT = str(Path(sys.executable).parent / "loopwright")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ServerProcess:
+    """`loopwright serve` on a free port, with the environment given (and nothing of ours)."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "LOOPWRIGHT_SERVER__PORT": str(self.port),
+            **env,
+        }
+        self._log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, ready_timeout_s: float = 60.0) -> None:
+        with self._log_path.open("ab") as log:  # the child keeps its own descriptor
+            self.process = subprocess.Popen(
+                [LOOPWRIGHT, "serve"], env=self._env, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + ready_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)  # polling a child process's readiness; there is no clock to inject
+        raise RuntimeError(f"server not ready in {ready_timeout_s}s:\n{self.log()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def terminate(self, timeout_s: float = 30.0) -> bool:
+        """SIGTERM; True when the process shut down gracefully (uvicorn re-raises the
+        signal once its shutdown is complete, so the exit status is -SIGTERM)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=timeout_s)
+        return code in (0, -signal.SIGTERM) and "Application shutdown complete" in self.log()
+
+    def log(self) -> str:
+        return self._log_path.read_text(errors="replace")[-4000:]
