@@ -28,7 +28,7 @@ from app.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
 from app.schemas import TaskRead, task_event_data
 from app.store import events as event_store
 from app.store import idempotency, tasks
-from app.store.errors import translate
+from app.store.errors import StaleWrite, translate
 
 log = logging.getLogger(__name__)
 
@@ -143,11 +143,14 @@ class TaskEngine:
             finally:
                 for _ in batch:
                     self._queue.task_done()
+            # Let the callers just answered run and queue their next mutation, so that it
+            # joins the next group instead of trailing it in a group of its own.
+            await asyncio.sleep(0)
 
     async def _process(self, batch: list[_Pending]) -> None:
         try:
             outcomes = await self._commit(batch)
-        except (SQLAlchemyError, OSError) as exc:
+        except (SQLAlchemyError, OSError, StaleWrite) as exc:
             if len(batch) == 1:
                 batch[0].future.set_exception(translate(exc))
                 return

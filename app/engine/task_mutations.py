@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.errors import InvalidTransition, NotFound, ValidationFailed, VersionConflict
+from app.errors import Conflict, InvalidTransition, NotFound, ValidationFailed, VersionConflict
 from app.ids import new_id
 from app.schemas import TaskCreate, TaskRead
 from app.states import TaskStatus, allowed_targets, is_retry
@@ -94,6 +94,8 @@ class CreateTask:
     task_id: str = field(default_factory=lambda: new_id("task"))
 
     def apply(self, current: TaskRead | None, now: datetime) -> Change:
+        if current is not None:
+            raise Conflict(f"task {self.task_id!r} already exists")
         status = TaskStatus.ASSIGNED if self.fields.assigned_to else TaskStatus.CREATED
         values = self.fields.model_dump(exclude={"created_by"})
         task = TaskRead(

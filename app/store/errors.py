@@ -18,6 +18,10 @@ CONNECTIVITY_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+class StaleWrite(RuntimeError):
+    """A compare-and-set matched fewer rows than expected: a row changed under the writer."""
+
+
 def constraint_name(exc: DBAPIError) -> str | None:
     """asyncpg puts the constraint on the driver exception behind SQLAlchemy's wrapper."""
     cause = getattr(exc.orig, "__cause__", None)
@@ -36,6 +40,8 @@ def translate(exc: BaseException) -> AppError:
         return exc
     if is_connectivity_error(exc):
         return Unavailable("the database is unavailable; retry shortly")
+    if isinstance(exc, StaleWrite):
+        return Conflict("the resource changed concurrently; retry")
     if isinstance(exc, IntegrityError):
         name = constraint_name(exc) or "a constraint"
         return Conflict(f"the change conflicts with existing data ({name})")

@@ -8,17 +8,32 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import EVENTS, Event, EventStream
+from app.models import Event, EventStream
 
 NOTIFY_CHANNEL = "loopwright_events"
 
-_claim_seqs = text(
-    "INSERT INTO event_streams (stream, last_seq) VALUES (:stream, :n) "
-    "ON CONFLICT (stream) DO UPDATE SET last_seq = event_streams.last_seq + :n "
-    "RETURNING last_seq"
+# One statement claims the sequence numbers, inserts the events and queues the NOTIFY.
+# The counter row stays locked until commit, so sequence numbers become visible in order
+# and without gaps; the notification (a wake-up, not the data) is delivered at commit.
+_APPEND = text(
+    """
+    WITH claim AS (
+        INSERT INTO event_streams (stream, last_seq) VALUES (:stream, :n)
+        ON CONFLICT (stream) DO UPDATE SET last_seq = event_streams.last_seq + :n
+        RETURNING last_seq
+    ), appended AS (
+        INSERT INTO events (stream, seq, type, data, created_at)
+        SELECT :stream, claim.last_seq - :n + e.ordinality, e.value->>'type', e.value->'data',
+               :now
+        FROM claim, jsonb_array_elements(CAST(:events AS jsonb)) WITH ORDINALITY AS e
+    )
+    SELECT last_seq,
+           pg_notify(:channel, json_build_object('stream', :stream, 'seq', last_seq)::text)
+    FROM claim
+    """
 )
 
 
@@ -40,23 +55,18 @@ class StoredEvent:
 async def append_events(
     session: AsyncSession, stream: str, events: Sequence[NewEvent], now: datetime
 ) -> list[int]:
-    """Append in order and return the sequence numbers. The stream's counter row stays
-    locked until commit, so sequence numbers become visible in order, without gaps."""
+    """Append in order and return the sequence numbers given to the events."""
     if not events:
         return []
-    last = (await session.execute(_claim_seqs, {"stream": stream, "n": len(events)})).scalar_one()
-    first = last - len(events) + 1
-    await session.execute(
-        insert(EVENTS),
-        [
-            {"stream": stream, "seq": first + i, "type": e.type, "data": e.data, "created_at": now}
-            for i, e in enumerate(events)
-        ],
-    )
-    # Delivered by Postgres at commit, to every process listening: a wake-up, not the data.
-    payload = json.dumps({"stream": stream, "seq": last})
-    await session.execute(select(func.pg_notify(NOTIFY_CHANNEL, payload)))
-    return list(range(first, last + 1))
+    params = {
+        "stream": stream,
+        "n": len(events),
+        "events": json.dumps([{"type": e.type, "data": e.data} for e in events]),
+        "now": now,
+        "channel": NOTIFY_CHANNEL,
+    }
+    last = (await session.execute(_APPEND, params)).scalar_one()
+    return list(range(last - len(events) + 1, last + 1))
 
 
 async def read_events(

@@ -2,25 +2,44 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, insert, select, update
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.engine.task_mutations import TransitionRecord
-from app.models import TASKS, TRANSITIONS, Task, TaskTransition
+from app.models import TASKS, Task, TaskTransition
 from app.schemas import TaskRead, TransitionRead
+from app.store.errors import StaleWrite
 
-_WRITABLE = [c.name for c in TASKS.columns if c.name != "id"]
+# Writes pass a batch of rows as one JSON array that Postgres turns back into records
+# (`jsonb_populate_record`): one parameter and one statement, whatever the batch size.
+# Column lists come from the table, so a new column cannot be silently skipped.
+_COLUMNS = [c.name for c in TASKS.columns]
+_COLUMN_LIST = ", ".join(_COLUMNS)
+_ASSIGNMENTS = ", ".join(f"{c} = r.{c}" for c in _COLUMNS if c != "id")
 
-
-def _row(task: TaskRead) -> dict[str, Any]:
-    return task.model_dump(mode="json") | {
-        "created_at": task.created_at,
-        "updated_at": task.updated_at,
-        "deadline": task.deadline,
-    }
+_INSERT = text(
+    f"INSERT INTO tasks ({_COLUMN_LIST}) "
+    f"SELECT {_COLUMN_LIST} FROM jsonb_populate_recordset(NULL::tasks, CAST(:rows AS jsonb))"
+)
+# Compare-and-set: a row is written only where it still has the version it was read at.
+_UPDATE = text(
+    f"UPDATE tasks AS t SET {_ASSIGNMENTS} "
+    "FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e, "
+    "LATERAL jsonb_populate_record(NULL::tasks, e) AS r "
+    "WHERE t.id = r.id AND t.version = (e->>'_read_version')::int RETURNING t.id"
+)
+_DELETE = text(
+    "DELETE FROM tasks AS t USING jsonb_to_recordset(CAST(:rows AS jsonb)) "
+    "AS r(id text, version int) WHERE t.id = r.id AND t.version = r.version RETURNING t.id"
+)
+_INSERT_TRANSITIONS = text(
+    "INSERT INTO task_transitions (task_id, from_status, to_status, reason, actor, "
+    "task_version, at) SELECT task_id, from_status, to_status, reason, actor, task_version, at "
+    "FROM jsonb_populate_recordset(NULL::task_transitions, CAST(:rows AS jsonb))"
+)
 
 
 async def get_task(session: AsyncSession, task_id: str) -> TaskRead | None:
@@ -33,60 +52,54 @@ async def lock_tasks(session: AsyncSession, task_ids: Iterable[str]) -> dict[str
     ids = sorted(set(task_ids))  # a stable lock order avoids deadlocks between replicas
     if not ids:
         return {}
-    rows = await session.scalars(
-        select(Task).where(Task.id.in_(ids)).order_by(Task.id).with_for_update()
+    rows = await session.execute(
+        select(TASKS).where(TASKS.c.id.in_(ids)).order_by(TASKS.c.id).with_for_update()
     )
-    return {row.id: TaskRead.model_validate(row) for row in rows}
+    return {row.id: TaskRead.model_validate(row._mapping) for row in rows}
 
 
 async def insert_tasks(session: AsyncSession, tasks: Sequence[TaskRead]) -> None:
     if tasks:
-        await session.execute(insert(TASKS), [_row(t) for t in tasks])
+        rows = json.dumps([task.model_dump(mode="json") for task in tasks])
+        await session.execute(_INSERT, {"rows": rows})
 
 
 async def update_tasks(session: AsyncSession, changes: Sequence[tuple[TaskRead, int]]) -> None:
     """Write each new snapshot where the row still has the version it was read at."""
     if not changes:
         return
-    stmt = (
-        update(TASKS)
-        .where(and_(TASKS.c.id == bindparam("_id"), TASKS.c.version == bindparam("_read")))
-        .values({name: bindparam(name) for name in _WRITABLE})
+    rows = json.dumps(
+        [task.model_dump(mode="json") | {"_read_version": read} for task, read in changes]
     )
-    params = []
-    for task, read_version in changes:
-        row = _row(task)
-        row["_id"] = row.pop("id")
-        row["_read"] = read_version
-        params.append(row)
-    await session.execute(stmt, params)
+    written = (await session.execute(_UPDATE, {"rows": rows})).all()
+    if len(written) != len(changes):
+        raise StaleWrite(f"{len(changes) - len(written)} task rows changed under the writer")
 
 
 async def delete_tasks(session: AsyncSession, deletions: Sequence[tuple[str, int]]) -> None:
-    if deletions:
-        stmt = delete(TASKS).where(
-            and_(TASKS.c.id == bindparam("_id"), TASKS.c.version == bindparam("_read"))
-        )
-        await session.execute(stmt, [{"_id": i, "_read": v} for i, v in deletions])
+    if not deletions:
+        return
+    rows = json.dumps([{"id": task_id, "version": read} for task_id, read in deletions])
+    deleted = (await session.execute(_DELETE, {"rows": rows})).all()
+    if len(deleted) != len(deletions):
+        raise StaleWrite(f"{len(deletions) - len(deleted)} task rows changed under the writer")
 
 
 async def insert_transitions(session: AsyncSession, records: Sequence[TransitionRecord]) -> None:
     if records:
-        await session.execute(
-            insert(TRANSITIONS),
-            [
-                {
-                    "task_id": r.task_id,
-                    "from_status": r.from_status,
-                    "to_status": r.to_status,
-                    "reason": r.reason,
-                    "actor": r.actor,
-                    "task_version": r.task_version,
-                    "at": r.at,
-                }
-                for r in records
-            ],
-        )
+        rows = [
+            {
+                "task_id": r.task_id,
+                "from_status": r.from_status,
+                "to_status": r.to_status,
+                "reason": r.reason,
+                "actor": r.actor,
+                "task_version": r.task_version,
+                "at": r.at.isoformat(),
+            }
+            for r in records
+        ]
+        await session.execute(_INSERT_TRANSITIONS, {"rows": json.dumps(rows)})
 
 
 async def list_tasks(

@@ -8,8 +8,8 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
-from tests.conftest import make_settings, running_server
 from tests.support.api import assert_problem
+from tests.support.server import make_settings, running_server
 
 
 async def test_api_keys_are_required_when_configured(

@@ -8,8 +8,8 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
-from tests.conftest import running_server
 from tests.support.api import create_task
+from tests.support.server import running_server
 from tests.support.sse import SseReader
 
 

@@ -9,8 +9,8 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
-from tests.conftest import make_settings, running_server
 from tests.support.api import create_task
+from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
 
 

@@ -18,7 +18,7 @@ from app.models import Task
 from app.schemas import TaskRead
 from app.states import TaskStatus
 from app.store import tasks
-from app.store.errors import translate
+from app.store.errors import StaleWrite, translate
 
 S = TaskStatus
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -149,30 +149,43 @@ async def test_lock_tasks_returns_the_current_rows_of_known_ids(
     assert await tasks.lock_tasks(session, []) == {}
 
 
-async def test_update_writes_only_rows_still_at_the_version_read(
+async def test_update_writes_each_row_still_at_the_version_read(
     session: AsyncSession, token: str
 ) -> None:
-    a, b = new_task(f"task_{token}_a"), new_task(f"task_{token}_b")
+    a, b = new_task(f"task_{token}_a"), new_task(f"task_{token}_b", version=4)
     await tasks.insert_tasks(session, [a, b])
-    a2 = bump(a, title="first writer", status=S.ASSIGNED, assigned_to="ana")
-    await tasks.update_tasks(session, [(a2, 1)])
+    a2, b2 = bump(a, status=S.ASSIGNED, assigned_to="ana"), bump(b, title="renamed")
 
-    # A second writer that read version 1 of `a`, and a writer whose read of `b` is stale.
-    await tasks.update_tasks(
-        session, [(bump(a, title="late writer"), 1), (bump(b, title="stale"), 7)]
-    )
+    await tasks.update_tasks(session, [(a2, 1), (b2, 4)])
 
     assert await tasks.get_task(session, a.id) == a2
-    assert await tasks.get_task(session, b.id) == b
+    assert await tasks.get_task(session, b.id) == b2
 
 
-async def test_delete_removes_only_rows_still_at_the_version_read(
+async def test_a_stale_update_is_refused_and_leaves_the_row_alone(
+    session: AsyncSession, token: str
+) -> None:
+    a = new_task(f"task_{token}_a")
+    await tasks.insert_tasks(session, [a])
+    a2 = bump(a, title="first writer")
+    await tasks.update_tasks(session, [(a2, 1)])
+
+    with pytest.raises(StaleWrite) as stale:  # a second writer that also read version 1
+        await tasks.update_tasks(session, [(bump(a, title="late writer"), 1)])
+
+    assert await tasks.get_task(session, a.id) == a2
+    assert (translate(stale.value).status_code, translate(stale.value).code) == (409, "conflict")
+
+
+async def test_delete_removes_rows_still_at_the_version_read_and_refuses_stale_ones(
     session: AsyncSession, token: str
 ) -> None:
     a, b = new_task(f"task_{token}_a"), new_task(f"task_{token}_b", version=3)
     await tasks.insert_tasks(session, [a, b])
 
-    await tasks.delete_tasks(session, [(a.id, 1), (b.id, 2)])
+    await tasks.delete_tasks(session, [(a.id, 1)])
+    with pytest.raises(StaleWrite):
+        await tasks.delete_tasks(session, [(b.id, 2)])
 
     assert await tasks.get_task(session, a.id) is None
     assert await tasks.get_task(session, b.id) == b
@@ -226,7 +239,7 @@ async def test_database_refuses_what_the_code_refuses(
     row |= {"created_at": T0, "updated_at": T0, column: value}
 
     with pytest.raises(IntegrityError) as caught:
-        await session.execute(insert(Task.__table__).values(**row))
+        await session.execute(insert(Task).values(**row))
 
     error = translate(caught.value)
     assert type(error) is Conflict

@@ -4,8 +4,7 @@ per transaction it opens, which lets tests see how mutations were grouped."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,24 +13,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.db import make_sessionmaker
 from app.engine.bus import EventBus
 from app.engine.task_engine import TaskEngine
-
-StartEngine = Callable[..., TaskEngine]
-
-
-class CountingClock:
-    """Each read is one second after the last; `reads` counts the writer's transactions."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-
-    def __call__(self) -> datetime:
-        self.reads += 1
-        return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=self.reads)
+from tests.support.engine import CountingClock, Gate, Reader, StartEngine
 
 
 @pytest.fixture
 def sessionmaker(clean_db: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return make_sessionmaker(clean_db)
+
+
+@pytest.fixture
+def read(sessionmaker: async_sessionmaker[AsyncSession]) -> Reader:
+    return Reader(sessionmaker)
 
 
 @pytest.fixture
@@ -63,5 +55,13 @@ async def start_engine(
 
 
 @pytest.fixture
-def engine(start_engine: StartEngine) -> TaskEngine:
-    return start_engine()
+async def engine(start_engine: StartEngine) -> TaskEngine:
+    return start_engine()  # async: the writer task needs the running loop
+
+
+@pytest.fixture
+def gate(engine: TaskEngine) -> Gate:
+    """Holds `engine`'s writer after each commit until the test opens it."""
+    held = Gate()
+    engine.add_observer(held)
+    return held

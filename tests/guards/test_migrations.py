@@ -14,19 +14,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import migrate
 from app.db import Base, make_engine
-from tests.conftest import _admin, _with_database
+from tests.support.database import admin, with_database
 
 
 @pytest.fixture
 async def scratch_engine(pg_server_url: str) -> AsyncIterator[AsyncEngine]:
     name = f"lw_migrations_{secrets.token_hex(4)}"
-    await _admin(pg_server_url, f'CREATE DATABASE "{name}"')
-    engine = make_engine(_with_database(pg_server_url, name))
+    await admin(pg_server_url, f'CREATE DATABASE "{name}"')
+    engine = make_engine(with_database(pg_server_url, name))
     try:
         yield engine
     finally:
         await engine.dispose()
-        await _admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _differences(connection: Connection) -> list[object]:

@@ -1,0 +1,50 @@
+"""Settings for tests and the app behind a real uvicorn server on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import uvicorn
+
+from app.config import Settings
+from app.main import create_app
+
+
+def make_settings(database_url: str, **groups: dict[str, object]) -> Settings:
+    base: dict[str, object] = {
+        "database": {"url": database_url, "migrate_on_start": False, "pool_size": 5},
+        "streams": {"keepalive_s": 1.0, "poll_interval_s": 1.0},
+    }
+    for group, values in groups.items():
+        merged = dict(base.get(group, {}))  # type: ignore[call-overload]
+        merged.update(values)
+        base[group] = merged
+    return Settings.model_validate(base)
+
+
+@asynccontextmanager
+async def running_server(settings: Settings) -> AsyncIterator[str]:
+    """The app behind a real uvicorn server on a free loopback port; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(settings), log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if serving.done():
+            serving.result()
+            raise RuntimeError("the server stopped during start-up")
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await serving
+        sock.close()
