@@ -7,7 +7,8 @@ every mutation keeps its own result or error. Audit rows and events are written 
 same transaction; futures, observers and the bus only hear of it after the commit.
 
 If a group's transaction fails, its mutations are retried one transaction each, so one
-bad mutation cannot sink the others. Reads do not go through the queue.
+bad mutation cannot sink the others; if the database is unreachable they all fail with
+`unavailable` at once. Reads do not go through the queue.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from app.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
 from app.schemas import TaskRead, task_event_data
 from app.store import events as event_store
 from app.store import idempotency, tasks
-from app.store.errors import StaleWrite, translate
+from app.store.errors import StaleWrite, is_connectivity_error, translate
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +152,12 @@ class TaskEngine:
         try:
             outcomes = await self._commit(batch)
         except (SQLAlchemyError, OSError, StaleWrite) as exc:
-            if len(batch) == 1:
-                batch[0].future.set_exception(translate(exc))
+            # Retrying one by one isolates a bad mutation; it cannot help while the
+            # database is unreachable, so then the whole group fails at once.
+            if len(batch) == 1 or is_connectivity_error(exc):
+                for pending in batch:
+                    if not pending.future.done():
+                        pending.future.set_exception(translate(exc))
                 return
             log.warning("group commit of %d failed (%s); retrying singly", len(batch), exc)
             for pending in batch:
