@@ -186,8 +186,3 @@ class Problem(BaseModel):
 
 class Health(BaseModel):
     status: str
-
-
-def task_event_data(task: TaskRead, **extra: Any) -> dict[str, Any]:
-    """The payload of a task event: the snapshot plus what the event adds."""
-    return {"task": task.model_dump(mode="json"), **extra}

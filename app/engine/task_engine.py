@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.engine.bus import EventBus
 from app.engine.task_mutations import Change, CreateTask, TaskMutation
 from app.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
-from app.schemas import TaskRead, task_event_data
+from app.schemas import TaskRead
 from app.store import events as event_store
 from app.store import idempotency, tasks
 from app.store.errors import StaleWrite, is_connectivity_error, translate
@@ -203,6 +203,7 @@ class TaskEngine:
                 ),
             )
             working: dict[str, TaskRead | None] = dict(read)
+            last_change: dict[str, Change] = {}
             outcomes: list[MutationResult | AppError] = []
             changes: list[Change] = []
             new_keys: list[idempotency.KeyRecord] = []
@@ -217,6 +218,7 @@ class TaskEngine:
                     outcomes.append(exc)
                     continue
                 working[mutation.task_id] = change.after
+                last_change[mutation.task_id] = change
                 changes.append(change)
                 outcomes.append(MutationResult(change.task, change))
                 if isinstance(mutation, CreateTask) and mutation.idempotency_key:
@@ -225,11 +227,11 @@ class TaskEngine:
                         mutation.idempotency_key,
                         mutation.request_hash or "",
                         change.task.id,
-                        change.task.model_dump(mode="json"),
+                        change.snapshot,
                     )
                     keys[record.key] = record
                     new_keys.append(record)
-            await _write(session, read, working, changes, new_keys, now)
+            await _write(session, read, last_change, changes, new_keys, now)
             seqs = iter(
                 await event_store.append_events(
                     session,
@@ -268,29 +270,29 @@ def _event_data(change: Change) -> dict[str, object]:
             "reason": change.reason,
             "actor": change.transition.actor,
         }
-    return task_event_data(change.task, **extra)
+    return {"task": change.snapshot, **extra}
 
 
 async def _write(
     session: AsyncSession,
     read: dict[str, TaskRead],
-    working: dict[str, TaskRead | None],
+    last_change: dict[str, Change],
     changes: Sequence[Change],
     new_keys: Sequence[idempotency.KeyRecord],
     now: datetime,
 ) -> None:
     """Write each touched row once, in its final state for this batch."""
-    inserts: list[TaskRead] = []
-    updates: list[tuple[TaskRead, int]] = []
+    inserts: list[tasks.TaskRow] = []
+    updates: list[tuple[tasks.TaskRow, int]] = []
     deletions: list[tuple[str, int]] = []
-    for task_id, final in working.items():
-        original = read.get(task_id)
+    for task_id, change in last_change.items():
+        original, final = read.get(task_id), change.after
         if original is None and final is not None:
-            inserts.append(final)
+            inserts.append(change.snapshot)
         elif original is not None and final is None:
             deletions.append((task_id, original.version))
-        elif original is not None and final is not None and final.version != original.version:
-            updates.append((final, original.version))
+        elif original is not None and final is not None:
+            updates.append((change.snapshot, original.version))
     await tasks.insert_tasks(session, inserts)
     await tasks.update_tasks(session, updates)
     await tasks.delete_tasks(session, deletions)

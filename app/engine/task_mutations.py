@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from app.errors import Conflict, InvalidTransition, NotFound, ValidationFailed, VersionConflict
@@ -44,6 +45,11 @@ class Change:
         task = self.after or self.before
         assert task is not None
         return task
+
+    @cached_property
+    def snapshot(self) -> dict[str, Any]:
+        """`task` in its JSON form, computed once for the row, the event and the replay."""
+        return self.task.model_dump(mode="json")
 
 
 def _check_version(task: TaskRead, expected: int | None) -> None:
@@ -97,8 +103,8 @@ class CreateTask:
         if current is not None:
             raise Conflict(f"task {self.task_id!r} already exists")
         status = TaskStatus.ASSIGNED if self.fields.assigned_to else TaskStatus.CREATED
-        values = self.fields.model_dump(exclude={"created_by"})
-        task = TaskRead(
+        values = {k: v for k, v in self.fields if k != "created_by"}
+        task = TaskRead.model_construct(  # the body is already validated
             **values,
             id=self.task_id,
             created_by=self.fields.created_by or self.actor,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -12,6 +13,9 @@ from app.engine.task_mutations import TransitionRecord
 from app.models import TASKS, Task, TaskTransition
 from app.schemas import TaskRead, TransitionRead
 from app.store.errors import StaleWrite
+
+TaskRow = Mapping[str, Any]
+"""A task in its JSON form, `TaskRead.model_dump(mode="json")`: what the writes take."""
 
 # Writes pass a batch of rows as one JSON array that Postgres turns back into records
 # (`jsonb_populate_record`): one parameter and one statement, whatever the batch size.
@@ -58,19 +62,16 @@ async def lock_tasks(session: AsyncSession, task_ids: Iterable[str]) -> dict[str
     return {row.id: TaskRead.model_validate(row._mapping) for row in rows}
 
 
-async def insert_tasks(session: AsyncSession, tasks: Sequence[TaskRead]) -> None:
-    if tasks:
-        rows = json.dumps([task.model_dump(mode="json") for task in tasks])
-        await session.execute(_INSERT, {"rows": rows})
+async def insert_tasks(session: AsyncSession, rows: Sequence[TaskRow]) -> None:
+    if rows:
+        await session.execute(_INSERT, {"rows": json.dumps(rows)})
 
 
-async def update_tasks(session: AsyncSession, changes: Sequence[tuple[TaskRead, int]]) -> None:
-    """Write each new snapshot where the row still has the version it was read at."""
+async def update_tasks(session: AsyncSession, changes: Sequence[tuple[TaskRow, int]]) -> None:
+    """Write each new row where the stored one still has the version it was read at."""
     if not changes:
         return
-    rows = json.dumps(
-        [task.model_dump(mode="json") | {"_read_version": read} for task, read in changes]
-    )
+    rows = json.dumps([{**row, "_read_version": read} for row, read in changes])
     written = (await session.execute(_UPDATE, {"rows": rows})).all()
     if len(written) != len(changes):
         raise StaleWrite(f"{len(changes) - len(written)} task rows changed under the writer")

@@ -38,6 +38,11 @@ def new_task(task_id: str, **fields: Any) -> TaskRead:
     return TaskRead.model_validate(values | fields)
 
 
+def rows(*tasks_: TaskRead) -> list[dict[str, Any]]:
+    """Snapshots in the JSON form the store writes."""
+    return [t.model_dump(mode="json") for t in tasks_]
+
+
 def bump(task: TaskRead, **fields: Any) -> TaskRead:
     """The next version of a snapshot, as the engine would write it."""
     return task.model_copy(update={**fields, "version": task.version + 1})
@@ -54,7 +59,7 @@ async def test_inserted_task_reads_back_field_for_field(session: AsyncSession, t
         deadline=T0 + timedelta(days=3),
         budget_limit=2.5,
     )
-    await tasks.insert_tasks(session, [task])
+    await tasks.insert_tasks(session, rows(task))
 
     assert await tasks.get_task(session, task.id) == task
 
@@ -66,15 +71,15 @@ async def test_get_unknown_task_is_none(session: AsyncSession, token: str) -> No
 @pytest.fixture
 async def listed(session: AsyncSession, token: str) -> list[TaskRead]:
     """Five tasks of one project, inserted out of id order."""
-    rows = [
+    made = [
         new_task(f"task_{token}_3", project=token, status=S.ASSIGNED, assigned_to="ana"),
         new_task(f"task_{token}_1", project=token, priority="high"),
         new_task(f"task_{token}_5", project=token, status=S.ASSIGNED, assigned_to="bo"),
         new_task(f"task_{token}_2", project=token, status=S.FAILED, assigned_to="ana"),
         new_task(f"task_{token}_4", project=token, priority="high", assigned_to="ana"),
     ]
-    await tasks.insert_tasks(session, rows)
-    return sorted(rows, key=lambda t: t.id)
+    await tasks.insert_tasks(session, rows(*made))
+    return sorted(made, key=lambda t: t.id)
 
 
 async def ids(session: AsyncSession, filters: dict[str, str], **kwargs: Any) -> list[str]:
@@ -109,7 +114,7 @@ async def test_list_filters_match_on_every_given_column(
 async def test_list_by_project_excludes_other_projects(
     session: AsyncSession, token: str, listed: list[TaskRead]
 ) -> None:
-    await tasks.insert_tasks(session, [new_task(f"task_{token}_0", project=f"{token}-other")])
+    await tasks.insert_tasks(session, rows(new_task(f"task_{token}_0", project=f"{token}-other")))
 
     assert await ids(session, {"project": token}) == [t.id for t in listed]
     assert await ids(session, {"project": f"{token}-other"}) == [f"task_{token}_0"]
@@ -139,9 +144,9 @@ async def test_lock_tasks_returns_the_current_rows_of_known_ids(
     session: AsyncSession, token: str
 ) -> None:
     a, b = new_task(f"task_{token}_a"), new_task(f"task_{token}_b")
-    await tasks.insert_tasks(session, [a, b])
+    await tasks.insert_tasks(session, rows(a, b))
     a2 = bump(a, title="renamed")
-    await tasks.update_tasks(session, [(a2, 1)])
+    await tasks.update_tasks(session, [(rows(a2)[0], 1)])
 
     locked = await tasks.lock_tasks(session, [b.id, a.id, f"task_{token}_missing", a.id])
 
@@ -153,10 +158,10 @@ async def test_update_writes_each_row_still_at_the_version_read(
     session: AsyncSession, token: str
 ) -> None:
     a, b = new_task(f"task_{token}_a"), new_task(f"task_{token}_b", version=4)
-    await tasks.insert_tasks(session, [a, b])
+    await tasks.insert_tasks(session, rows(a, b))
     a2, b2 = bump(a, status=S.ASSIGNED, assigned_to="ana"), bump(b, title="renamed")
 
-    await tasks.update_tasks(session, [(a2, 1), (b2, 4)])
+    await tasks.update_tasks(session, [(rows(a2)[0], 1), (rows(b2)[0], 4)])
 
     assert await tasks.get_task(session, a.id) == a2
     assert await tasks.get_task(session, b.id) == b2
@@ -166,12 +171,12 @@ async def test_a_stale_update_is_refused_and_leaves_the_row_alone(
     session: AsyncSession, token: str
 ) -> None:
     a = new_task(f"task_{token}_a")
-    await tasks.insert_tasks(session, [a])
+    await tasks.insert_tasks(session, rows(a))
     a2 = bump(a, title="first writer")
-    await tasks.update_tasks(session, [(a2, 1)])
+    await tasks.update_tasks(session, [(rows(a2)[0], 1)])
 
     with pytest.raises(StaleWrite) as stale:  # a second writer that also read version 1
-        await tasks.update_tasks(session, [(bump(a, title="late writer"), 1)])
+        await tasks.update_tasks(session, [(rows(bump(a, title="late writer"))[0], 1)])
 
     assert await tasks.get_task(session, a.id) == a2
     assert (translate(stale.value).status_code, translate(stale.value).code) == (409, "conflict")
@@ -181,7 +186,7 @@ async def test_delete_removes_rows_still_at_the_version_read_and_refuses_stale_o
     session: AsyncSession, token: str
 ) -> None:
     a, b = new_task(f"task_{token}_a"), new_task(f"task_{token}_b", version=3)
-    await tasks.insert_tasks(session, [a, b])
+    await tasks.insert_tasks(session, rows(a, b))
 
     await tasks.delete_tasks(session, [(a.id, 1)])
     with pytest.raises(StaleWrite):
@@ -251,10 +256,10 @@ async def test_duplicate_id_translates_to_conflict_naming_the_primary_key(
     session: AsyncSession, token: str
 ) -> None:
     task = new_task(f"task_{token}")
-    await tasks.insert_tasks(session, [task])
+    await tasks.insert_tasks(session, rows(task))
 
     with pytest.raises(IntegrityError) as caught:
-        await tasks.insert_tasks(session, [task])
+        await tasks.insert_tasks(session, rows(task))
 
     assert "pk_tasks" in translate(caught.value).detail
 
