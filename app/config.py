@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -87,7 +88,9 @@ class Settings(BaseSettings):
     task_engine: TaskEngineSettings = Field(default_factory=TaskEngineSettings)
     streams: StreamSettings = Field(default_factory=StreamSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
-    log_level: str = Field("INFO", description="Root log level.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Root log level."
+    )
 
     @model_validator(mode="after")
     def _refuse_open_bind_without_keys(self) -> Settings:
