@@ -69,6 +69,34 @@ class StreamSettings(BaseModel):
     replay_batch: int = Field(500, ge=1, le=10_000, description="Events read per replay query.")
 
 
+class WorkerSettings(BaseModel):
+    enabled: bool = Field(True, description="Run agent loops in this process (`serve`).")
+    capacity: int = Field(8, ge=1, le=10_000, description="Runs executed at once.")
+    lease_ttl_s: float = Field(
+        30.0, ge=1, le=3_600, description="A claimed run's lease; renewed every third of it."
+    )
+    poll_interval_s: float = Field(
+        2.0, gt=0, le=300, description="Look for work this often even without a wake-up."
+    )
+    grace_s: float = Field(
+        10.0, ge=0, le=3_600, description="At shutdown, how long running loops may finish."
+    )
+
+
+class LLMSettings(BaseModel):
+    anthropic_api_key: SecretStr | None = Field(None, description="Key for `anthropic` models.")
+    anthropic_base_url: str | None = Field(None, description="Messages API base URL override.")
+
+
+class ToolSettings(BaseModel):
+    http_allow_private: bool = Field(
+        False, description="Let http_request reach private, loopback and link-local addresses."
+    )
+    http_allowed_networks: list[str] = Field(
+        default_factory=list, description="CIDRs http_request may reach even if private."
+    )
+
+
 class AuthSettings(BaseModel):
     api_keys: list[SecretStr] = Field(
         default_factory=list,
@@ -88,6 +116,9 @@ class Settings(BaseSettings):
     task_engine: TaskEngineSettings = Field(default_factory=TaskEngineSettings)
     streams: StreamSettings = Field(default_factory=StreamSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Root log level."
     )

@@ -1,30 +1,45 @@
 """`create_app(settings)` and the lifespan: the composition root of a process.
 
 Start order: database (embedded when no URL) → migrations → bus and NOTIFY listener →
-TaskEngine. Shutdown runs in reverse: streams are told to end, the TaskEngine drains its
-queue, the listener stops, the pool is disposed.
+TaskEngine → run workers. Shutdown runs in reverse: streams are told to end, workers stop
+claiming and give running loops their grace period, the TaskEngine drains its queue, the
+listener stops, the pool is disposed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 import anyio
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import migrate
-from app.api import health, problems, tasks
+from app.api import agents, health, problems, tasks
+from app.api import runs as runs_api
 from app.api.body_limit import BodyLimit
 from app.api.openapi import build_openapi, operation_id
 from app.config import Settings, load_settings
 from app.db import libpq_url, make_engine, make_sessionmaker
 from app.embedded_pg import start_embedded
+from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.pg_listener import PgListener
+from app.engine.retry import ToolRetryPolicy
+from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
+from app.engine.workers import WorkerPool
+from app.llm.providers import Providers
+from app.loop.executor import LoopDeps, RunLoop
+from app.loop.tool_runner import ToolRunner
+from app.loop.tools.base import Tool
+from app.loop.tools.builtins import BuiltinServices, builtin_tools
+from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
+from app.loop.tools.registry import ToolRegistry
 from app.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -36,6 +51,41 @@ they do over Server-Sent Events.
 Errors are RFC 9457 problem documents (`application/problem+json`) with a stable `code`.
 Lists are paginated by cursor: pass `next_cursor` back as `cursor`.
 """
+
+
+def build_workers(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    bus: EventBus,
+    runs: RunCommands,
+    providers: Providers,
+    extra_tools: Sequence[Tool],
+) -> WorkerPool:
+    """The run workers with their tools: built-ins, http_request under the configured
+    address policy, and whatever the embedding application adds."""
+    tool_settings = settings.tools
+    http_policy = HttpToolPolicy(
+        allow_private=tool_settings.http_allow_private,
+        allowed_networks=tuple(tool_settings.http_allowed_networks),
+    )
+    registry = ToolRegistry([*builtin_tools(), make_http_request_tool(http_policy), *extra_tools])
+    deps = LoopDeps(
+        sessionmaker=sessionmaker,
+        bus=bus,
+        providers=providers,
+        tools=ToolRunner(registry, ToolRetryPolicy()),
+        clock=lambda: datetime.now(UTC),
+        tool_services=BuiltinServices(runs, sessionmaker, bus),
+    )
+    worker_settings = settings.workers
+    return WorkerPool(
+        sessionmaker,
+        bus,
+        lambda run, owner: RunLoop(deps, run, owner=owner),
+        capacity=worker_settings.capacity,
+        lease_ttl_s=worker_settings.lease_ttl_s,
+        poll_interval_s=worker_settings.poll_interval_s,
+    )
 
 
 @asynccontextmanager
@@ -64,6 +114,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         max_batch=engine_settings.max_batch,
         queue_full_retry_after_s=engine_settings.queue_full_retry_after_s,
     )
+    runs = RunCommands(sessionmaker, bus)
+    providers = Providers(settings.llm)
+    workers = None
+    if settings.workers.enabled:
+        workers = build_workers(settings, sessionmaker, bus, runs, providers, app.state.tools)
     runtime = Runtime(
         settings=settings,
         database_url=url,
@@ -72,23 +127,32 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         bus=bus,
         listener=listener,
         tasks=task_engine,
+        agents=AgentCommands(sessionmaker),
+        runs=runs,
+        workers=workers,
         shutting_down=anyio.Event(),
     )
     app.state.runtime = runtime
     listener.start()
     task_engine.start()
+    if workers is not None:
+        workers.start()
     try:
         yield
     finally:
         runtime.shutting_down.set()
+        if workers is not None:
+            await workers.stop(settings.workers.grace_s)
         await task_engine.stop(engine_settings.drain_timeout_s)
+        await providers.aclose()
         await listener.stop()
         await db.dispose()
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, tools: Sequence[Tool] = ()) -> FastAPI:
+    """The application; `tools` are added to the built-in ones for the run workers."""
     settings = settings or load_settings()
     app = FastAPI(
         title="Loopwright",
@@ -98,9 +162,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
+    app.state.tools = list(tools)
     problems.install(app)
     app.add_middleware(BodyLimit, max_body_bytes=settings.server.max_body_bytes)
     app.include_router(health.router)
     app.include_router(tasks.router)
+    app.include_router(agents.router)
+    app.include_router(runs_api.router)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app

@@ -8,9 +8,12 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.pg_listener import PgListener
+from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
+from app.engine.workers import WorkerPool
 
 
 @dataclass
@@ -22,4 +25,7 @@ class Runtime:
     bus: EventBus
     listener: PgListener
     tasks: TaskEngine
+    agents: AgentCommands
+    runs: RunCommands
+    workers: WorkerPool | None
     shutting_down: anyio.Event

@@ -51,3 +51,39 @@ def allowed_targets(
 def is_retry(current: TaskStatus, target: TaskStatus) -> bool:
     """A reassignment after failure consumes one retry."""
     return current is S.FAILED and target is S.ASSIGNED
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"  # waiting for its lane and a worker. In: create, retry, resume.
+    RUNNING = "running"  # a worker holds its lease and runs the loop; holds the lane.
+    WAITING_ON_HUMAN = "waiting_on_human"  # paused for a person; still holds the lane.
+    COMPLETED = "completed"  # the agent answered; terminal.
+    FAILED = "failed"  # an error ended it; may be retried (-> queued) or dead-lettered.
+    CANCELLED = "cancelled"  # a cancel was observed at a boundary (or before start); terminal.
+    TIMED_OUT = "timed_out"  # hard limit hit or heartbeat lost; may be resumed (-> queued).
+    DEAD_LETTER = "dead_letter"  # retries exhausted; a person may send it back to the queue.
+
+
+R = RunStatus
+
+RUN_ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
+    R.QUEUED: frozenset({R.RUNNING, R.CANCELLED}),
+    R.RUNNING: frozenset(
+        {R.COMPLETED, R.FAILED, R.CANCELLED, R.TIMED_OUT, R.WAITING_ON_HUMAN, R.QUEUED}
+    ),
+    # A human's answer sends the run back to the head of its lane's queue.
+    R.WAITING_ON_HUMAN: frozenset({R.QUEUED, R.RUNNING, R.CANCELLED, R.TIMED_OUT}),
+    R.FAILED: frozenset({R.QUEUED, R.DEAD_LETTER}),
+    R.TIMED_OUT: frozenset({R.QUEUED}),
+    R.DEAD_LETTER: frozenset({R.QUEUED}),
+    R.COMPLETED: frozenset(),
+    R.CANCELLED: frozenset(),
+}
+
+# A lane is held by at most one run in these states (a unique partial index enforces it).
+RUN_ACTIVE: frozenset[RunStatus] = frozenset({R.RUNNING, R.WAITING_ON_HUMAN})
+# No worker will touch these again without a person or a policy sending them back.
+RUN_SETTLED: frozenset[RunStatus] = frozenset(
+    {R.COMPLETED, R.FAILED, R.CANCELLED, R.TIMED_OUT, R.DEAD_LETTER}
+)
+RUN_TERMINAL: frozenset[RunStatus] = frozenset(s for s, t in RUN_ALLOWED.items() if not t)

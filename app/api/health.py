@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from app.api.deps import RuntimeDep
 from app.errors import Unavailable
-from app.schemas import Health
+from app.schemas.common import Health
 
 router = APIRouter(tags=["health"])
 

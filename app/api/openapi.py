@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
-from app.schemas import Problem
+from app.schemas.common import Problem
 
 _PROBLEMS = {
     "401": "Missing or invalid API key.",

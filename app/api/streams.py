@@ -64,5 +64,8 @@ async def _events(runtime: Runtime, stream: str, after: int) -> AsyncIterator[Se
                 data = {**event.data, "at": event.created_at.isoformat()}
                 yield ServerSentEvent(data=json.dumps(data), event=event.type, id=str(event.seq))
                 after = event.seq
+            # Previews without an id: a reconnecting client resumes from persisted events.
+            for event_type, data in wake.take_ephemeral():
+                yield ServerSentEvent(data=json.dumps(data), event=event_type)
             if len(batch) < settings.replay_batch:
                 await wake.wait(settings.poll_interval_s)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response, 
 from sse_starlette import EventSourceResponse
 
 from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, TaskEngineDep, get_principal
+from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, encode_cursor
 from app.api.streams import open_stream, resume_point
 from app.engine.task_engine import TASK_STREAM, MutationResult
@@ -19,9 +20,9 @@ from app.engine.task_mutations import (
     UpdateTask,
 )
 from app.errors import NotFound, ValidationFailed
-from app.schemas import (
+from app.schemas.common import Page
+from app.schemas.tasks import (
     CancelRequest,
-    Page,
     TaskCreate,
     TaskPatch,
     TaskRead,
@@ -35,35 +36,9 @@ from app.vocabulary import Priority
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], dependencies=[Depends(get_principal)])
 
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        max_length=255,
-        description="Repeat a create safely: the same key and body return the first result.",
-    ),
-]
-IfMatch = Annotated[
-    str | None,
-    Header(alias="If-Match", description='The version you last read, as its ETag (`"3"`).'),
-]
-
-
-def _etag(task: TaskRead) -> str:
-    return f'"{task.version}"'
-
-
-def _expected_version(if_match: str | None) -> int | None:
-    if if_match is None or if_match.strip() == "*":
-        return None
-    value = if_match.strip().removeprefix("W/").strip('"')
-    if not value.isdigit() or int(value) < 1:
-        raise ValidationFailed.field("header.If-Match", 'must be a task version such as "3"')
-    return int(value)
-
 
 def _respond(response: Response, result: MutationResult) -> TaskRead:
-    response.headers["ETag"] = _etag(result.task)
+    response.headers["ETag"] = etag(result.task.version)
     return result.task
 
 
@@ -79,7 +54,7 @@ async def create_task(
     response: Response,
     engine: TaskEngineDep,
     actor: PrincipalDep,
-    idempotency_key: IdempotencyKey = None,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> TaskRead:
     digest = idempotency.request_hash(body.model_dump(mode="json")) if idempotency_key else None
     result = await engine.submit(CreateTask(body, actor, idempotency_key, digest))
@@ -144,7 +119,7 @@ async def get_task(task_id: str, session: SessionDep, response: Response) -> Tas
     task = await task_store.get_task(session, task_id)
     if task is None:
         raise NotFound("task", task_id)
-    response.headers["ETag"] = _etag(task)
+    response.headers["ETag"] = etag(task.version)
     return task
 
 
@@ -155,12 +130,12 @@ async def update_task(
     response: Response,
     engine: TaskEngineDep,
     actor: PrincipalDep,
-    if_match: IfMatch = None,
+    if_match: IfMatchHeader = None,
 ) -> TaskRead:
     changes = body.model_dump(exclude_unset=True)
     if not changes:
         raise ValidationFailed.field("body", "names no field to change")
-    result = await engine.submit(UpdateTask(task_id, changes, actor, _expected_version(if_match)))
+    result = await engine.submit(UpdateTask(task_id, changes, actor, expected_version(if_match)))
     return _respond(response, result)
 
 
@@ -198,10 +173,10 @@ async def cancel_task(
 
 @router.delete("/{task_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a task")
 async def delete_task(
-    task_id: str, engine: TaskEngineDep, actor: PrincipalDep, if_match: IfMatch = None
+    task_id: str, engine: TaskEngineDep, actor: PrincipalDep, if_match: IfMatchHeader = None
 ) -> Response:
     """The task disappears; its audit trail and events are kept."""
-    await engine.submit(DeleteTask(task_id, actor, _expected_version(if_match)))
+    await engine.submit(DeleteTask(task_id, actor, expected_version(if_match)))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

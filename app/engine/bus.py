@@ -1,15 +1,20 @@
 """In-process wake-ups for stream readers.
 
-The bus carries no data: a reader that wakes re-reads the events table from its last
-sequence number, so a lost or duplicated wake-up can delay a reader, never lose an event.
+The bus carries no persisted data: a reader that wakes re-reads the events table from its
+last sequence number, so a lost or duplicated wake-up can delay a reader, never lose an
+event. Ephemeral events (text deltas of a streaming LLM call) ride along for local readers
+only; they are a preview of what the persisted events will say, and may be dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
+
+EPHEMERAL_BACKLOG = 1000
 
 
 class Subscription:
@@ -18,6 +23,16 @@ class Subscription:
     def __init__(self, stream: str) -> None:
         self.stream = stream
         self._flag = asyncio.Event()
+        self._ephemeral: deque[tuple[str, dict[str, Any]]] = deque(maxlen=EPHEMERAL_BACKLOG)
+
+    def offer(self, event_type: str, data: dict[str, Any]) -> None:
+        self._ephemeral.append((event_type, data))
+        self._flag.set()
+
+    def take_ephemeral(self) -> list[tuple[str, dict[str, Any]]]:
+        taken = list(self._ephemeral)
+        self._ephemeral.clear()
+        return taken
 
     def wake(self) -> None:
         self._flag.set()
@@ -51,6 +66,10 @@ class EventBus:
     def publish(self, stream: str) -> None:
         for subscription in self._subscriptions.get(stream, ()):
             subscription.wake()
+
+    def publish_ephemeral(self, stream: str, event_type: str, data: dict[str, Any]) -> None:
+        for subscription in self._subscriptions.get(stream, ()):
+            subscription.offer(event_type, data)
 
     def wake_all(self) -> None:
         """After a gap in notifications (a reconnect), every reader re-reads."""

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.engine.bus import EventBus
 from app.engine.task_mutations import Change, CreateTask, TaskMutation
 from app.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
-from app.schemas import TaskRead
+from app.schemas.tasks import TaskRead
 from app.store import events as event_store
 from app.store import idempotency, tasks
 from app.store.errors import StaleWrite, is_connectivity_error, translate

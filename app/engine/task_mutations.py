@@ -13,7 +13,7 @@ from typing import Any
 
 from app.errors import Conflict, InvalidTransition, NotFound, ValidationFailed, VersionConflict
 from app.ids import new_id
-from app.schemas import TaskCreate, TaskRead
+from app.schemas.tasks import TaskCreate, TaskRead
 from app.states import TaskStatus, allowed_targets, is_retry
 
 

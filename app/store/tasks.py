@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.engine.task_mutations import TransitionRecord
 from app.models import TASKS, Task, TaskTransition
-from app.schemas import TaskRead, TransitionRead
+from app.schemas.tasks import TaskRead, TransitionRead
 from app.store.errors import StaleWrite
 
 TaskRow = Mapping[str, Any]

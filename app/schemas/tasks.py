@@ -1,19 +1,16 @@
-"""API shapes: what clients send and receive. The engine works on `TaskRead` snapshots."""
+"""Task shapes: what clients send and receive. The TaskEngine works on `TaskRead`."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
+from app.schemas.common import Name, Reason, Text
 from app.states import TaskStatus
 from app.vocabulary import Complexity, CoordinationTopology, Priority, TaskStructure, TaskType
-
-Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
-Text = Annotated[str, StringConstraints(max_length=20_000)]
-Reason = Annotated[str, StringConstraints(max_length=2_000)]
 
 
 class Artifact(BaseModel):
@@ -159,30 +156,3 @@ class TransitionRead(BaseModel):
     actor: str
     task_version: int
     at: datetime
-
-
-T = TypeVar("T")
-
-
-class Page(BaseModel, Generic[T]):
-    """One page of a list; pass `next_cursor` as `cursor` for the next one (null: no more)."""
-
-    items: list[T]
-    next_cursor: str | None
-
-
-class Problem(BaseModel):
-    """An RFC 9457 problem document. `code` is stable; match on it, not on `title`."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str = Field(examples=["urn:loopwright:problem:not_found"])
-    title: str
-    status: int
-    detail: str
-    code: str = Field(examples=["not_found"])
-    instance: str | None = None
-
-
-class Health(BaseModel):
-    status: str

@@ -1,0 +1,73 @@
+"""`/v1/agents`: agent configuration."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response, status
+
+from app.api.deps import RuntimeDep, SessionDep, get_principal
+from app.api.headers import IfMatchHeader, etag, expected_version
+from app.api.pagination import decode_cursor, encode_cursor
+from app.errors import NotFound, ValidationFailed
+from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
+from app.schemas.common import Page
+from app.store import agents as agent_store
+
+router = APIRouter(prefix="/v1/agents", tags=["agents"], dependencies=[Depends(get_principal)])
+
+
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=AgentRead, summary="Create an agent"
+)
+async def create_agent(
+    body: AgentCreate, request: Request, response: Response, runtime: RuntimeDep
+) -> AgentRead:
+    agent = await runtime.agents.create(body)
+    response.headers["Location"] = str(request.url_for("get_agent", agent_id=agent.id))
+    response.headers["ETag"] = etag(agent.version)
+    return agent
+
+
+@router.get("", response_model=Page[AgentRead], summary="List agents")
+async def list_agents(
+    session: SessionDep,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Page[AgentRead]:
+    rows = await agent_store.list_agents(session, after_id=decode_cursor(cursor), limit=limit + 1)
+    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
+    return Page[AgentRead](items=rows[:limit], next_cursor=next_cursor)
+
+
+@router.get("/{agent_id}", response_model=AgentRead, summary="Get an agent")
+async def get_agent(agent_id: str, session: SessionDep, response: Response) -> AgentRead:
+    agent = await agent_store.get_agent(session, agent_id)
+    if agent is None:
+        raise NotFound("agent", agent_id)
+    response.headers["ETag"] = etag(agent.version)
+    return agent
+
+
+@router.patch("/{agent_id}", response_model=AgentRead, summary="Update an agent")
+async def update_agent(
+    agent_id: str,
+    body: AgentPatch,
+    response: Response,
+    runtime: RuntimeDep,
+    if_match: IfMatchHeader = None,
+) -> AgentRead:
+    if not body.model_fields_set:
+        raise ValidationFailed.field("body", "names no field to change")
+    agent = await runtime.agents.update(agent_id, body, expected_version=expected_version(if_match))
+    response.headers["ETag"] = etag(agent.version)
+    return agent
+
+
+@router.delete("/{agent_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete an agent")
+async def delete_agent(
+    agent_id: str, runtime: RuntimeDep, if_match: IfMatchHeader = None
+) -> Response:
+    """Refused (409 `agent_in_use`) while runs refer to the agent."""
+    await runtime.agents.delete(agent_id, expected_version=expected_version(if_match))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,191 @@
+"""`/v1/runs`, `/v1/conversations/{id}/messages` and `/v1/lanes/{lane}`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
+from sse_starlette import EventSourceResponse
+
+from app.api.deps import RuntimeDep, SessionDep, get_principal
+from app.api.headers import IdempotencyKeyHeader, etag
+from app.api.pagination import decode_cursor, encode_cursor
+from app.api.streams import open_stream, resume_point
+from app.engine.runs import RUNS_STREAM, run_stream
+from app.errors import NotFound
+from app.schemas.common import Page
+from app.schemas.runs import HumanResponse, LaneRead, MessageRead, RunCreate, RunRead
+from app.states import RUN_SETTLED, RunStatus
+from app.store import conversations
+from app.store import runs as run_store
+from app.store.idempotency import request_hash
+
+router = APIRouter(tags=["runs"], dependencies=[Depends(get_principal)])
+
+LastEventIdHeader = Annotated[
+    str | None, Header(alias="Last-Event-ID", description="Resume after this event id.")
+]
+LastEventIdQuery = Annotated[
+    int | None, Query(alias="last_event_id", ge=0, description="Resume after this event id.")
+]
+
+
+async def _run_or_404(session: SessionDep, run_id: str) -> RunRead:
+    run = await run_store.get_run(session, run_id)
+    if run is None:
+        raise NotFound("run", run_id)
+    return run
+
+
+@router.post(
+    "/v1/runs",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=RunRead,
+    summary="Start a run",
+)
+async def create_run(
+    body: RunCreate,
+    request: Request,
+    response: Response,
+    runtime: RuntimeDep,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> RunRead:
+    """The run is queued on its lane (202); follow it with `GET /v1/runs/{id}/events` or
+    `GET /v1/runs/{id}/wait`."""
+    digest = request_hash(body.model_dump(mode="json")) if idempotency_key else None
+    run, replayed = await runtime.runs.create(
+        body, idempotency_key=idempotency_key, request_hash=digest
+    )
+    response.headers["Location"] = str(request.url_for("get_run", run_id=run.id))
+    response.headers["ETag"] = etag(run.version)
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return run
+
+
+@router.get("/v1/runs", response_model=Page[RunRead], summary="List runs")
+async def list_runs(
+    session: SessionDep,
+    status: RunStatus | None = None,
+    lane: Annotated[str | None, Query(max_length=300)] = None,
+    agent_id: Annotated[str | None, Query(max_length=200)] = None,
+    conversation_id: Annotated[str | None, Query(max_length=200)] = None,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Page[RunRead]:
+    filters = {
+        name: str(value)
+        for name, value in {
+            "status": status,
+            "lane": lane,
+            "agent_id": agent_id,
+            "conversation_id": conversation_id,
+        }.items()
+        if value is not None
+    }
+    rows = await run_store.list_runs(
+        session, after_id=decode_cursor(cursor), limit=limit + 1, filters=filters
+    )
+    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
+    return Page[RunRead](items=rows[:limit], next_cursor=next_cursor)
+
+
+@router.get(
+    "/v1/runs/events",
+    response_class=EventSourceResponse,
+    summary="Stream run status changes of every run (SSE)",
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def stream_all_run_events(
+    runtime: RuntimeDep,
+    last_event_id: LastEventIdHeader = None,
+    last_event_id_query: LastEventIdQuery = None,
+) -> EventSourceResponse:
+    return await open_stream(runtime, RUNS_STREAM, resume_point(last_event_id, last_event_id_query))
+
+
+@router.get("/v1/runs/{run_id}", response_model=RunRead, summary="Get a run")
+async def get_run(run_id: str, session: SessionDep, response: Response) -> RunRead:
+    run = await _run_or_404(session, run_id)
+    response.headers["ETag"] = etag(run.version)
+    return run
+
+
+@router.post("/v1/runs/{run_id}/cancel", response_model=RunRead, summary="Cancel a run")
+async def cancel_run(run_id: str, runtime: RuntimeDep) -> RunRead:
+    """A queued run is cancelled at once; a running one at its next boundary (its
+    completed tool results are kept); one waiting on a human at once."""
+    return await runtime.runs.cancel(run_id)
+
+
+@router.post(
+    "/v1/runs/{run_id}/human-response", response_model=RunRead, summary="Answer a waiting run"
+)
+async def respond_to_run(run_id: str, body: HumanResponse, runtime: RuntimeDep) -> RunRead:
+    return await runtime.runs.respond(run_id, body.response)
+
+
+@router.get("/v1/runs/{run_id}/wait", response_model=RunRead, summary="Wait for a run to settle")
+async def wait_for_run(
+    run_id: str,
+    runtime: RuntimeDep,
+    timeout_s: Annotated[float, Query(gt=0, le=300)] = 30.0,
+) -> RunRead:
+    """Returns when the run has settled or waits on a human, or when `timeout_s` passes
+    (then with the run as it is)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    with runtime.bus.subscribe(run_stream(run_id)) as wake:
+        while True:
+            async with runtime.sessionmaker() as session:
+                run = await _run_or_404(session, run_id)
+            if run.status in RUN_SETTLED or run.status is RunStatus.WAITING_ON_HUMAN:
+                return run
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return run
+            await wake.wait(min(remaining, runtime.settings.streams.poll_interval_s))
+
+
+@router.get(
+    "/v1/runs/{run_id}/events",
+    response_class=EventSourceResponse,
+    summary="Stream a run's events (SSE)",
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def stream_run_events(
+    run_id: str,
+    runtime: RuntimeDep,
+    session: SessionDep,
+    last_event_id: LastEventIdHeader = None,
+    last_event_id_query: LastEventIdQuery = None,
+) -> EventSourceResponse:
+    """Every event of the run from the start (or after `Last-Event-ID`), then live;
+    `message.delta` previews of streamed text carry no id."""
+    await _run_or_404(session, run_id)
+    await session.close()  # the stream holds no session
+    after = resume_point(last_event_id, last_event_id_query)
+    return await open_stream(runtime, run_stream(run_id), 0 if after is None else after)
+
+
+@router.get(
+    "/v1/conversations/{conversation_id}/messages",
+    response_model=list[MessageRead],
+    summary="A conversation's messages",
+)
+async def list_conversation_messages(
+    conversation_id: str,
+    session: SessionDep,
+    after: Annotated[int, Query(ge=-1, description="Only messages after this position.")] = -1,
+    limit: Annotated[int, Query(ge=1, le=1_000)] = 200,
+) -> list[MessageRead]:
+    if not await conversations.exists(session, conversation_id):
+        raise NotFound("conversation", conversation_id)
+    return await conversations.read_messages(session, conversation_id, after=after, limit=limit)
+
+
+@router.get("/v1/lanes/{lane:path}", response_model=LaneRead, summary="Who holds a lane")
+async def get_lane(lane: str, session: SessionDep) -> LaneRead:
+    active, queued = await run_store.lane(session, lane)
+    return LaneRead(lane=lane, active=active, queued=queued)

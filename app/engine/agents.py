@@ -1,0 +1,61 @@
+"""Agent commands: create, update (compare-and-set on version), delete."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.errors import Conflict, NotFound, VersionConflict
+from app.ids import new_id
+from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
+from app.store import agents as agent_store
+
+
+class AgentInUse(Conflict):
+    """Runs refer to this agent, so it cannot be deleted."""
+
+    code = "agent_in_use"
+
+
+class AgentCommands:
+    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+        self._sessionmaker = sessionmaker
+
+    async def create(self, body: AgentCreate) -> AgentRead:
+        values = body.model_dump(mode="json") | {"id": new_id("agent"), "version": 1}
+        async with self._sessionmaker() as session, session.begin():
+            return await agent_store.insert_agent(session, values)
+
+    async def update(
+        self, agent_id: str, body: AgentPatch, *, expected_version: int | None
+    ) -> AgentRead:
+        changes = body.model_dump(mode="json", exclude_unset=True)
+        async with self._sessionmaker() as session, session.begin():
+            current = await agent_store.get_agent(session, agent_id)
+            if current is None:
+                raise NotFound("agent", agent_id)
+            if expected_version is not None and expected_version != current.version:
+                raise VersionConflict(expected_version, current.version)
+            merged = AgentCreate.model_validate(
+                current.model_dump(mode="json", include=set(AgentCreate.model_fields)) | changes
+            )
+            updated = await agent_store.update_agent(
+                session,
+                agent_id,
+                read_version=current.version,
+                values=merged.model_dump(mode="json"),
+            )
+            if updated is None:
+                latest = await agent_store.get_agent(session, agent_id)
+                raise VersionConflict(current.version, latest.version if latest else 0)
+            return updated
+
+    async def delete(self, agent_id: str, *, expected_version: int | None) -> None:
+        async with self._sessionmaker() as session, session.begin():
+            current = await agent_store.get_agent(session, agent_id)
+            if current is None:
+                raise NotFound("agent", agent_id)
+            if expected_version is not None and expected_version != current.version:
+                raise VersionConflict(expected_version, current.version)
+            if await agent_store.has_runs(session, agent_id):
+                raise AgentInUse(f"agent {agent_id!r} has runs; it is kept for their history")
+            await agent_store.delete_agent(session, agent_id, read_version=current.version)

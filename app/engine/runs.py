@@ -1,0 +1,256 @@
+"""Run commands from outside the loop: create (with the lane's multitask policy), cancel,
+and a human's response. Each is one short transaction that checks the transition,
+compare-and-sets the version and appends its events; the bus hears of it after commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.bus import EventBus
+from app.errors import Conflict, IdempotencyKeyReused, InvalidTransition, NotFound
+from app.ids import new_id
+from app.llm.messages import Message
+from app.loop.transcript import pending_tool_uses, results_message
+from app.schemas.runs import RunCreate, RunRead
+from app.states import RUN_ALLOWED, RunStatus
+from app.store import agents as agent_store
+from app.store import conversations, idempotency, tool_calls
+from app.store import events as event_store
+from app.store import runs as run_store
+
+RUNS_STREAM = "runs"
+CREATE_SCOPE = "runs.create"
+CANCELLED_WHILE_WAITING = "cancelled before a human answered"
+
+
+def run_stream(run_id: str) -> str:
+    return f"run:{run_id}"
+
+
+class LaneBusy(Conflict):
+    """The lane is busy and the run asked not to wait (`multitask: reject`)."""
+
+    code = "lane_busy"
+
+    def __init__(self, lane: str, holder: str) -> None:
+        self.lane = lane
+        self.holder = holder
+        super().__init__(f"lane {lane!r} is held by run {holder!r}")
+
+    def extensions(self) -> dict[str, Any]:
+        return {"lane": self.lane, "holder": self.holder}
+
+
+async def emit(
+    session: AsyncSession, run: RunRead, event_type: str, now: datetime, **data: Any
+) -> None:
+    """Append a run event to the run's stream, and its status to the `runs` board (which
+    also wakes workers in every process: a lane may have come free)."""
+    payload = {"run_id": run.id, "status": run.status.value, **data}
+    await event_store.append_events(
+        session, run_stream(run.id), [event_store.NewEvent(event_type, payload)], now
+    )
+    board = {"run_id": run.id, "lane": run.lane, "status": run.status.value}
+    await event_store.append_events(
+        session, RUNS_STREAM, [event_store.NewEvent(event_type, board)], now
+    )
+
+
+class RunCommands:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        bus: EventBus,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._bus = bus
+        self._clock = clock
+
+    def _published(self, *runs: RunRead) -> None:
+        for run in runs:
+            self._bus.publish(run_stream(run.id))
+        self._bus.publish(RUNS_STREAM)
+
+    async def create(
+        self,
+        body: RunCreate,
+        *,
+        parent_run_id: str | None = None,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> tuple[RunRead, bool]:
+        """The queued run, and whether it is an idempotent replay of an earlier create."""
+        now = self._clock()
+        touched: list[RunRead] = []
+        async with self._sessionmaker() as session, session.begin():
+            if idempotency_key:
+                found = await idempotency.find_keys(session, CREATE_SCOPE, [idempotency_key])
+                if idempotency_key in found:
+                    if found[idempotency_key].request_hash != request_hash:
+                        raise IdempotencyKeyReused()
+                    replay = await run_store.get_run(session, found[idempotency_key].resource_id)
+                    if replay is not None:
+                        return replay, True
+            if await agent_store.get_agent(session, body.agent_id) is None:
+                raise NotFound("agent", body.agent_id)
+            conversation_id = body.conversation_id or new_id("conv")
+            if body.conversation_id is None:
+                await conversations.create_conversation(session, conversation_id)
+            elif not await conversations.exists(session, conversation_id):
+                raise NotFound("conversation", conversation_id)
+            lane = body.lane or f"conversation:{conversation_id}"
+            # Serialise creates on one lane, so that `reject` and `interrupt` see each other.
+            await session.execute(
+                text("SELECT pg_advisory_xact_lock(hashtext(:lane))"), {"lane": lane}
+            )
+            active, queued = await run_store.lane(session, lane)
+            if body.multitask == "reject" and (active or queued):
+                raise LaneBusy(lane, (active or queued[0]).id)
+            if body.multitask == "interrupt":
+                touched += await self._supersede(session, active, queued, now)
+            run = await run_store.insert_run(
+                session,
+                {
+                    "id": new_id("run"),
+                    "agent_id": body.agent_id,
+                    "conversation_id": conversation_id,
+                    "lane": lane,
+                    "input": body.input,
+                    "multitask": body.multitask,
+                    "status": RunStatus.QUEUED,
+                    "iteration": 0,
+                    "usage": {"input_tokens": 0, "output_tokens": 0},
+                    "attempt": 1,
+                    "parent_run_id": parent_run_id,
+                    "metadata": body.metadata,
+                    "cancel_requested": False,
+                    "lease_token": 0,
+                    "resume_available": False,
+                    "version": 1,
+                    "created_at": now,
+                    "updated_at": now,
+                },
+            )
+            await emit(session, run, "agent_run.queued", now, lane=lane)
+            if idempotency_key:
+                record = idempotency.KeyRecord(
+                    CREATE_SCOPE, idempotency_key, request_hash or "", run.id, {}
+                )
+                await idempotency.insert_keys(session, [record], now)
+        self._published(run, *touched)
+        return run, False
+
+    async def _supersede(
+        self,
+        session: AsyncSession,
+        active: RunRead | None,
+        queued: list[RunRead],
+        now: datetime,
+    ) -> list[RunRead]:
+        """`interrupt`: the queued runs are cancelled now, the active one at its next
+        boundary (or now, when it waits on a human)."""
+        touched = [await self._cancel_locked(session, run, now) for run in queued]
+        if active is not None:
+            touched.append(await self._cancel_locked(session, active, now))
+        return touched
+
+    async def cancel(self, run_id: str) -> RunRead:
+        now = self._clock()
+        async with self._sessionmaker() as session, session.begin():
+            run = await run_store.get_run(session, run_id, lock=True)
+            if run is None:
+                raise NotFound("run", run_id)
+            run = await self._cancel_locked(session, run, now)
+        self._published(run)
+        return run
+
+    async def _cancel_locked(self, session: AsyncSession, run: RunRead, now: datetime) -> RunRead:
+        if RunStatus.CANCELLED not in RUN_ALLOWED[run.status]:
+            raise InvalidTransition(run.status, RunStatus.CANCELLED, RUN_ALLOWED[run.status])
+        if run.status is RunStatus.RUNNING:
+            # The loop sees the flag at its next boundary; nothing is interrupted mid-tool.
+            if run.cancel_requested:
+                return run
+            changed = await run_store.update_run(
+                session,
+                run.id,
+                read_version=run.version,
+                values={"cancel_requested": True, "cancel_requested_at": now},
+            )
+            assert changed is not None  # the row is locked
+            await emit(session, changed, "agent_run.cancel_requested", now)
+            return changed
+        if run.status is RunStatus.WAITING_ON_HUMAN:
+            await self._answer_pending(session, run, now, CANCELLED_WHILE_WAITING)
+        changed = await run_store.update_run(
+            session,
+            run.id,
+            read_version=run.version,
+            values={
+                "status": RunStatus.CANCELLED,
+                "cancel_requested": True,
+                "cancel_requested_at": run.cancel_requested_at or now,
+                "stop_reason": "cancelled",
+                "waiting_for": None,
+                **run_store.finished(now),
+            },
+        )
+        assert changed is not None
+        await emit(session, changed, "agent_run.cancelled", now)
+        return changed
+
+    async def _answer_pending(
+        self, session: AsyncSession, run: RunRead, now: datetime, missing: str
+    ) -> None:
+        """Close the transcript of a paused run: its unanswered tool calls get their
+        recorded results, or the error `missing`."""
+        history = await conversations.read_messages(session, run.conversation_id)
+        pending = pending_tool_uses([Message(role=m.role, content=m.content) for m in history])
+        if not pending:
+            return
+        ledger = await tool_calls.for_run(session, run.id)
+        results = {
+            call_id: (record.result, record.is_error)
+            for call_id, record in ledger.items()
+            if record.completed_at is not None and record.result is not None
+        }
+        for call in pending:
+            if call.id not in results:
+                await tool_calls.complete(
+                    session, run.id, call.id, result=missing, is_error=True, attempts=1, now=now
+                )
+        message = results_message(pending, results, missing)
+        await conversations.append_messages(session, run.conversation_id, run.id, [message])
+
+    async def respond(self, run_id: str, response: str) -> RunRead:
+        """A human's answer: it becomes the result of the call the run waits on, and the
+        run goes back to the head of its lane's queue."""
+        now = self._clock()
+        async with self._sessionmaker() as session, session.begin():
+            run = await run_store.get_run(session, run_id, lock=True)
+            if run is None:
+                raise NotFound("run", run_id)
+            if run.status is not RunStatus.WAITING_ON_HUMAN or not run.waiting_for:
+                raise InvalidTransition(run.status, RunStatus.QUEUED, RUN_ALLOWED[run.status])
+            call_id = str(run.waiting_for["tool_call_id"])
+            await tool_calls.complete(
+                session, run.id, call_id, result=response, is_error=False, attempts=1, now=now
+            )
+            changed = await run_store.update_run(
+                session,
+                run.id,
+                read_version=run.version,
+                values={"status": RunStatus.QUEUED, "waiting_for": None},
+            )
+            assert changed is not None
+            await emit(session, changed, "agent_run.human_response", now, tool_call_id=call_id)
+        self._published(changed)
+        return changed

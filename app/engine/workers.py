@@ -1,0 +1,158 @@
+"""The run workers of one process: claim runs whose lane is free, run their loops, keep
+their leases alive.
+
+    run()       wake on a queued run or a freed lane (bus, fed by NOTIFY), or a poll tick;
+                claim up to the free capacity; start one named task per run
+    heartbeat   every lease_ttl/3, renew the leases of the runs in hand in one statement;
+                a run whose lease could not be renewed is told to stop at its next boundary
+    stop()      stop claiming, give running loops `grace_s`, then cancel what is left
+
+Claiming is `FOR UPDATE SKIP LOCKED` on the head of each free lane, so several processes
+share the work without coordination beyond Postgres.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Callable
+
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.bus import EventBus
+from app.engine.runs import RUNS_STREAM
+from app.ids import new_id
+from app.loop.executor import RunLoop
+from app.schemas.runs import RunRead
+from app.store import runs as run_store
+
+log = logging.getLogger(__name__)
+
+LoopFactory = Callable[[RunRead, str], RunLoop]
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{new_id('w')[-8:]}"
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        bus: EventBus,
+        loops: LoopFactory,
+        *,
+        capacity: int = 8,
+        lease_ttl_s: float = 30.0,
+        poll_interval_s: float = 2.0,
+        owner: str | None = None,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._bus = bus
+        self._loops = loops
+        self.capacity = capacity
+        self.lease_ttl_s = lease_ttl_s
+        self.poll_interval_s = poll_interval_s
+        self.owner = owner or worker_name()
+        self._active: dict[str, tuple[RunLoop, asyncio.Task[None]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self._freed = asyncio.Event()
+
+    @property
+    def in_hand(self) -> list[str]:
+        return list(self._active)
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._run(), name=f"workers:{self.owner}"),
+            asyncio.create_task(self._heartbeat(), name=f"heartbeat:{self.owner}"),
+        ]
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        self._stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        running = [task for _, task in self._active.values()]
+        if running:
+            await asyncio.wait(running, timeout=grace_s)
+        for _, task in list(self._active.values()):
+            task.cancel()
+        await asyncio.gather(*(t for _, t in self._active.values()), return_exceptions=True)
+
+    async def run_until_idle(self) -> None:
+        """Drain mode for tests and tools: claim and run until no lane has work."""
+        while True:
+            claimed = await self.claim()
+            if not claimed and not self._active:
+                return
+            if self._active:
+                await asyncio.wait([t for _, t in self._active.values()])
+
+    # -- claiming --------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        with self._bus.subscribe(RUNS_STREAM) as wake:
+            while not self._stopping.is_set():
+                claimed = await self.claim()
+                if claimed and len(self._active) < self.capacity:
+                    continue  # there may be more
+                self._freed.clear()
+                waits = [asyncio.create_task(wake.wait(self.poll_interval_s))]
+                waits.append(asyncio.create_task(self._freed.wait()))
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for waiting in waits:
+                    waiting.cancel()
+
+    async def claim(self) -> list[RunRead]:
+        free = self.capacity - len(self._active)
+        if free <= 0 or self._stopping.is_set():
+            return []
+        try:
+            async with self._sessionmaker() as session, session.begin():
+                runs = await run_store.claim_runs(
+                    session, owner=self.owner, limit=free, ttl_s=self.lease_ttl_s
+                )
+        except IntegrityError:
+            return []  # another claimer took the same lane first; the index said no
+        except (SQLAlchemyError, OSError) as exc:
+            log.warning("agent_run.dispatch_next_failed: %s", exc)
+            return []
+        for run in runs:
+            loop = self._loops(run, self.owner)
+            task = asyncio.create_task(self._execute(loop), name=f"run:{run.id}")
+            self._active[run.id] = (loop, task)
+        return runs
+
+    async def _execute(self, loop: RunLoop) -> None:
+        try:
+            await loop.execute()
+        finally:
+            self._active.pop(loop.run.id, None)
+            self._freed.set()
+
+    # -- leases ----------------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ttl_s / 3)
+            with contextlib.suppress(SQLAlchemyError, OSError):
+                await self.renew()
+
+    async def renew(self) -> None:
+        leases = [(run_id, loop.token) for run_id, (loop, _) in self._active.items()]
+        if not leases:
+            return
+        async with self._sessionmaker() as session, session.begin():
+            renewed = await run_store.renew_leases(
+                session, owner=self.owner, leases=leases, ttl_s=self.lease_ttl_s
+            )
+        for run_id, _ in leases:
+            entry = self._active.get(run_id)
+            if entry is not None and run_id not in renewed and entry[0].run.status == "running":
+                entry[0].lease_lost.set()

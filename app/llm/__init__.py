@@ -1,0 +1,1 @@
+"""LLM providers behind one protocol, the provider-neutral message form, token estimates."""

@@ -1,0 +1,178 @@
+"""The Anthropic provider: one streamed Messages API call through the official SDK, with
+our transcript translated to its wire shapes and every failure reported as ProviderError."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, cast
+
+import anthropic
+import httpx2  # the SDK's transport: its errors surface raw once the body is streaming
+from anthropic.types import ContentBlockParam, MessageParam, ToolChoiceParam, ToolParam
+
+from app.llm.messages import Block, Message, TextBlock, ToolUseBlock
+from app.llm.provider import (
+    LLMRequest,
+    LLMResponse,
+    ProviderError,
+    TextSink,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+)
+
+# An `event: error` inside a stream arrives after the response has already said 200, so the
+# status the policy sees comes from the error's type, as Anthropic's error table pairs them.
+# An unknown type counts as 500 `api_error`: a fault on their side, as retryable as any 5xx.
+STATUS_BY_ERROR_TYPE: dict[str, int] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+class AnthropicProvider:
+    """The `Provider` for Anthropic's Messages API.
+
+    The SDK never retries (`max_retries=0`): the caller's policy does. `LLMRequest.timeout_s`
+    bounds each wait on the network (connecting, and every read while the answer streams),
+    not the whole call, so a long answer that keeps streaming is not cut off.
+    """
+
+    def __init__(
+        self, api_key: str, *, base_url: str | None = None, timeout_s: float = 600.0
+    ) -> None:
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> AnthropicProvider:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+        try:
+            return await self._stream(request, on_text)
+        except anthropic.APIStatusError as exc:
+            raise _status_error(exc) from exc
+        # Timeouts first: the SDK's and httpx's timeout errors subclass their connection errors.
+        except (anthropic.APITimeoutError, httpx2.TimeoutException) as exc:
+            message = f"anthropic: nothing received for {request.timeout_s:g}s ({_cause(exc)})"
+            raise ProviderError("timeout", message) from exc
+        except (anthropic.APIConnectionError, httpx2.RequestError) as exc:
+            raise ProviderError(
+                "connection", f"anthropic: connection failed: {_cause(exc)}"
+            ) from exc
+
+    async def _stream(self, request: LLMRequest, on_text: TextSink | None) -> LLMResponse:
+        finished = False
+        async with self._client.messages.stream(
+            model=request.model,
+            max_tokens=request.max_tokens,
+            messages=[_message_param(m) for m in request.messages],
+            system=request.system or anthropic.omit,
+            tools=[_tool_param(t) for t in request.tools] or anthropic.omit,
+            tool_choice=_tool_choice_param(request.tool_choice),
+            timeout=request.timeout_s,
+        ) as stream:
+            async for event in stream:
+                if event.type == "text" and on_text is not None:
+                    await on_text(event.text)
+                elif event.type == "message_stop":
+                    finished = True
+            if not finished:
+                # The connection closed cleanly but early: what arrived is not the whole answer.
+                raise ProviderError("connection", "anthropic: the stream ended before message_stop")
+            message = await stream.get_final_message()
+        content: list[Block] = []
+        for block in message.content:
+            if block.type == "text":
+                content.append(TextBlock(text=block.text))
+            elif block.type == "tool_use":
+                tool_input = cast(dict[str, Any], block.input)
+                content.append(ToolUseBlock(id=block.id, name=block.name, input=tool_input))
+            # Other block types (thinking, server tools) are never asked for, so never kept.
+        return LLMResponse(
+            content=content,
+            stop_reason=message.stop_reason or "end_turn",
+            usage=Usage(message.usage.input_tokens, message.usage.output_tokens),
+            model=message.model,
+        )
+
+
+def _status_error(exc: anthropic.APIStatusError) -> ProviderError:
+    error_type = exc.type or "unknown_error"
+    status = exc.status_code
+    where = ""
+    if status < 400:  # an `event: error` in a stream that began with 200
+        status = STATUS_BY_ERROR_TYPE.get(error_type, 500)
+        where = " mid-stream"
+    text = exc.api_message or exc.message
+    return ProviderError(
+        "http",
+        f"anthropic: {status} {error_type}{where}: {text}",
+        status=status,
+        headers=dict(exc.response.headers),
+    )
+
+
+def _cause(exc: Exception) -> str:
+    """The transport's own error, which the SDK's wrapper hides behind a generic message."""
+    cause = exc.__cause__ if isinstance(exc, anthropic.APIError) and exc.__cause__ else exc
+    return f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+
+
+def _message_param(message: Message) -> MessageParam:
+    blocks: list[ContentBlockParam] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            blocks.append({"type": "text", "text": block.text})
+        elif isinstance(block, ToolUseBlock):
+            blocks.append(
+                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+            )
+        else:
+            blocks.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": block.tool_use_id,
+                    "content": block.content,
+                    "is_error": block.is_error,
+                }
+            )
+    if message.role == "user":
+        return {"role": "user", "content": blocks}
+    return {"role": "assistant", "content": blocks}
+
+
+def _tool_param(tool: ToolSpec) -> ToolParam:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+
+
+def _tool_choice_param(choice: ToolChoice | None) -> ToolChoiceParam | anthropic.Omit:
+    if choice is None:
+        return anthropic.omit
+    if choice.type == "tool":
+        if choice.name is None:
+            raise ValueError("ToolChoice(type='tool') needs the tool's name")
+        return {"type": "tool", "name": choice.name}
+    if choice.type == "any":
+        return {"type": "any"}
+    return {"type": "auto"}

@@ -1,0 +1,80 @@
+"""The scripted provider: plays the turns declared in an agent's model config.
+
+The turn to play is the number of assistant messages since the run's input (the last user
+message that carries text), so every run of a conversation starts the script afresh and a
+resumed run continues where its transcript stops. A turn's `fault` is raised on the first
+`times` attempts at that turn (counted per provider instance), then the turn answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+
+from app.llm.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from app.llm.provider import LLMRequest, LLMResponse, ProviderError, TextSink, Usage
+from app.schemas.agents import ScriptedTurn
+
+
+def _position(messages: list[Message]) -> int:
+    played = 0
+    for message in reversed(messages):
+        if message.role == "assistant":
+            played += 1
+        elif any(not isinstance(b, ToolResultBlock) for b in message.content):
+            break
+    return played
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class ScriptedProvider:
+    def __init__(self, script: list[ScriptedTurn], *, model: str = "scripted") -> None:
+        self._script = script
+        self._model = model
+        self._faults_raised: Counter[int] = Counter()
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+        position = _position(request.messages)
+        turn = self._script[position] if position < len(self._script) else None
+        if turn is not None and turn.latency_ms:
+            await asyncio.sleep(turn.latency_ms / 1000)
+        if turn is not None and turn.fault and self._faults_raised[position] < turn.fault.times:
+            self._faults_raised[position] += 1
+            fault = turn.fault
+            raise ProviderError(
+                fault.kind, fault.message, status=fault.status, headers=fault.headers
+            )
+        content = self._answer(turn, request)
+        text = "".join(b.text for b in content if isinstance(b, TextBlock))
+        if on_text is not None and text:
+            for start in range(0, len(text), 16):  # a few deltas, like a real stream
+                await on_text(text[start : start + 16])
+        prompt = sum(len(m.model_dump_json()) for m in request.messages) + len(request.system)
+        return LLMResponse(
+            content=content,
+            stop_reason="tool_use"
+            if any(isinstance(b, ToolUseBlock) for b in content)
+            else "end_turn",
+            usage=Usage(input_tokens=prompt // 4, output_tokens=_estimate_tokens(text or "x")),
+            model=self._model,
+        )
+
+    def _answer(self, turn: ScriptedTurn | None, request: LLMRequest) -> list[Block]:
+        if turn is None:
+            return [TextBlock(text="(the script has no more turns)")]
+        forced = request.tool_choice.name if request.tool_choice else None
+        if turn.tool_calls and request.tools:
+            calls = [c for c in turn.tool_calls if forced is None or c.name == forced]
+            if calls:
+                return [
+                    ToolUseBlock(id=f"toolu_{uuid.uuid4().hex[:24]}", name=c.name, input=c.input)
+                    for c in calls
+                ]
+        if turn.text is not None:
+            return [TextBlock(text=turn.text)]
+        # A tool turn asked for when no tools are offered (a final summary turn).
+        return [TextBlock(text="Summary: the scripted agent stopped before finishing its plan.")]

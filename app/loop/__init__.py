@@ -1,0 +1,1 @@
+"""The agent loop: executor, tools, and (later) detectors, compaction and the journal."""

@@ -1,0 +1,539 @@
+"""The agent loop for one claimed run (seed 000; seed 003 "executor", "terminator").
+
+    boundary checks (cancel, time, iterations) → LLM call → llm_response boundary
+    → tool batch (ledger start committed first) → tool_result boundary → repeat
+
+Each boundary is one transaction (messages, ledger rows, checkpoint, run row, events),
+fenced by the run's lease: a worker that lost its lease writes nothing more. Resuming and
+running are the same path: answered tool calls are read back from the ledger, not re-run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.bus import EventBus
+from app.engine.runs import emit, run_stream
+from app.llm.messages import Message, TextBlock, ToolUseBlock
+from app.llm.provider import LLMRequest, LLMResponse, ProviderError
+from app.llm.providers import ProviderFactory, ProviderUnavailable
+from app.loop.tool_runner import ToolOutcome, ToolRunner
+from app.loop.tools.base import ToolContext
+from app.loop.transcript import for_provider, pending_tool_uses, results_message
+from app.sanitize import sanitize
+from app.schemas.runs import RunRead
+from app.states import RunStatus
+from app.store import agents as agent_store
+from app.store import checkpoints, conversations, tool_calls
+from app.store import runs as run_store
+from app.store.checkpoints import CheckpointKind, CheckpointRecord
+
+log = logging.getLogger(__name__)
+
+SUMMARY_PROMPT = (
+    "Your time for this task is up. Without calling tools, summarise what you have done, "
+    "what you found, and what remains to be done."
+)
+RESULT_PREVIEW_CHARS = 2_000
+
+
+class LeaseLost(Exception):
+    """Another worker owns this run now (or it was settled meanwhile): stop writing."""
+
+
+@dataclass
+class LoopDeps:
+    sessionmaker: async_sessionmaker[AsyncSession]
+    bus: EventBus
+    providers: ProviderFactory
+    tools: ToolRunner
+    clock: Callable[[], datetime]
+    tool_services: Any = None
+
+
+@dataclass
+class _Boundary:
+    """What one boundary commits together."""
+
+    kind: CheckpointKind | None  # None: a step that is not a resume point
+    messages: list[Message] = field(default_factory=list)
+    run_values: dict[str, Any] = field(default_factory=dict)
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    completed: list[tuple[str, ToolOutcome]] = field(default_factory=list)
+    opening: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # before messages
+
+
+def prompt_hash(system_prompt: str) -> str:
+    return hashlib.sha256(system_prompt.encode()).hexdigest()
+
+
+class RunLoop:
+    """Drives one claimed run until it settles, pauses, or loses its lease."""
+
+    def __init__(self, deps: LoopDeps, run: RunRead, *, owner: str) -> None:
+        self.deps = deps
+        self.run = run
+        self.owner = owner
+        self.token = run.lease_token
+        self.lease_lost = asyncio.Event()
+        self.history: list[Message] = []
+        self.completed_calls: list[str] = []
+
+    # -- entry -----------------------------------------------------------------------
+
+    async def execute(self) -> None:
+        try:
+            await self._execute()
+        except LeaseLost:
+            log.warning("run %s: lease lost; leaving it to its new owner", self.run.id)
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            await self._quietly(self._fail_hard_limit())
+        except ProviderError as exc:
+            await self._settle_quietly(
+                RunStatus.FAILED, "provider_error", f"LLM call failed: {exc.message}"
+            )
+        except ProviderUnavailable as exc:
+            await self._settle_quietly(RunStatus.FAILED, "provider_unavailable", str(exc))
+        except Exception as exc:
+            log.exception("run %s failed", self.run.id)
+            await self._settle_quietly(RunStatus.FAILED, "internal", f"{type(exc).__name__}: {exc}")
+
+    async def _execute(self) -> None:
+        deps = self.deps
+        async with deps.sessionmaker() as session:
+            agent = await agent_store.get_agent(session, self.run.agent_id)
+            stored = await conversations.read_messages(session, self.run.conversation_id)
+        if agent is None:
+            await self._settle(RunStatus.FAILED, error=("agent_missing", "the agent was deleted"))
+            return
+        self.agent = agent
+        self.system_hash = prompt_hash(agent.system_prompt)
+        self.history = [Message(role=m.role, content=m.content) for m in stored]
+        self.provider = deps.providers(agent)
+        started_here = any(m.run_id == self.run.id for m in stored)
+        await self._start(started_here)
+        if not await self._answer_pending():
+            return
+        while True:
+            if await self._stopped_at_boundary():
+                return
+            response = await self._call_llm(with_tools=True)
+            if await self._record_response(response):
+                return
+            if not await self._run_tools(response.content):
+                return
+            if self.run.cancel_requested:
+                await self._settle(RunStatus.CANCELLED, stop_reason="cancelled")
+                return
+
+    # -- boundaries ------------------------------------------------------------------
+
+    async def _commit(self, boundary: _Boundary) -> RunRead:
+        if self.lease_lost.is_set():  # the heartbeat could not renew: stop here
+            raise LeaseLost()
+        now = self.deps.clock()
+        async with self.deps.sessionmaker() as session, session.begin():
+            run = await run_store.update_leased(
+                session, self.run.id, owner=self.owner, token=self.token, values=boundary.run_values
+            )
+            if run is None:
+                raise LeaseLost()
+            positions = await conversations.append_messages(
+                session, run.conversation_id, run.id, boundary.messages
+            )
+            for call_id, outcome in boundary.completed:
+                await tool_calls.complete(
+                    session,
+                    run.id,
+                    call_id,
+                    result=outcome.content,
+                    is_error=outcome.is_error,
+                    attempts=outcome.attempts,
+                    now=now,
+                )
+                self.completed_calls.append(call_id)
+            self.history += boundary.messages
+            if boundary.kind is not None:
+                await checkpoints.write(
+                    session,
+                    run.id,
+                    CheckpointRecord(
+                        kind=boundary.kind,
+                        iteration=run.iteration,
+                        message_cursor=positions[-1] if positions else len(self.history) - 1,
+                        persisted_message_count=len(self.history),
+                        system_prompt_hash=self.system_hash,
+                        completed_tool_call_ids=list(self.completed_calls),
+                    ),
+                )
+            for event_type, data in boundary.opening:
+                await emit(session, run, event_type, now, **data)
+            for message, position in zip(boundary.messages, positions, strict=True):
+                await emit(
+                    session,
+                    run,
+                    "message.created",
+                    now,
+                    position=position,
+                    role=message.role,
+                    content=[b.model_dump(mode="json") for b in message.content],
+                )
+            for event_type, data in boundary.events:
+                await emit(session, run, event_type, now, **data)
+        self.run = run
+        self.deps.bus.publish(run_stream(run.id))
+        return run
+
+    async def _start(self, started_here: bool) -> None:
+        event = ("agent_run.started", {"attempt": self.run.attempt, "resumed": started_here})
+        if started_here:
+            await self._commit(_Boundary(None, opening=[event]))
+            return
+        await self._commit(
+            _Boundary(
+                "input",
+                messages=[Message.user_text(self.run.input)],
+                run_values={"system_prompt_hash": self.system_hash},
+                opening=[event],
+            )
+        )
+
+    async def _answer_pending(self) -> bool:
+        """A run that resumes with unanswered tool calls (after a human answered, or after
+        a crash) answers them from the ledger. A call that never started, or an idempotent
+        one cut short, runs (again); a side-effecting one cut short is never re-run: the run
+        halts for a human (`agent_run.resume_unsafe`). False when the run paused."""
+        pending = pending_tool_uses(self.history)
+        if not pending:
+            return True
+        async with self.deps.sessionmaker() as session:
+            ledger = await tool_calls.for_run(session, self.run.id)
+        answered: dict[str, tuple[str, bool]] = {}
+        for call in pending:
+            record = ledger.get(call.id)
+            if record is not None and record.completed_at is not None and record.result is not None:
+                answered[call.id] = (record.result, record.is_error)
+        unsafe = [
+            c
+            for c in pending
+            if c.id not in answered and c.id in ledger and not ledger[c.id].idempotent
+        ]
+        if unsafe:
+            call = unsafe[0]
+            await self._pause(
+                call,
+                "A side-effecting tool call was interrupted before it finished; it may or may "
+                "not have taken effect. Reply with its result to continue.",
+                {},
+                reason="resume_unsafe",
+                event=("agent_run.resume_unsafe", {"tool_call_id": call.id, "tool": call.name}),
+            )
+            return False
+        missing = [c for c in pending if c.id not in answered]
+        if missing:
+            return await self._run_tools(self.history[-1].content, only=missing, answered=answered)
+        await self._commit(
+            _Boundary("tool_result", messages=[results_message(pending, answered, "")])
+        )
+        return True
+
+    async def _stopped_at_boundary(self) -> bool:
+        """End the run here if it was cancelled or ran out of time or iterations."""
+        if self.run.cancel_requested:
+            await self._settle(RunStatus.CANCELLED, stop_reason="cancelled")
+            return True
+        limits = self.agent.limits
+        elapsed = self._elapsed_s()
+        if elapsed >= limits.hard_time_limit_s:
+            await self._fail_hard_limit()
+            return True
+        if elapsed >= limits.soft_time_limit_s:
+            await self._summarise()
+            return True
+        if self.run.iteration >= limits.max_iterations:
+            log.warning("run %s stopped at max_iterations=%d", self.run.id, limits.max_iterations)
+            await self._settle(
+                RunStatus.COMPLETED,
+                stop_reason="max_iterations",
+                result=_last_text(self.history),
+                event=("agent_run.iteration_limit", {"max_iterations": limits.max_iterations}),
+            )
+            return True
+        return False
+
+    async def _fail_hard_limit(self) -> None:
+        limit = self.agent.limits.hard_time_limit_s
+        await self._settle(
+            RunStatus.FAILED,
+            stop_reason="hard_time_limit",
+            error=("hard_time_limit", f"the run exceeded its hard time limit of {limit:g} s"),
+        )
+
+    async def _summarise(self) -> None:
+        """Soft time limit: one final turn without tools, and its text is the result."""
+        await self._commit(
+            _Boundary(
+                "input",
+                messages=[Message.user_text(SUMMARY_PROMPT)],
+                events=[("agent.exhaustion.soft_time_limit", {})],
+            )
+        )
+        response = await self._call_llm(with_tools=False)
+        text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
+        message = Message(role="assistant", content=[TextBlock(text=text or "(no summary)")])
+        await self._settle(
+            RunStatus.COMPLETED, stop_reason="soft_time_limit", result=text, messages=[message]
+        )
+
+    async def _call_llm(self, *, with_tools: bool) -> LLMResponse:
+        model = self.agent.model
+        request = LLMRequest(
+            model=model.name,
+            system=self.agent.system_prompt,
+            messages=for_provider(self.history),
+            max_tokens=model.max_output_tokens,
+            tools=self.deps.tools.registry.specs(self.agent.tools) if with_tools else [],
+            timeout_s=self._remaining_s(),
+        )
+        stream = run_stream(self.run.id)
+
+        async def on_text(delta: str) -> None:
+            self.deps.bus.publish_ephemeral(stream, "message.delta", {"text": delta})
+
+        async with asyncio.timeout(self._remaining_s()):
+            return await self.provider.complete(request, on_text)
+
+    def _elapsed_s(self) -> float:
+        started = self.run.started_at or self.deps.clock()
+        return (self.deps.clock() - started).total_seconds()
+
+    def _remaining_s(self) -> float:
+        return max(0.001, self.agent.limits.hard_time_limit_s - self._elapsed_s())
+
+    async def _record_response(self, response: LLMResponse) -> bool:
+        """Persist the assistant message before any of its tools run; True when it is the
+        final answer (and the run is settled)."""
+        message = Message(role="assistant", content=response.content)
+        usage = {
+            "input_tokens": self.run.usage.input_tokens + response.usage.input_tokens,
+            "output_tokens": self.run.usage.output_tokens + response.usage.output_tokens,
+        }
+        if message.tool_uses:
+            await self._commit(
+                _Boundary(
+                    "llm_response",
+                    messages=[message],
+                    run_values={"iteration": self.run.iteration + 1, "usage": usage},
+                )
+            )
+            return False
+        await self._settle(
+            RunStatus.COMPLETED,
+            stop_reason="end_turn",
+            result=message.text,
+            messages=[message],
+            extra={"iteration": self.run.iteration + 1, "usage": usage},
+        )
+        return True
+
+    async def _run_tools(
+        self,
+        content: list[Any],
+        *,
+        only: list[ToolUseBlock] | None = None,
+        answered: dict[str, tuple[str, bool]] | None = None,
+    ) -> bool:
+        """Run the batch; False when the run paused for a human instead of going on."""
+        calls = [b for b in content if isinstance(b, ToolUseBlock)]
+        to_run = only if only is not None else calls
+        outcomes: dict[str, ToolOutcome] = {}
+        now = self.deps.clock()
+        async with self.deps.sessionmaker() as session, session.begin():
+            started = [(c.id, c.name, c.input, self._is_idempotent(c)) for c in to_run]
+            await tool_calls.start(session, self.run.id, started, now)
+            run = await run_store.update_leased(
+                session, self.run.id, owner=self.owner, token=self.token, values={}
+            )
+            if run is None:
+                raise LeaseLost()
+            for call in to_run:
+                await emit(
+                    session, run, "tool_call.started", now, tool_call_id=call.id, tool=call.name
+                )
+        self.run = run
+        pause: tuple[ToolUseBlock, ToolOutcome] | None = None
+        for call in to_run:
+            outcome = await self._run_one(call)
+            if outcome.pauses_run and pause is None:
+                pause = (call, outcome)
+                continue
+            outcomes[call.id] = outcome
+        events = [
+            (
+                "tool_call.completed",
+                {
+                    "tool_call_id": call_id,
+                    "is_error": o.is_error,
+                    "attempts": o.attempts,
+                    "result": o.content[:RESULT_PREVIEW_CHARS],
+                },
+            )
+            for call_id, o in outcomes.items()
+        ]
+        if pause is not None:
+            call, question = pause
+            await self._pause(call, question.content, outcomes, reason="ask_human", event=None)
+            return False
+        results = {**(answered or {}), **{i: (o.content, o.is_error) for i, o in outcomes.items()}}
+        await self._commit(
+            _Boundary(
+                "tool_result",
+                messages=[results_message(calls, results, "Error: no result was recorded")],
+                completed=list(outcomes.items()),
+                events=events,
+            )
+        )
+        return True
+
+    async def _pause(
+        self,
+        call: ToolUseBlock,
+        question: str,
+        outcomes: dict[str, ToolOutcome],
+        *,
+        reason: str,
+        event: tuple[str, dict[str, Any]] | None,
+    ) -> None:
+        """Wait on a human: the lane stays held, the lease is given up, and the answer will
+        become the result of `call`."""
+        events = [
+            (
+                "tool_call.completed",
+                {"tool_call_id": i, "is_error": o.is_error, "attempts": o.attempts},
+            )
+            for i, o in outcomes.items()
+        ]
+        if event is not None:
+            events.append(event)
+        events.append(("agent_run.waiting_on_human", {"question": question, "reason": reason}))
+        await self._commit(
+            _Boundary(
+                "human_pause",
+                completed=list(outcomes.items()),
+                run_values={
+                    "status": RunStatus.WAITING_ON_HUMAN,
+                    "waiting_for": {
+                        "tool_call_id": call.id,
+                        "tool": call.name,
+                        "question": question,
+                        "reason": reason,
+                    },
+                    "lease_owner": None,
+                    "lease_expires_at": None,
+                },
+                events=events,
+            )
+        )
+
+    def _is_idempotent(self, call: ToolUseBlock) -> bool:
+        tool = self.deps.tools.registry.get(call.name)
+        return tool is not None and tool.is_idempotent(call.input)
+
+    async def _run_one(self, call: ToolUseBlock) -> ToolOutcome:
+        context = ToolContext(
+            run_id=self.run.id,
+            tool_call_id=call.id,
+            agent_id=self.agent.id,
+            conversation_id=self.run.conversation_id,
+            services=self.deps.tool_services,
+        )
+
+        async def on_retry(data: dict[str, Any]) -> None:
+            await self._event_now("agent.tool.retry", data)
+
+        async with asyncio.timeout(self._remaining_s()):
+            return await self.deps.tools.run(
+                call, context, allowed=set(self.agent.tools), on_retry=on_retry
+            )
+
+    async def _event_now(self, event_type: str, data: dict[str, Any]) -> None:
+        """An event outside any boundary (a tool retry), fenced like the rest."""
+        now = self.deps.clock()
+        async with self.deps.sessionmaker() as session, session.begin():
+            run = await run_store.update_leased(
+                session, self.run.id, owner=self.owner, token=self.token, values={}
+            )
+            if run is None:
+                raise LeaseLost()
+            await emit(session, run, event_type, now, **data)
+        self.run = run
+        self.deps.bus.publish(run_stream(run.id))
+
+    # -- settling --------------------------------------------------------------------
+
+    async def _settle(
+        self,
+        status: RunStatus,
+        *,
+        stop_reason: str | None = None,
+        result: str | None = None,
+        error: tuple[str, str] | None = None,
+        messages: list[Message] | None = None,
+        extra: dict[str, Any] | None = None,
+        event: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
+        now = self.deps.clock()
+        values: dict[str, Any] = {
+            "status": status,
+            "stop_reason": stop_reason,
+            "result": result,
+            **run_store.finished(now),
+            **(extra or {}),
+        }
+        if error is not None:
+            values["error"] = {"code": error[0], "message": sanitize(error[1])}
+        outcome = f"agent_run.{status.value}"
+        data: dict[str, Any] = {"stop_reason": stop_reason}
+        if error is not None:
+            data["error"] = values["error"]
+        events = [event] if event else []
+        closing = []
+        pending = pending_tool_uses(self.history)
+        if pending:  # keep the transcript valid for the conversation's next run
+            closing = [
+                results_message(pending, {}, "Error: the run ended before this call finished")
+            ]
+        await self._commit(
+            _Boundary(
+                "final",
+                messages=[*closing, *(messages or [])],
+                run_values=values,
+                events=[*events, (outcome, data)],
+            )
+        )
+
+    async def _settle_quietly(self, status: RunStatus, code: str, message: str) -> None:
+        await self._quietly(self._settle(status, stop_reason=code, error=(code, message)))
+
+    async def _quietly(self, settling: Awaitable[None]) -> None:
+        try:
+            await settling
+        except LeaseLost:
+            log.warning("run %s: lease lost before it could be settled", self.run.id)
+
+
+def _last_text(history: list[Message]) -> str | None:
+    for message in reversed(history):
+        if message.role == "assistant" and message.text:
+            return message.text
+    return None

@@ -1,0 +1,112 @@
+"""The tool model and its factory.
+
+`define_tool()` is the only way to make a tool, and its defaults fail closed (seed 001
+"Fail-Closed Defaults"): a tool is assumed side-effecting (never retried, never re-run on
+resume), without fallback, required, destructive and needing permission unless its
+definition says otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.llm.provider import ToolSpec
+
+
+def idempotency_key(run_id: str, tool_call_id: str) -> str:
+    """Stable for one tool call of one run, so a downstream service can deduplicate a call
+    that had to be re-run."""
+    digest = hashlib.sha256(f"{run_id}\x00{tool_call_id}".encode()).hexdigest()
+    return f"lw-{digest[:32]}"
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool knows about the call it serves."""
+
+    run_id: str
+    tool_call_id: str
+    agent_id: str
+    conversation_id: str
+    services: Any = None  # built-ins reach the engines through this (see tools/builtins)
+
+    @property
+    def idempotency_key(self) -> str:
+        return idempotency_key(self.run_id, self.tool_call_id)
+
+
+class ToolFailure(Exception):
+    """A tool could not do its job. `transient` failures (timeouts, refused connections,
+    429, 5xx) may be retried when the tool is idempotent; the message goes to the model."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.transient = transient
+
+
+ToolHandler = Callable[[ToolContext, dict[str, Any]], Awaitable[str]]
+IdempotencyRule = bool | Callable[[dict[str, Any]], bool]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: ToolHandler
+    idempotent: IdempotencyRule = False
+    retries: bool = False
+    fallback: str | None = None
+    optional: bool = False
+    destructive: bool = True
+    requires_permission: bool = True
+    pauses_run: bool = False  # ask_human and friends: the run waits for a person
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def is_idempotent(self, arguments: dict[str, Any]) -> bool:
+        """Whether this call may be repeated safely (some tools decide per call: an HTTP
+        GET is, a POST is not)."""
+        if callable(self.idempotent):
+            return bool(self.idempotent(arguments))
+        return self.idempotent
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.input_schema)
+
+
+def define_tool(
+    name: str,
+    description: str,
+    input_schema: dict[str, Any],
+    handler: ToolHandler,
+    *,
+    idempotent: IdempotencyRule = False,
+    retries: bool = False,
+    fallback: str | None = None,
+    optional: bool = False,
+    destructive: bool = True,
+    requires_permission: bool = True,
+    pauses_run: bool = False,
+) -> Tool:
+    """Make a tool. Every safety-relevant property must be given explicitly to loosen it."""
+    if retries and idempotent is False:
+        raise ValueError(f"tool {name!r}: only idempotent tools may be retried")
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"tool {name!r}: names are letters, digits and underscores")
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=input_schema,
+        handler=handler,
+        idempotent=idempotent,
+        retries=retries,
+        fallback=fallback,
+        optional=optional,
+        destructive=destructive,
+        requires_permission=requires_permission,
+        pauses_run=pauses_run,
+    )

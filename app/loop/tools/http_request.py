@@ -1,0 +1,349 @@
+"""The http_request tool: one HTTP call to a public address. Every resolved address is checked
+before connecting, the connection goes to the address that was checked (no second lookup), and
+each redirect is checked again from the start."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import re
+import socket
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import certifi
+import httpx
+
+from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+METHODS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# Set by the tool: a caller's Host could steer a shared front end to an internal virtual host,
+# and the framing headers must match what is actually sent.
+TOOL_HEADERS = frozenset(
+    {"host", "idempotency-key", "accept-encoding", "content-length", "transfer-encoding"}
+    | {"connection"}
+)
+CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+_HEADER = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e]*")  # a token, printable ASCII
+
+_RULES = tuple(
+    (ipaddress.ip_network(cidr), reason)
+    for cidr, reason in (
+        ("0.0.0.0/8", "unspecified address"),
+        ("127.0.0.0/8", "loopback address"),
+        ("10.0.0.0/8", "private address"),
+        ("172.16.0.0/12", "private address"),
+        ("192.168.0.0/16", "private address"),
+        ("169.254.0.0/16", "link-local address"),  # includes 169.254.169.254, cloud metadata
+        ("100.64.0.0/10", "carrier-grade NAT address"),
+        ("224.0.0.0/4", "multicast address"),
+        ("240.0.0.0/4", "reserved address"),
+        ("::/128", "unspecified address"),
+        ("::1/128", "loopback address"),
+        ("2001::/32", "Teredo address"),  # the IPv4 inside is obfuscated and relay-dependent
+        ("64:ff9b:1::/48", "local-use NAT64 address"),  # RFC 8215: where the IPv4 sits is local
+        ("fc00::/7", "private address"),
+        ("fe80::/10", "link-local address"),
+        ("fec0::/10", "site-local address"),
+        ("ff00::/8", "multicast address"),
+        ("::/8", "reserved address"),  # IPv4-compatible ::a.b.c.d and the rest of ::/8
+    )
+)
+# Packets to these end up at the IPv4 address inside them, so that address is judged instead.
+_EMBEDDING = (
+    (ipaddress.IPv6Network("::ffff:0:0/96"), "IPv4-mapped", 0),
+    (ipaddress.IPv6Network("64:ff9b::/96"), "NAT64", 0),
+    (ipaddress.IPv6Network("2002::/16"), "6to4", 80),
+)
+
+
+@dataclass(frozen=True)
+class HttpToolPolicy:
+    """What the http_request tool may reach and how much it may take. By default only public
+    addresses; `allowed_networks` opens exact ranges (tests use "127.0.0.0/8")."""
+
+    allow_private: bool = False
+    allowed_networks: tuple[str, ...] = ()
+    timeout_s: float = 10.0  # for the whole call: DNS, every redirect hop and the body
+    max_response_bytes: int = 1_000_000
+    max_redirects: int = 5
+    allowed_schemes: tuple[str, ...] = ("http", "https")
+    networks: tuple[IPNetwork, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0:
+            raise ValueError("timeout_s must be positive")
+        if self.max_response_bytes < 1:
+            raise ValueError("max_response_bytes must be at least 1")
+        if self.max_redirects < 0:
+            raise ValueError("max_redirects must not be negative")
+        if not self.allowed_schemes or not set(self.allowed_schemes) <= {"http", "https"}:
+            raise ValueError("allowed_schemes: only http and https are supported")
+        if isinstance(self.allowed_networks, str):  # a bare string would be read char by char
+            raise ValueError("allowed_networks must be a tuple of CIDR strings")
+        try:
+            networks = tuple(ipaddress.ip_network(cidr) for cidr in self.allowed_networks)
+        except ValueError as exc:
+            raise ValueError(f"allowed_networks: {exc}") from None
+        object.__setattr__(self, "allowed_networks", tuple(self.allowed_networks))
+        object.__setattr__(self, "networks", networks)
+
+
+def refusal_reason(address: IPAddress, policy: HttpToolPolicy) -> str | None:
+    """Why the tool must not connect to `address`, or None when it may. `allowed_networks`
+    matches the address as resolved, never an IPv4 address embedded in it."""
+    if policy.allow_private or any(address in network for network in policy.networks):
+        return None
+    return _classify(address)
+
+
+def _classify(address: IPAddress) -> str | None:
+    for prefix, label, shift in _EMBEDDING:
+        if address in prefix:
+            inner = ipaddress.IPv4Address((int(address) >> shift) & 0xFFFF_FFFF)
+            reason = _classify(inner)
+            return f"{reason} ({label} {inner})" if reason else None
+    for network, reason in _RULES:  # embedded forms first: ::ffff:0:0/96 lies inside ::/8
+        if address in network:
+            return reason
+    # Documentation, benchmarking and other special-purpose ranges the table does not name.
+    return None if address.is_global else "non-public address"
+
+
+def make_http_request_tool(policy: HttpToolPolicy | None = None) -> Tool:
+    """The http_request tool under `policy` (by default: public addresses only)."""
+    policy = policy or HttpToolPolicy()
+    tls = ssl.create_default_context(cafile=certifi.where())
+
+    async def handler(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+        call = _parse_arguments(arguments)
+        try:
+            async with asyncio.timeout(policy.timeout_s):
+                return await _fetch(policy, tls, ctx.idempotency_key, call)
+        except TimeoutError as exc:
+            raise ToolFailure(f"timed out after {policy.timeout_s:g}s", transient=True) from exc
+
+    return define_tool(
+        "http_request",
+        "Make one HTTP request to a public internet address and get back its status, main "
+        "headers and body as text (cut at a size limit). Private, loopback and cloud metadata "
+        "addresses are refused; redirects are followed; 429 and 5xx answers are errors.",
+        INPUT_SCHEMA,
+        handler,
+        idempotent=_is_safe_method,  # per call: a GET may be repeated, a POST may not
+        retries=True,
+    )
+
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "url": {"type": "string", "description": "An absolute http(s) URL."},
+        "method": {"type": "string", "enum": list(METHODS), "default": "GET"},
+        "headers": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "Extra request headers (Host and Idempotency-Key are the tool's).",
+        },
+        "body": {"type": "string", "description": "Request body, sent as UTF-8."},
+    },
+    "required": ["url"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class _Call:
+    method: str
+    url: str | httpx.URL
+    headers: dict[str, str]
+    body: bytes | None
+
+
+def _is_safe_method(arguments: dict[str, Any]) -> bool:
+    return arguments.get("method", "GET") in SAFE_METHODS
+
+
+def _parse_arguments(arguments: dict[str, Any]) -> _Call:
+    if unknown := set(arguments) - set(INPUT_SCHEMA["properties"]):
+        raise ToolFailure(f"unknown arguments: {', '.join(sorted(unknown))}")
+    url, method = arguments.get("url"), arguments.get("method", "GET")
+    headers, body = arguments.get("headers") or {}, arguments.get("body")
+    if not isinstance(url, str) or not url:
+        raise ToolFailure("url must be a non-empty string")
+    if method not in METHODS:
+        raise ToolFailure(f"method must be one of {', '.join(METHODS)}")
+    if not isinstance(headers, dict) or not all(map(_valid_header, headers, headers.values())):
+        raise ToolFailure("headers must map header names to single-line ASCII strings")
+    if body is not None and not isinstance(body, str):
+        raise ToolFailure("body must be a string")
+    kept = {k: v for k, v in headers.items() if k.lower() not in TOOL_HEADERS}
+    return _Call(method, url, kept, None if body is None else body.encode())
+
+
+def _valid_header(name: object, value: object) -> bool:
+    return (
+        isinstance(name, str)
+        and isinstance(value, str)
+        and bool(_HEADER.fullmatch(f"{name}:{value}"))
+    )
+
+
+async def _fetch(policy: HttpToolPolicy, tls: ssl.SSLContext, key: str, call: _Call) -> str:
+    for _ in range(policy.max_redirects + 1):
+        url = _checked_url(call.url, policy)
+        addresses = await _resolve(url.raw_host.decode("ascii"), policy)
+        # A client per hop, so a pooled connection never carries one name's TLS to another.
+        client = httpx.AsyncClient(verify=tls, trust_env=False, timeout=policy.timeout_s)
+        with _translated_errors(url.host):
+            async with client:
+                requests = [_request(client, call, url, a, key) for a in addresses]
+                response = await _send_first(client, requests)
+                try:
+                    if (redirected := _redirect(call, url, response)) is not None:
+                        call = redirected
+                        continue
+                    if response.status_code == 429 or response.status_code >= 500:
+                        status = f"{response.status_code} {response.reason_phrase}"
+                        raise ToolFailure(f"{url.host} answered {status}", transient=True)
+                    content, truncated = await _read_capped(response, policy.max_response_bytes)
+                finally:
+                    await response.aclose()
+        shown = ("content-type", "content-length", "location")
+        result = {
+            "status": response.status_code,
+            "headers": {k: response.headers[k] for k in shown if k in response.headers},
+            "body": content.decode("utf-8", errors="replace"),
+            "truncated": truncated,
+        }
+        return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+    raise ToolFailure(f"too many redirects (more than {policy.max_redirects})")
+
+
+def _request(
+    client: httpx.AsyncClient, call: _Call, url: httpx.URL, address: IPAddress, key: str
+) -> httpx.Request:
+    """`call` sent to the checked `address`, with the URL's own name in Host and TLS."""
+    host = url.raw_host.decode("ascii")
+    headers = {**call.headers, "Host": url.netloc.decode("ascii"), "Idempotency-Key": key}
+    headers["Accept-Encoding"] = "identity"  # a small compressed body could inflate past the cap
+    # An IP-literal URL has no name to present; the certificate is then checked against the IP.
+    extensions = {} if _literal(host) else {"sni_hostname": host}
+    target = url.copy_with(host=str(address))
+    return client.build_request(
+        call.method, target, headers=headers, content=call.body, extensions=extensions
+    )
+
+
+def _redirect(call: _Call, url: httpx.URL, response: httpx.Response) -> _Call | None:
+    """The call a redirect asks for (checked again from the start by the caller), or None."""
+    location = response.headers.get("location")
+    if response.status_code not in REDIRECT_STATUSES or location is None:
+        return None
+    target, status, method, body = url.join(location), response.status_code, call.method, call.body
+    # As browsers (and httpx) do: 303, and 301/302 after a POST, become a GET without a body.
+    if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
+        method, body = "GET", None
+    headers = call.headers
+    if (target.scheme, target.host, target.port) != (url.scheme, url.host, url.port):
+        # The caller's credentials were meant for the first origin only.
+        headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS}
+    return _Call(method, target, headers, body)
+
+
+def _checked_url(target: str | httpx.URL, policy: HttpToolPolicy) -> httpx.URL:
+    try:
+        url = httpx.URL(target)
+    except httpx.InvalidURL:
+        raise ToolFailure("invalid URL") from None
+    if url.scheme not in policy.allowed_schemes:
+        raise ToolFailure(f"refusing the URL: only {', '.join(policy.allowed_schemes)} allowed")
+    if url.userinfo:
+        raise ToolFailure("refusing the URL: it carries credentials")
+    if not url.raw_host or (url.port is not None and not 0 < url.port < 65536):
+        raise ToolFailure("invalid URL: no host or a bad port")
+    return url
+
+
+def _literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+async def _resolve(host: str, policy: HttpToolPolicy) -> list[IPAddress]:
+    """Every address `host` resolves to, looked up once; all must pass, since the connection
+    may go to any of them."""
+    if (literal := _literal(host)) is not None:
+        addresses = [literal]
+    else:
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            # EAI_AGAIN is the resolver saying "try later"; a name that does not exist is final.
+            transient = exc.errno == socket.EAI_AGAIN
+            raise ToolFailure(f"could not resolve {host}", transient=transient) from exc
+        found = (info[4][0] for info in infos if info[0] in (socket.AF_INET, socket.AF_INET6))
+        addresses = list(dict.fromkeys(ipaddress.ip_address(a) for a in found))
+    if not addresses:
+        raise ToolFailure(f"could not resolve {host}")
+    for address in addresses:
+        if reason := refusal_reason(address, policy):
+            raise ToolFailure(f"refusing to connect to {address}: {reason}")
+    return addresses
+
+
+async def _send_first(client: httpx.AsyncClient, requests: list[httpx.Request]) -> httpx.Response:
+    """The first checked address that accepts a connection answers."""
+    for request in requests[:-1]:
+        with contextlib.suppress(httpx.ConnectError):
+            return await client.send(request, stream=True)
+    return await client.send(requests[-1], stream=True)
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    content = bytearray()
+    async for chunk in response.aiter_bytes():
+        content += chunk
+        if len(content) > limit:
+            return bytes(content[:limit]), True
+    return bytes(content), False
+
+
+@contextlib.contextmanager
+def _translated_errors(host: str) -> Iterator[None]:
+    """httpx errors as ToolFailures the model can act on: no URLs, no tracebacks."""
+    try:
+        yield
+    except httpx.InvalidURL as exc:
+        raise ToolFailure(f"{host} sent an invalid redirect URL") from exc
+    except httpx.TimeoutException as exc:
+        raise ToolFailure(f"timed out talking to {host}", transient=True) from exc
+    except httpx.ConnectError as exc:
+        if tls_error := _ssl_error(exc):  # a certificate that failed will fail again
+            raise ToolFailure(f"TLS with {host} failed: {tls_error.reason}") from exc
+        raise ToolFailure(f"could not connect to {host}: {exc}"[:200], transient=True) from exc
+    except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+        raise ToolFailure(f"the connection to {host} broke off", transient=True) from exc
+    except httpx.HTTPError as exc:
+        raise ToolFailure(f"request to {host} failed ({type(exc).__name__})") from exc
+
+
+def _ssl_error(exc: BaseException) -> ssl.SSLError | None:
+    cause: BaseException | None = exc
+    for _ in range(8):  # httpx wraps httpcore wraps ssl; bounded in case of a cycle
+        if cause is None or isinstance(cause, ssl.SSLError):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None

@@ -1,0 +1,1 @@
+"""API shapes, one module per resource."""

@@ -1,0 +1,103 @@
+"""Run, message and lane shapes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from app.llm.messages import Block
+from app.schemas.common import Name
+from app.states import RunStatus
+
+Multitask = Literal["enqueue", "reject", "interrupt"]
+RunInput = Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
+
+
+class RunCreate(BaseModel):
+    """Start a run. Without `conversation_id` a new conversation is made; without `lane`
+    the run takes `conversation:<conversation_id>`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: Name
+    conversation_id: Name | None = None
+    lane: Annotated[str, StringConstraints(min_length=1, max_length=300)] | None = None
+    input: RunInput = Field(examples=["Summarise the open incidents."])
+    multitask: Multitask = Field(
+        "enqueue",
+        description="If the lane is busy: wait in line (`enqueue`), refuse with 409 "
+        "(`reject`), or cancel what holds or waits on the lane (`interrupt`).",
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class RunError(BaseModel):
+    code: str
+    message: str
+
+
+class RunRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    agent_id: str
+    conversation_id: str
+    lane: str
+    input: str
+    multitask: Multitask
+    status: RunStatus
+    iteration: int
+    usage: Usage
+    result: str | None
+    stop_reason: str | None
+    error: RunError | None
+    waiting_for: dict[str, Any] | None
+    attempt: int
+    parent_run_id: str | None
+    metadata: dict[str, Any] = Field(validation_alias="metadata_")
+    cancel_requested: bool
+    cancel_requested_at: datetime | None
+    heartbeat_at: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    lease_token: int = Field(description="Fencing token: grows with every claim.")
+    resume_available: bool
+    system_prompt_hash: str | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class HumanResponse(BaseModel):
+    """The answer to the question a run is waiting on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    response: Annotated[str, StringConstraints(min_length=1, max_length=100_000)]
+
+
+class MessageRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    position: int
+    role: Literal["user", "assistant"]
+    content: list[Block]
+    run_id: str | None
+    created_at: datetime
+
+
+class LaneRead(BaseModel):
+    """Who holds a lane and who waits behind it, in the order they will run."""
+
+    lane: str
+    active: RunRead | None
+    queued: list[RunRead]

@@ -1,0 +1,64 @@
+"""Checkpoints: one row per safe boundary of a run (seed 000 "Checkpoints and Resume")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import CHECKPOINTS
+
+CheckpointKind = Literal[
+    "input", "llm_response", "tool_result", "compaction", "journal_update", "human_pause", "final"
+]
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    kind: CheckpointKind
+    iteration: int
+    message_cursor: int
+    persisted_message_count: int
+    system_prompt_hash: str
+    completed_tool_call_ids: list[str] = field(default_factory=list)
+    loop_counters: dict[str, Any] = field(default_factory=dict)
+
+
+async def write(session: AsyncSession, run_id: str, checkpoint: CheckpointRecord) -> None:
+    await session.execute(
+        CHECKPOINTS.insert().values(
+            run_id=run_id,
+            kind=checkpoint.kind,
+            iteration=checkpoint.iteration,
+            message_cursor=checkpoint.message_cursor,
+            persisted_message_count=checkpoint.persisted_message_count,
+            system_prompt_hash=checkpoint.system_prompt_hash,
+            completed_tool_call_ids=checkpoint.completed_tool_call_ids,
+            loop_counters=checkpoint.loop_counters,
+        )
+    )
+
+
+async def latest(session: AsyncSession, run_id: str) -> CheckpointRecord | None:
+    row = (
+        await session.execute(
+            select(CHECKPOINTS)
+            .where(CHECKPOINTS.c.run_id == run_id)
+            .order_by(CHECKPOINTS.c.id.desc())
+            .limit(1)
+        )
+    ).first()
+    if row is None:
+        return None
+    m = row._mapping
+    return CheckpointRecord(
+        m["kind"],
+        m["iteration"],
+        m["message_cursor"],
+        m["persisted_message_count"],
+        m["system_prompt_hash"],
+        m["completed_tool_call_ids"],
+        m["loop_counters"],
+    )

@@ -1,0 +1,69 @@
+"""Conversations and their messages (positions handed out by a per-conversation counter)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.llm.messages import Message
+from app.models import CONVERSATIONS, MESSAGES
+from app.schemas.runs import MessageRead
+
+
+async def create_conversation(session: AsyncSession, conversation_id: str) -> None:
+    await session.execute(CONVERSATIONS.insert().values(id=conversation_id, message_count=0))
+
+
+async def exists(session: AsyncSession, conversation_id: str) -> bool:
+    found = await session.scalar(
+        select(CONVERSATIONS.c.id).where(CONVERSATIONS.c.id == conversation_id)
+    )
+    return found is not None
+
+
+_APPEND = text(
+    """
+    WITH counter AS (
+        UPDATE conversations SET message_count = message_count + :n
+        WHERE id = :conversation_id RETURNING message_count
+    )
+    INSERT INTO messages (conversation_id, position, run_id, role, content)
+    SELECT :conversation_id, counter.message_count - :n + m.ordinality - 1, :run_id,
+           m.value->>'role', m.value->'content'
+    FROM counter, jsonb_array_elements(CAST(:messages AS jsonb)) WITH ORDINALITY AS m
+    RETURNING position
+    """
+)
+
+
+async def append_messages(
+    session: AsyncSession, conversation_id: str, run_id: str | None, messages: Sequence[Message]
+) -> list[int]:
+    """Append in order; returns their positions (0-based)."""
+    if not messages:
+        return []
+    rows = await session.execute(
+        _APPEND,
+        {
+            "conversation_id": conversation_id,
+            "run_id": run_id,
+            "n": len(messages),
+            "messages": json.dumps([m.model_dump(mode="json") for m in messages]),
+        },
+    )
+    return sorted(row.position for row in rows)
+
+
+async def read_messages(
+    session: AsyncSession, conversation_id: str, *, after: int = -1, limit: int = 10_000
+) -> list[MessageRead]:
+    rows = await session.execute(
+        select(MESSAGES)
+        .where(MESSAGES.c.conversation_id == conversation_id, MESSAGES.c.position > after)
+        .order_by(MESSAGES.c.position)
+        .limit(limit)
+    )
+    return [MessageRead.model_validate(row._mapping) for row in rows]

@@ -1,0 +1,163 @@
+"""Run rows: inserts, compare-and-set and lease-fenced updates, claiming, lanes, lists."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import RUNS
+from app.schemas.runs import RunRead
+from app.states import RUN_ACTIVE, RunStatus
+
+_ACTIVE = [s.value for s in RUN_ACTIVE]
+
+
+def _read(row: Any) -> RunRead:
+    return RunRead.model_validate(dict(row._mapping) | {"metadata_": row._mapping["metadata"]})
+
+
+async def insert_run(session: AsyncSession, values: dict[str, Any]) -> RunRead:
+    row = (await session.execute(RUNS.insert().values(**values).returning(*RUNS.c))).one()
+    return _read(row)
+
+
+async def get_run(session: AsyncSession, run_id: str, *, lock: bool = False) -> RunRead | None:
+    stmt = select(RUNS).where(RUNS.c.id == run_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    row = (await session.execute(stmt)).first()
+    return _read(row) if row else None
+
+
+async def update_run(
+    session: AsyncSession, run_id: str, *, read_version: int, values: dict[str, Any]
+) -> RunRead | None:
+    """Compare-and-set on `version`: None when the run changed since it was read."""
+    row = (
+        await session.execute(
+            update(RUNS)
+            .where(RUNS.c.id == run_id, RUNS.c.version == read_version)
+            .values(**values, version=RUNS.c.version + 1, updated_at=func.now())
+            .returning(*RUNS.c)
+        )
+    ).first()
+    return _read(row) if row else None
+
+
+async def update_leased(
+    session: AsyncSession, run_id: str, *, owner: str, token: int, values: dict[str, Any]
+) -> RunRead | None:
+    """A write by the worker holding the run's lease (fenced by owner and token): None when
+    the lease was lost, so the caller's transaction must not commit."""
+    row = (
+        await session.execute(
+            update(RUNS)
+            .where(
+                RUNS.c.id == run_id,
+                RUNS.c.lease_owner == owner,
+                RUNS.c.lease_token == token,
+                RUNS.c.status == RunStatus.RUNNING,
+            )
+            .values(**values, version=RUNS.c.version + 1, updated_at=func.now())
+            .returning(*RUNS.c)
+        )
+    ).first()
+    return _read(row) if row else None
+
+
+# The head of each lane that nobody holds, oldest first; SKIP LOCKED lets claimers in other
+# processes take other lanes at the same time. The unique index on active lanes is the
+# final word if two claims of one lane ever race.
+_CLAIM = text(
+    """
+    UPDATE runs AS r
+    SET status = 'running', lease_owner = :owner, lease_token = r.lease_token + 1,
+        lease_expires_at = now() + make_interval(secs => :ttl), heartbeat_at = now(),
+        started_at = coalesce(r.started_at, now()), version = r.version + 1, updated_at = now()
+    FROM (
+        SELECT q.id FROM runs AS q
+        WHERE q.status = 'queued'
+          AND NOT EXISTS (
+              SELECT 1 FROM runs AS a
+              WHERE a.lane = q.lane AND a.status IN ('running', 'waiting_on_human'))
+          AND NOT EXISTS (
+              SELECT 1 FROM runs AS e
+              WHERE e.lane = q.lane AND e.status = 'queued' AND e.seq < q.seq)
+        ORDER BY q.seq
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    ) AS picked
+    WHERE r.id = picked.id
+    RETURNING r.*
+    """
+)
+
+
+async def claim_runs(
+    session: AsyncSession, *, owner: str, limit: int, ttl_s: float
+) -> list[RunRead]:
+    rows = await session.execute(_CLAIM, {"owner": owner, "limit": limit, "ttl": ttl_s})
+    return sorted((_read(r) for r in rows), key=lambda run: run.created_at)
+
+
+async def renew_leases(
+    session: AsyncSession, *, owner: str, leases: Sequence[tuple[str, int]], ttl_s: float
+) -> set[str]:
+    """Extend the leases this worker still holds; returns the run ids renewed."""
+    if not leases:
+        return set()
+    rows = await session.execute(
+        text(
+            "UPDATE runs AS r SET heartbeat_at = now(), "
+            "lease_expires_at = now() + make_interval(secs => :ttl) "
+            "FROM unnest(CAST(:ids AS text[]), CAST(:tokens AS bigint[])) AS l(id, token) "
+            "WHERE r.id = l.id AND r.lease_token = l.token AND r.lease_owner = :owner "
+            "AND r.status = 'running' RETURNING r.id"
+        ),
+        {
+            "ids": [run_id for run_id, _ in leases],
+            "tokens": [token for _, token in leases],
+            "owner": owner,
+            "ttl": ttl_s,
+        },
+    )
+    return {row.id for row in rows}
+
+
+async def lane(session: AsyncSession, lane_name: str) -> tuple[RunRead | None, list[RunRead]]:
+    """The run holding the lane, and the queued ones in the order they will run."""
+    rows = await session.execute(
+        select(RUNS)
+        .where(RUNS.c.lane == lane_name, RUNS.c.status.in_([*_ACTIVE, RunStatus.QUEUED.value]))
+        .order_by(RUNS.c.seq)
+    )
+    runs = [_read(r) for r in rows]
+    active = next((r for r in runs if r.status in RUN_ACTIVE), None)
+    return active, [r for r in runs if r.status is RunStatus.QUEUED]
+
+
+async def list_runs(
+    session: AsyncSession, *, after_id: str | None, limit: int, filters: dict[str, str]
+) -> list[RunRead]:
+    stmt = select(RUNS).order_by(RUNS.c.id).limit(limit)
+    for column, value in filters.items():
+        stmt = stmt.where(RUNS.c[column] == value)
+    if after_id is not None:
+        stmt = stmt.where(RUNS.c.id > after_id)
+    return [_read(r) for r in await session.execute(stmt)]
+
+
+async def children(session: AsyncSession, parent_run_id: str) -> list[RunRead]:
+    rows = await session.execute(
+        select(RUNS).where(RUNS.c.parent_run_id == parent_run_id).order_by(RUNS.c.seq)
+    )
+    return [_read(r) for r in rows]
+
+
+def finished(now: datetime) -> dict[str, Any]:
+    """Columns a run sets when it settles: the lease is released with it."""
+    return {"finished_at": now, "lease_owner": None, "lease_expires_at": None}
