@@ -1,4 +1,4 @@
-"""The `loopwright` command: `serve`, `migrate`, `openapi`."""
+"""The `loopwright` command: `serve`, `worker`, `run`, `runs`, `migrate`, `openapi`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from app.client import Client, follow
 from app.config import Settings, load_settings
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -45,6 +48,53 @@ def _serve(args: argparse.Namespace) -> None:
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=int(settings.task_engine.drain_timeout_s) + 5,
     )
+
+
+def _worker(args: argparse.Namespace) -> None:
+    """Run workers without serving HTTP: the same composition root, minus the server."""
+    import signal
+
+    from app.main import create_app
+
+    settings = load_settings()
+    logging.basicConfig(level=settings.log_level, format=_LOG_FORMAT)
+    app = create_app(settings)
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        async with app.router.lifespan_context(app):
+            logging.getLogger("loopwright").info("worker running; SIGTERM stops it")
+            await stop.wait()
+
+    asyncio.run(run())
+
+
+def _client(args: argparse.Namespace) -> Client:
+    return Client(args.url, args.api_key)
+
+
+def _run(args: argparse.Namespace) -> None:
+    client = _client(args)
+    try:
+        agent_id = args.agent or client.demo_agent_id()
+        run = client.start(agent_id, args.text, args.conversation)
+        print(f"run {run['id']} on lane {run['lane']} ({run['status']})")
+        status = follow(client, run["id"])
+    finally:
+        client.close()
+    raise SystemExit(0 if status in ("completed", "waiting_on_human") else 1)
+
+
+def _runs(args: argparse.Namespace) -> None:
+    client = _client(args)
+    try:
+        for run in client.runs(args.status):
+            print(f"{run['id']}  {run['status']:<17} {run['lane']:<45} {run['created_at']}")
+    finally:
+        client.close()
 
 
 def _migrate(args: argparse.Namespace) -> None:
@@ -94,6 +144,24 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--host", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="TCP port (default 8000)")
     serve.set_defaults(handler=_serve)
+
+    worker = commands.add_parser("worker", help="run agent loops without serving HTTP")
+    worker.set_defaults(handler=_worker)
+
+    for name, help_text, handler in [
+        ("run", "start a run and follow its events", _run),
+        ("runs", "list runs", _runs),
+    ]:
+        verb = commands.add_parser(name, help=help_text)
+        verb.add_argument("--url", default="http://127.0.0.1:8000", help="the server")
+        verb.add_argument("--api-key", help="a bearer API key, if the server needs one")
+        verb.set_defaults(handler=handler)
+        if name == "run":
+            verb.add_argument("text", help="what to ask")
+            verb.add_argument("--agent", help="agent id (default: the scripted demo agent)")
+            verb.add_argument("--conversation", help="continue this conversation")
+        else:
+            verb.add_argument("--status", help="only runs with this status")
 
     mig = commands.add_parser("migrate", help="apply or revert database migrations")
     mig.add_argument("action", choices=["upgrade", "downgrade"], nargs="?", default="upgrade")

@@ -195,7 +195,10 @@ class RunLoop:
         return run
 
     async def _start(self, started_here: bool) -> None:
-        event = ("agent_run.started", {"attempt": self.run.attempt, "resumed": started_here})
+        event = (
+            "agent_run.started",
+            {"attempt": self.run.attempt, "resumed": started_here, "worker": self.owner},
+        )
         if started_here:
             await self._commit(_Boundary(None, opening=[event]))
             return

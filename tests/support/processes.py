@@ -25,6 +25,8 @@ def free_port() -> int:
 class ServerProcess:
     """`loopwright serve` on a free port, with the environment given (and nothing of ours)."""
 
+    command = "serve"
+
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -38,10 +40,17 @@ class ServerProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, ready_timeout_s: float = 60.0) -> None:
+        self.spawn()
+        self._await_ready(ready_timeout_s)
+
+    def spawn(self) -> None:
         with self._log_path.open("ab") as log:  # the child keeps its own descriptor
             self.process = subprocess.Popen(
-                [LOOPWRIGHT, "serve"], env=self._env, stdout=log, stderr=subprocess.STDOUT
+                [LOOPWRIGHT, self.command], env=self._env, stdout=log, stderr=subprocess.STDOUT
             )
+
+    def _await_ready(self, ready_timeout_s: float) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + ready_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -68,5 +77,25 @@ class ServerProcess:
         code = self.process.wait(timeout=timeout_s)
         return code in (0, -signal.SIGTERM) and "Application shutdown complete" in self.log()
 
+    def terminate_and_wait(self, timeout_s: float = 30.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout_s)
+
     def log(self) -> str:
         return self._log_path.read_text(errors="replace")[-4000:]
+
+
+class WorkerProcess(ServerProcess):
+    """`loopwright worker`: agent loops without HTTP; ready once it says so in its log."""
+
+    command = "worker"
+
+    def start(self, ready_timeout_s: float = 60.0) -> None:
+        self.spawn()
+        deadline = time.monotonic() + ready_timeout_s
+        while "worker running" not in self.log():
+            assert self.process is not None
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start:\n{self.log()}")
+            time.sleep(0.1)

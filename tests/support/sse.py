@@ -56,11 +56,13 @@ class SseReader:
     async def next_message(self) -> SseMessage:
         return await anext(self._messages)
 
-    async def take(self, count: int) -> list[SseMessage]:
-        """The next `count` real events, skipping keep-alive comments."""
+    async def take(self, count: int, *, persisted_only: bool = False) -> list[SseMessage]:
+        """The next `count` real events, skipping keep-alive comments (and, when asked,
+        ephemeral previews, which carry no id)."""
         taken: list[SseMessage] = []
         while len(taken) < count:
             message = await self.next_message()
-            if not message.is_comment_only:
-                taken.append(message)
+            if message.is_comment_only or (persisted_only and message.id is None):
+                continue
+            taken.append(message)
         return taken

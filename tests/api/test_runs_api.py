@@ -1,0 +1,157 @@
+"""Agents and runs through real HTTP: a scripted agent runs to completion with its
+transcript, lanes queue in order, policies and validation answer as documented, and the
+run's event stream replays exactly what a disconnected client missed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from tests.support.api import assert_problem
+from tests.support.sse import SseMessage, SseReader
+
+
+def scripted(*turns: dict[str, Any], tools: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "name": "scripted-agent",
+        "tools": tools or ["echo"],
+        "model": {"provider": "scripted", "name": "scripted", "script": list(turns)},
+    }
+
+
+async def make_agent(client: httpx.AsyncClient, body: dict[str, Any]) -> str:
+    response = await client.post("/v1/agents", json=body)
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+async def start(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
+    response = await client.post("/v1/runs", json={"input": "go", **body})
+    assert response.status_code == 202, response.text
+    run: dict[str, Any] = response.json()
+    return run
+
+
+async def settle(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    response = await client.get(f"/v1/runs/{run_id}/wait", params={"timeout_s": 20})
+    assert response.status_code == 200, response.text
+    run: dict[str, Any] = response.json()
+    return run
+
+
+async def test_a_scripted_run_completes_with_its_transcript(client: httpx.AsyncClient) -> None:
+    agent_id = await make_agent(
+        client,
+        scripted({"tool_calls": [{"name": "echo", "input": {"x": 1}}]}, {"text": "done"}),
+    )
+    run = await start(client, agent_id=agent_id, input="please echo")
+    assert run["status"] == "queued" and run["lane"] == f"conversation:{run['conversation_id']}"
+    final = await settle(client, run["id"])
+    assert final["status"] == "completed" and final["result"] == "done"
+    assert final["iteration"] == 2 and final["lease_owner"] is None
+    messages = (await client.get(f"/v1/conversations/{run['conversation_id']}/messages")).json()
+    assert [(m["role"], m["content"][0]["type"]) for m in messages] == [
+        ("user", "text"),
+        ("assistant", "tool_use"),
+        ("user", "tool_result"),
+        ("assistant", "text"),
+    ]
+    assert messages[2]["content"][0]["content"] == '{"x": 1}'
+    listed = (await client.get("/v1/runs", params={"agent_id": agent_id})).json()
+    assert [r["id"] for r in listed["items"]] == [run["id"]]
+
+
+async def test_a_lane_shows_its_holder_and_queue_in_order(client: httpx.AsyncClient) -> None:
+    agent_id = await make_agent(
+        client,
+        scripted(
+            {"tool_calls": [{"name": "ask_human", "input": {"question": "ok?"}}]},
+            {"text": "thanks"},
+            tools=["ask_human"],
+        ),
+    )
+    first = await start(client, agent_id=agent_id, lane="team:a")
+    assert (await settle(client, first["id"]))["status"] == "waiting_on_human"
+    second = await start(client, agent_id=agent_id, lane="team:a")
+    third = await start(client, agent_id=agent_id, lane="team:a")
+    lane = (await client.get("/v1/lanes/team:a")).json()
+    assert lane["active"]["id"] == first["id"]
+    assert [r["id"] for r in lane["queued"]] == [second["id"], third["id"]]
+
+    rejected = await client.post(
+        "/v1/runs",
+        json={"agent_id": agent_id, "input": "x", "lane": "team:a", "multitask": "reject"},
+    )
+    assert assert_problem(rejected, 409, "lane_busy")["holder"] == first["id"]
+
+    cancelled = await client.post(f"/v1/runs/{third['id']}/cancel")
+    assert cancelled.json()["status"] == "cancelled"
+    answered = await client.post(f"/v1/runs/{first['id']}/human-response", json={"response": "yes"})
+    assert answered.json()["status"] == "queued"
+    assert (await settle(client, first["id"]))["result"] == "thanks"
+    second_done = await settle(client, second["id"])
+    assert second_done["status"] == "waiting_on_human"  # it asks too, after the first ended
+    assert (
+        second_done["started_at"]
+        > (await client.get(f"/v1/runs/{first['id']}")).json()["finished_at"]
+    )
+
+
+async def test_run_creation_is_validated_and_idempotent(client: httpx.AsyncClient) -> None:
+    missing = await client.post("/v1/runs", json={"agent_id": "agent_nope", "input": "x"})
+    assert assert_problem(missing, 404, "not_found")["resource"] == "agent"
+    bad_agent = await client.post(
+        "/v1/agents", json={"name": "x", "model": {"provider": "scripted", "name": "s"}}
+    )
+    assert assert_problem(bad_agent, 422, "validation_error")["errors"][0]["field"] == "model"
+    agent_id = await make_agent(client, scripted({"text": "hi"}))
+    empty = await client.post("/v1/runs", json={"agent_id": agent_id, "input": ""})
+    assert assert_problem(empty, 422, "validation_error")["errors"][0]["field"] == "input"
+    policy = await client.post(
+        "/v1/runs", json={"agent_id": agent_id, "input": "x", "multitask": "whatever"}
+    )
+    assert assert_problem(policy, 422, "validation_error")["errors"][0]["field"] == "multitask"
+
+    body = {"agent_id": agent_id, "input": "once"}
+    first = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": "r-1"})
+    again = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": "r-1"})
+    assert first.json()["id"] == again.json()["id"]
+    assert again.headers["idempotent-replayed"] == "true"
+    other = await client.post(
+        "/v1/runs", json={**body, "input": "twice"}, headers={"Idempotency-Key": "r-1"}
+    )
+    assert_problem(other, 409, "idempotency_key_reused")
+    assert_problem(await client.get("/v1/runs/run_nope"), 404, "not_found")
+    done = await settle(client, first.json()["id"])
+    assert_problem(await client.post(f"/v1/runs/{done['id']}/cancel"), 409, "invalid_transition")
+
+
+async def test_run_events_replay_exactly_what_a_disconnected_client_missed(
+    client: httpx.AsyncClient,
+) -> None:
+    turns = [
+        {"tool_calls": [{"name": "echo", "input": {"i": i}}], "latency_ms": 30} for i in range(6)
+    ]
+    agent_id = await make_agent(client, scripted(*turns, {"text": "end"}))
+    run = await start(client, agent_id=agent_id)
+    path = f"/v1/runs/{run['id']}/events"
+    async with asyncio.timeout(30):
+        async with client.stream("GET", path) as first:
+            seen = await SseReader(first).take(
+                5, persisted_only=True
+            )  # then drop the connection mid-run
+        last = seen[-1].id
+        assert last is not None
+        await settle(client, run["id"])
+        async with client.stream("GET", path, headers={"Last-Event-ID": last}) as resumed:
+            reader = SseReader(resumed)
+            rest: list[SseMessage] = []
+            while not rest or rest[-1].event != "agent_run.completed":
+                rest += await reader.take(1, persisted_only=True)
+        async with client.stream("GET", path, params={"last_event_id": 0}) as everything:
+            full = await SseReader(everything).take(len(seen) + len(rest), persisted_only=True)
+    ids = [int(m.id or 0) for m in [*seen, *rest]]
+    assert ids == list(range(1, len(ids) + 1))  # no gap, no duplicate
+    assert [m.event for m in full] == [m.event for m in [*seen, *rest]]

@@ -1,0 +1,95 @@
+"""Two `loopwright worker` processes and an API-only `serve` on one database: runs on one
+lane never overlap and keep their order; runs on different lanes run side by side."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.support.processes import ServerProcess, WorkerProcess
+
+pytestmark = pytest.mark.e2e
+
+TURNS = [{"tool_calls": [{"name": "echo", "input": {"i": i}}], "latency_ms": 40} for i in range(4)]
+
+
+def _wait_all(
+    http: httpx.Client, run_ids: list[str], timeout_s: float = 90
+) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        runs = [http.get(f"/v1/runs/{run_id}").json() for run_id in run_ids]
+        if all(r["status"] == "completed" for r in runs):
+            return runs
+        assert time.monotonic() < deadline, [r["status"] for r in runs]
+        time.sleep(0.2)  # polling other processes' progress; nothing here to inject
+
+
+def _span(run: dict[str, Any]) -> tuple[datetime, datetime]:
+    return datetime.fromisoformat(run["started_at"]), datetime.fromisoformat(run["finished_at"])
+
+
+def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    (a_start, a_end), (b_start, b_end) = _span(a), _span(b)
+    return a_start < b_end and b_start < a_end
+
+
+def test_two_worker_processes_share_lanes_without_overlap(
+    database_url: str, clean_db: AsyncEngine, tmp_path: Path
+) -> None:
+    env = {"DATABASE_URL": database_url, "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2"}
+    api = ServerProcess({**env, "LOOPWRIGHT_WORKERS__ENABLED": "false"}, tmp_path / "api.log")
+    workers = [WorkerProcess(env, tmp_path / f"worker{i}.log") for i in range(2)]
+    api.start()
+    for worker in workers:
+        worker.start()
+    try:
+        with httpx.Client(base_url=api.url, timeout=10) as http:
+            agent = http.post(
+                "/v1/agents",
+                json={
+                    "name": "steady",
+                    "tools": ["echo"],
+                    "model": {
+                        "provider": "scripted",
+                        "name": "s",
+                        "script": [*TURNS, {"text": "done"}],
+                    },
+                },
+            ).json()
+            same_lane = [
+                http.post(
+                    "/v1/runs", json={"agent_id": agent["id"], "input": f"s{i}", "lane": "shared"}
+                ).json()["id"]
+                for i in range(5)
+            ]
+            other_lanes = [
+                http.post("/v1/runs", json={"agent_id": agent["id"], "input": f"o{i}"}).json()["id"]
+                for i in range(5)
+            ]
+            shared = _wait_all(http, same_lane)
+            others = _wait_all(http, other_lanes)
+            owners = set()
+            for run_id in same_lane + other_lanes:
+                with http.stream("GET", f"/v1/runs/{run_id}/events") as stream:
+                    for line in stream.iter_lines():
+                        if '"worker"' in line:
+                            owners.add(line.split('"worker": "')[1].split('"')[0])
+                        if "agent_run.completed" in line:
+                            break
+    finally:
+        for worker in workers:
+            worker.terminate_and_wait()
+        api.terminate_and_wait()
+
+    for earlier, later in itertools.pairwise(shared):
+        assert _span(earlier)[1] <= _span(later)[0], "a lane ran two runs at once"
+    assert any(_overlap(a, b) for a in others for b in others if a is not b)
+    assert len(owners) == 2, f"expected both worker processes to work, saw {owners}"
