@@ -26,7 +26,7 @@ from app.db import libpq_url, make_engine, make_sessionmaker
 from app.engine.bus import EventBus
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import CreateTask, TaskMutation, TransitionTask
-from app.schemas import TaskCreate
+from app.schemas.tasks import TaskCreate
 from app.states import TaskStatus
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -15,7 +15,7 @@ from app.db import make_engine
 from app.engine.task_mutations import TransitionRecord
 from app.errors import AppError, Conflict, Unavailable
 from app.models import Task
-from app.schemas import TaskRead
+from app.schemas.tasks import TaskRead
 from app.states import TaskStatus
 from app.store import tasks
 from app.store.errors import StaleWrite, translate

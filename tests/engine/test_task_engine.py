@@ -31,7 +31,7 @@ from app.errors import (
     ValidationFailed,
     VersionConflict,
 )
-from app.schemas import TaskCreate, TaskRead
+from app.schemas.tasks import TaskCreate, TaskRead
 from app.states import TaskStatus as S
 from app.store.idempotency import request_hash
 from tests.support.engine import CountingClock, Gate, Reader, StartEngine

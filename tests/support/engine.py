@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.task_engine import TASK_STREAM, MutationResult, TaskEngine
-from app.schemas import TaskRead, TransitionRead
+from app.schemas.tasks import TaskRead, TransitionRead
 from app.store import events as event_store
 from app.store import tasks as task_store
 
