@@ -28,6 +28,7 @@ from app.db import libpq_url, make_engine, make_sessionmaker
 from app.embedded_pg import start_embedded
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
+from app.engine.group_commit import GroupCommitter
 from app.engine.pg_listener import PgListener
 from app.engine.retry import ToolRetryPolicy
 from app.engine.runs import RunCommands
@@ -59,6 +60,7 @@ def build_workers(
     bus: EventBus,
     runs: RunCommands,
     providers: Providers,
+    committer: GroupCommitter,
     extra_tools: Sequence[Tool],
 ) -> WorkerPool:
     """The run workers with their tools: built-ins, http_request under the configured
@@ -75,6 +77,7 @@ def build_workers(
         providers=providers,
         tools=ToolRunner(registry, ToolRetryPolicy()),
         clock=lambda: datetime.now(UTC),
+        committer=committer,
         tool_services=BuiltinServices(runs, sessionmaker, bus),
     )
     worker_settings = settings.workers
@@ -116,9 +119,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     )
     runs = RunCommands(sessionmaker, bus)
     providers = Providers(settings.llm)
+    committer = GroupCommitter(sessionmaker)
     workers = None
     if settings.workers.enabled:
-        workers = build_workers(settings, sessionmaker, bus, runs, providers, app.state.tools)
+        workers = build_workers(
+            settings, sessionmaker, bus, runs, providers, committer, app.state.tools
+        )
     runtime = Runtime(
         settings=settings,
         database_url=url,
@@ -135,6 +141,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.runtime = runtime
     listener.start()
     task_engine.start()
+    committer.start()
     if workers is not None:
         workers.start()
     try:
@@ -143,6 +150,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime.shutting_down.set()
         if workers is not None:
             await workers.stop(settings.workers.grace_s)
+        await committer.stop()
         await task_engine.stop(engine_settings.drain_timeout_s)
         await providers.aclose()
         await listener.stop()

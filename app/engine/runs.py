@@ -5,7 +5,7 @@ compare-and-sets the version and appends its events; the bus hears of it after c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,19 +47,35 @@ class LaneBusy(Conflict):
         return {"lane": self.lane, "holder": self.holder}
 
 
+RunEvent = tuple[str, dict[str, Any]]
+
+
+async def emit_all(
+    session: AsyncSession, run: RunRead, events: Sequence[RunEvent], now: datetime
+) -> None:
+    """Append events to the run's stream; the run lifecycle ones (`agent_run.*`) also go to
+    the `runs` board, which wakes workers in every process (a lane may have come free)."""
+    if not events:
+        return
+    base = {"run_id": run.id, "status": run.status.value}
+    await event_store.append_events(
+        session,
+        run_stream(run.id),
+        [event_store.NewEvent(kind, {**base, **data}) for kind, data in events],
+        now,
+    )
+    board = [
+        event_store.NewEvent(kind, {**base, "lane": run.lane})
+        for kind, _ in events
+        if kind.startswith("agent_run.")
+    ]
+    await event_store.append_events(session, RUNS_STREAM, board, now)
+
+
 async def emit(
     session: AsyncSession, run: RunRead, event_type: str, now: datetime, **data: Any
 ) -> None:
-    """Append a run event to the run's stream, and its status to the `runs` board (which
-    also wakes workers in every process: a lane may have come free)."""
-    payload = {"run_id": run.id, "status": run.status.value, **data}
-    await event_store.append_events(
-        session, run_stream(run.id), [event_store.NewEvent(event_type, payload)], now
-    )
-    board = {"run_id": run.id, "lane": run.lane, "status": run.status.value}
-    await event_store.append_events(
-        session, RUNS_STREAM, [event_store.NewEvent(event_type, board)], now
-    )
+    await emit_all(session, run, [(event_type, data)], now)
 
 
 class RunCommands:

@@ -21,7 +21,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.bus import EventBus
-from app.engine.runs import emit, run_stream
+from app.engine.group_commit import GroupCommitter
+from app.engine.runs import emit_all, run_stream
 from app.llm.messages import Message, TextBlock, ToolUseBlock
 from app.llm.provider import LLMRequest, LLMResponse, ProviderError
 from app.llm.providers import ProviderFactory, ProviderUnavailable
@@ -56,6 +57,7 @@ class LoopDeps:
     providers: ProviderFactory
     tools: ToolRunner
     clock: Callable[[], datetime]
+    committer: GroupCommitter
     tool_services: Any = None
 
 
@@ -68,6 +70,7 @@ class _Boundary:
     run_values: dict[str, Any] = field(default_factory=dict)
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     completed: list[tuple[str, ToolOutcome]] = field(default_factory=list)
+    started: list[ToolUseBlock] = field(default_factory=list)  # ledger rows begun here
     opening: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # before messages
 
 
@@ -139,10 +142,16 @@ class RunLoop:
     # -- boundaries ------------------------------------------------------------------
 
     async def _commit(self, boundary: _Boundary) -> RunRead:
+        """Commit one boundary (through the group committer, alongside other runs'), fenced
+        by this worker's lease; then take its messages and results into the loop's state."""
         if self.lease_lost.is_set():  # the heartbeat could not renew: stop here
             raise LeaseLost()
         now = self.deps.clock()
-        async with self.deps.sessionmaker() as session, session.begin():
+        message_count = len(self.history) + len(boundary.messages)
+        completed_ids = [*self.completed_calls, *(call_id for call_id, _ in boundary.completed)]
+        started = [(c.id, c.name, c.input, self._is_idempotent(c)) for c in boundary.started]
+
+        async def write(session: AsyncSession) -> RunRead:
             run = await run_store.update_leased(
                 session, self.run.id, owner=self.owner, token=self.token, values=boundary.run_values
             )
@@ -151,18 +160,13 @@ class RunLoop:
             positions = await conversations.append_messages(
                 session, run.conversation_id, run.id, boundary.messages
             )
-            for call_id, outcome in boundary.completed:
-                await tool_calls.complete(
-                    session,
-                    run.id,
-                    call_id,
-                    result=outcome.content,
-                    is_error=outcome.is_error,
-                    attempts=outcome.attempts,
-                    now=now,
-                )
-                self.completed_calls.append(call_id)
-            self.history += boundary.messages
+            await tool_calls.start(session, run.id, started, now)
+            await tool_calls.complete_many(
+                session,
+                run.id,
+                [(i, o.content, o.is_error, o.attempts) for i, o in boundary.completed],
+                now,
+            )
             if boundary.kind is not None:
                 await checkpoints.write(
                     session,
@@ -170,26 +174,29 @@ class RunLoop:
                     CheckpointRecord(
                         kind=boundary.kind,
                         iteration=run.iteration,
-                        message_cursor=positions[-1] if positions else len(self.history) - 1,
-                        persisted_message_count=len(self.history),
+                        message_cursor=positions[-1] if positions else message_count - 1,
+                        persisted_message_count=message_count,
                         system_prompt_hash=self.system_hash,
-                        completed_tool_call_ids=list(self.completed_calls),
+                        completed_tool_call_ids=completed_ids,
                     ),
                 )
-            for event_type, data in boundary.opening:
-                await emit(session, run, event_type, now, **data)
-            for message, position in zip(boundary.messages, positions, strict=True):
-                await emit(
-                    session,
-                    run,
+            created = [
+                (
                     "message.created",
-                    now,
-                    position=position,
-                    role=message.role,
-                    content=[b.model_dump(mode="json") for b in message.content],
+                    {
+                        "position": position,
+                        "role": message.role,
+                        "content": [b.model_dump(mode="json") for b in message.content],
+                    },
                 )
-            for event_type, data in boundary.events:
-                await emit(session, run, event_type, now, **data)
+                for message, position in zip(boundary.messages, positions, strict=True)
+            ]
+            await emit_all(session, run, [*boundary.opening, *created, *boundary.events], now)
+            return run
+
+        run = await self.deps.committer.submit(write)
+        self.history += boundary.messages
+        self.completed_calls = completed_ids
         self.run = run
         self.deps.bus.publish(run_stream(run.id))
         return run
@@ -332,11 +339,14 @@ class RunLoop:
             "output_tokens": self.run.usage.output_tokens + response.usage.output_tokens,
         }
         if message.tool_uses:
+            # The response and the start of its tool calls are durable before any tool runs.
             await self._commit(
                 _Boundary(
                     "llm_response",
                     messages=[message],
                     run_values={"iteration": self.run.iteration + 1, "usage": usage},
+                    started=message.tool_uses,
+                    events=_started_events(message.tool_uses),
                 )
             )
             return False
@@ -358,22 +368,11 @@ class RunLoop:
     ) -> bool:
         """Run the batch; False when the run paused for a human instead of going on."""
         calls = [b for b in content if isinstance(b, ToolUseBlock)]
-        to_run = only if only is not None else calls
+        to_run = calls
+        if only is not None:  # resuming: (re)start these in the ledger before they run
+            to_run = only
+            await self._commit(_Boundary(None, started=only, events=_started_events(only)))
         outcomes: dict[str, ToolOutcome] = {}
-        now = self.deps.clock()
-        async with self.deps.sessionmaker() as session, session.begin():
-            started = [(c.id, c.name, c.input, self._is_idempotent(c)) for c in to_run]
-            await tool_calls.start(session, self.run.id, started, now)
-            run = await run_store.update_leased(
-                session, self.run.id, owner=self.owner, token=self.token, values={}
-            )
-            if run is None:
-                raise LeaseLost()
-            for call in to_run:
-                await emit(
-                    session, run, "tool_call.started", now, tool_call_id=call.id, tool=call.name
-                )
-        self.run = run
         pause: tuple[ToolUseBlock, ToolOutcome] | None = None
         for call in to_run:
             outcome = await self._run_one(call)
@@ -471,16 +470,7 @@ class RunLoop:
 
     async def _event_now(self, event_type: str, data: dict[str, Any]) -> None:
         """An event outside any boundary (a tool retry), fenced like the rest."""
-        now = self.deps.clock()
-        async with self.deps.sessionmaker() as session, session.begin():
-            run = await run_store.update_leased(
-                session, self.run.id, owner=self.owner, token=self.token, values={}
-            )
-            if run is None:
-                raise LeaseLost()
-            await emit(session, run, event_type, now, **data)
-        self.run = run
-        self.deps.bus.publish(run_stream(run.id))
+        await self._commit(_Boundary(None, events=[(event_type, data)]))
 
     # -- settling --------------------------------------------------------------------
 
@@ -533,6 +523,10 @@ class RunLoop:
             await settling
         except LeaseLost:
             log.warning("run %s: lease lost before it could be settled", self.run.id)
+
+
+def _started_events(calls: list[ToolUseBlock]) -> list[tuple[str, dict[str, Any]]]:
+    return [("tool_call.started", {"tool_call_id": c.id, "tool": c.name}) for c in calls]
 
 
 def _last_text(history: list[Message]) -> str | None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -59,6 +60,30 @@ async def start(
             set_={"attempts": TOOL_CALLS.c.attempts + 1, "started_at": now},
         )
     )
+
+
+_COMPLETE_MANY = text(
+    "UPDATE tool_calls AS t SET result = r.result, is_error = r.is_error, "
+    "attempts = r.attempts, completed_at = :now "
+    "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) "
+    "AS r(tool_call_id text, result text, is_error boolean, attempts int) "
+    "WHERE t.run_id = :run_id AND t.tool_call_id = r.tool_call_id"
+)
+
+
+async def complete_many(
+    session: AsyncSession,
+    run_id: str,
+    results: Sequence[tuple[str, str, bool, int]],
+    now: datetime,
+) -> None:
+    """Record (tool_call_id, result, is_error, attempts) for calls that finished."""
+    if not results:
+        return
+    rows = [
+        {"tool_call_id": i, "result": r, "is_error": e, "attempts": a} for i, r, e, a in results
+    ]
+    await session.execute(_COMPLETE_MANY, {"run_id": run_id, "rows": json.dumps(rows), "now": now})
 
 
 async def complete(
