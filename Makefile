@@ -29,3 +29,4 @@ openapi: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/task_engine.py
+	$(BIN)/python bench/agent_loop.py
