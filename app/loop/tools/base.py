@@ -71,7 +71,10 @@ class Tool:
         """Whether this call may be repeated safely (some tools decide per call: an HTTP
         GET is, a POST is not)."""
         if callable(self.idempotent):
-            return bool(self.idempotent(arguments))
+            try:
+                return bool(self.idempotent(arguments))
+            except Exception:  # a rule that cannot decide fails closed
+                return False
         return self.idempotent
 
     def spec(self) -> ToolSpec:
