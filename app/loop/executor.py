@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
-from app.engine.runs import emit_all, run_stream
+from app.engine.runs import RUNS_STREAM, emit_all, run_stream
 from app.llm.messages import Message, TextBlock, ToolUseBlock
 from app.llm.provider import LLMRequest, LLMResponse, ProviderError
 from app.llm.providers import ProviderFactory, ProviderUnavailable
@@ -113,6 +113,7 @@ class RunLoop:
 
     async def _execute(self) -> None:
         deps = self.deps
+        self.execution_started = deps.clock()
         async with deps.sessionmaker() as session:
             agent = await agent_store.get_agent(session, self.run.agent_id)
             stored = await conversations.read_messages(session, self.run.conversation_id)
@@ -199,6 +200,8 @@ class RunLoop:
         self.completed_calls = completed_ids
         self.run = run
         self.deps.bus.publish(run_stream(run.id))
+        if any(kind.startswith("agent_run.") for kind, _ in [*boundary.opening, *boundary.events]):
+            self.deps.bus.publish(RUNS_STREAM)  # local waiters (pools, wait tools) hear it now
         return run
 
     async def _start(self, started_here: bool) -> None:
@@ -302,7 +305,11 @@ class RunLoop:
         text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
         message = Message(role="assistant", content=[TextBlock(text=text or "(no summary)")])
         await self._settle(
-            RunStatus.COMPLETED, stop_reason="soft_time_limit", result=text, messages=[message]
+            RunStatus.COMPLETED,
+            stop_reason="soft_time_limit",
+            result=text,
+            messages=[message],
+            extra=self._after_call(response),
         )
 
     async def _call_llm(self, *, with_tools: bool) -> LLMResponse:
@@ -324,8 +331,9 @@ class RunLoop:
             return await self.provider.complete(request, on_text)
 
     def _elapsed_s(self) -> float:
-        started = self.run.started_at or self.deps.clock()
-        return (self.deps.clock() - started).total_seconds()
+        """Time limits bound one execution (a worker's time), as a task's time limit would:
+        a run that waited on a human is not charged for the wait."""
+        return (self.deps.clock() - self.execution_started).total_seconds()
 
     def _remaining_s(self) -> float:
         return max(0.001, self.agent.limits.hard_time_limit_s - self._elapsed_s())
@@ -334,17 +342,14 @@ class RunLoop:
         """Persist the assistant message before any of its tools run; True when it is the
         final answer (and the run is settled)."""
         message = Message(role="assistant", content=response.content)
-        usage = {
-            "input_tokens": self.run.usage.input_tokens + response.usage.input_tokens,
-            "output_tokens": self.run.usage.output_tokens + response.usage.output_tokens,
-        }
+        counters = self._after_call(response)
         if message.tool_uses:
             # The response and the start of its tool calls are durable before any tool runs.
             await self._commit(
                 _Boundary(
                     "llm_response",
                     messages=[message],
-                    run_values={"iteration": self.run.iteration + 1, "usage": usage},
+                    run_values=counters,
                     started=message.tool_uses,
                     events=_started_events(message.tool_uses),
                 )
@@ -355,9 +360,20 @@ class RunLoop:
             stop_reason="end_turn",
             result=message.text,
             messages=[message],
-            extra={"iteration": self.run.iteration + 1, "usage": usage},
+            extra=counters,
         )
         return True
+
+    def _after_call(self, response: LLMResponse) -> dict[str, Any]:
+        """The run's counters once this LLM call is counted."""
+        usage = self.run.usage
+        return {
+            "iteration": self.run.iteration + 1,
+            "usage": {
+                "input_tokens": usage.input_tokens + response.usage.input_tokens,
+                "output_tokens": usage.output_tokens + response.usage.output_tokens,
+            },
+        }
 
     async def _run_tools(
         self,
