@@ -13,8 +13,7 @@ from pydantic import ValidationError
 
 from app.client import Client, follow
 from app.config import Settings, load_settings
-
-_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+from app.observability import configure_logging
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -57,7 +56,7 @@ def _worker(args: argparse.Namespace) -> None:
     from app.main import create_app
 
     settings = load_settings()
-    logging.basicConfig(level=settings.log_level, format=_LOG_FORMAT)
+    configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
 
     async def run() -> None:

@@ -122,6 +122,7 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Root log level."
     )
+    log_format: Literal["json", "text"] = Field("json", description="Structured or plain logs.")
 
     @model_validator(mode="after")
     def _refuse_open_bind_without_keys(self) -> Settings:

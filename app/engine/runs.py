@@ -17,6 +17,7 @@ from app.errors import Conflict, IdempotencyKeyReused, InvalidTransition, NotFou
 from app.ids import new_id
 from app.llm.messages import Message
 from app.loop.transcript import pending_tool_uses, results_message
+from app.observability import log_events
 from app.schemas.runs import RunCreate, RunRead
 from app.states import RUN_ALLOWED, RunStatus
 from app.store import agents as agent_store
@@ -78,6 +79,13 @@ async def emit(
     await emit_all(session, run, [(event_type, data)], now)
 
 
+def _cancel_event(run: RunRead) -> str:
+    """What a cancel did to this run: settled it, or asked its loop to stop."""
+    return (
+        "agent_run.cancelled" if run.status is RunStatus.CANCELLED else "agent_run.cancel_requested"
+    )
+
+
 class RunCommands:
     def __init__(
         self,
@@ -90,9 +98,11 @@ class RunCommands:
         self._bus = bus
         self._clock = clock
 
-    def _published(self, *runs: RunRead) -> None:
+    def _published(self, *runs: RunRead, event: str | None = None) -> None:
+        """After commit: wake readers of the runs' streams and log what happened."""
         for run in runs:
             self._bus.publish(run_stream(run.id))
+            log_events([(event or _cancel_event(run), {})], run_id=run.id, lane=run.lane)
         self._bus.publish(RUNS_STREAM)
 
     async def create(
@@ -161,7 +171,8 @@ class RunCommands:
                     CREATE_SCOPE, idempotency_key, request_hash or "", run.id, {}
                 )
                 await idempotency.insert_keys(session, [record], now)
-        self._published(run, *touched)
+        self._published(run, event="agent_run.queued")
+        self._published(*touched)
         return run, False
 
     async def _supersede(
@@ -268,5 +279,5 @@ class RunCommands:
             )
             assert changed is not None
             await emit(session, changed, "agent_run.human_response", now, tool_call_id=call_id)
-        self._published(changed)
+        self._published(changed, event="agent_run.human_response")
         return changed

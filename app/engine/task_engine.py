@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.engine.bus import EventBus
 from app.engine.task_mutations import Change, CreateTask, TaskMutation
 from app.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
+from app.observability import log_events
 from app.schemas.tasks import TaskRead
 from app.store import events as event_store
 from app.store import idempotency, tasks
@@ -179,6 +180,11 @@ class TaskEngine:
         for result in results:
             if result.change is None:
                 continue
+            log_events(
+                [(result.change.event_type, {"seq": result.seq})],
+                task_id=result.task.id,
+                status=result.task.status.value,
+            )
             for observer in self._observers:
                 try:
                     await observer(result)

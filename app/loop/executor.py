@@ -29,6 +29,7 @@ from app.llm.providers import ProviderFactory, ProviderUnavailable
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
 from app.loop.transcript import for_provider, pending_tool_uses, results_message
+from app.observability import log_events
 from app.sanitize import sanitize
 from app.schemas.runs import RunRead
 from app.states import RunStatus
@@ -196,6 +197,7 @@ class RunLoop:
             return run
 
         run = await self.deps.committer.submit(write)
+        log_events([*boundary.opening, *boundary.events], run_id=run.id, lane=run.lane)
         self.history += boundary.messages
         self.completed_calls = completed_ids
         self.run = run
