@@ -81,6 +81,9 @@ class GroupCommitter:
             await asyncio.sleep(0)  # let the callers just answered queue their next write
 
     async def _commit_group(self, batch: list[_Pending]) -> None:
+        batch = [p for p in batch if not p.future.done()]  # its caller was cancelled
+        if not batch:
+            return
         try:
             results = await self._transaction([p.work for p in batch])
         except Exception as exc:

@@ -5,7 +5,8 @@ their leases alive.
                 claim up to the free capacity; start one named task per run
     heartbeat   every lease_ttl/3, renew the leases of the runs in hand in one statement;
                 a run whose lease could not be renewed is told to stop at its next boundary
-    stop()      stop claiming, give running loops `grace_s`, then cancel what is left
+    stop()      stop claiming, give running loops `grace_s`, then cancel what is left and
+                put those runs back in the queue (lease released, place in lane kept)
 
 Claiming is `FOR UPDATE SKIP LOCKED` on the head of each free lane, so several processes
 share the work without coordination beyond Postgres.
@@ -19,12 +20,13 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.bus import EventBus
-from app.engine.runs import RUNS_STREAM
+from app.engine.runs import RUNS_STREAM, emit
 from app.ids import new_id
 from app.loop.executor import RunLoop
 from app.schemas.runs import RunRead
@@ -74,6 +76,8 @@ class WorkerPool:
         ]
 
     async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop claiming, let running loops reach their end within `grace_s`, then cancel
+        the rest and give their runs back to the queue, resumable at once by any worker."""
         self._stopping.set()
         for task in self._tasks:
             task.cancel()
@@ -81,9 +85,31 @@ class WorkerPool:
         running = [task for _, task in self._active.values()]
         if running:
             await asyncio.wait(running, timeout=grace_s)
-        for _, task in list(self._active.values()):
+        leftover = dict(self._active)
+        for _, task in leftover.values():
             task.cancel()
-        await asyncio.gather(*(t for _, t in self._active.values()), return_exceptions=True)
+        await asyncio.gather(*(t for _, t in leftover.values()), return_exceptions=True)
+        if leftover:
+            await asyncio.shield(
+                self._release([(i, loop.token) for i, (loop, _) in leftover.items()])
+            )
+
+    async def _release(self, leases: list[tuple[str, int]]) -> None:
+        try:
+            async with self._sessionmaker() as session, session.begin():
+                released = await run_store.release(session, owner=self.owner, leases=leases)
+                for run in released:
+                    await emit(
+                        session, run, "agent_run.interrupted", datetime.now(UTC), worker=self.owner
+                    )
+        except (SQLAlchemyError, OSError):
+            log.warning(
+                "could not release %d runs at shutdown; their leases will expire", len(leases)
+            )
+            return
+        for run in released:
+            log.info("agent_run.interrupted %s", run.id)
+        self._bus.publish(RUNS_STREAM)
 
     async def run_until_idle(self) -> None:
         """Drain mode for tests and tools: claim and run until no lane has work."""

@@ -69,17 +69,15 @@ async def update_leased(
     return _read(row) if row else None
 
 
-# The head of each lane that nobody holds, oldest first; SKIP LOCKED lets claimers in other
-# processes take other lanes at the same time. The unique index on active lanes is the
-# final word if two claims of one lane ever race.
+# Work to claim, oldest first: the head of each lane that nobody holds, and runs whose
+# worker stopped renewing its lease (they hold their lane; the new owner resumes them from
+# their ledger). SKIP LOCKED lets claimers in other processes take other rows meanwhile;
+# the unique index on active lanes is the final word if two claims of one lane ever race.
+# The new lease token fences the previous owner's writes.
 _CLAIM = text(
     """
-    UPDATE runs AS r
-    SET status = 'running', lease_owner = :owner, lease_token = r.lease_token + 1,
-        lease_expires_at = now() + make_interval(secs => :ttl), heartbeat_at = now(),
-        started_at = coalesce(r.started_at, now()), version = r.version + 1, updated_at = now()
-    FROM (
-        SELECT q.id FROM runs AS q
+    WITH heads AS (
+        SELECT q.id, q.seq FROM runs AS q
         WHERE q.status = 'queued'
           AND NOT EXISTS (
               SELECT 1 FROM runs AS a
@@ -90,7 +88,22 @@ _CLAIM = text(
         ORDER BY q.seq
         LIMIT :limit
         FOR UPDATE SKIP LOCKED
-    ) AS picked
+    ), expired AS (
+        SELECT x.id, x.seq FROM runs AS x
+        WHERE x.status = 'running' AND x.lease_expires_at < now()
+        ORDER BY x.seq
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    ), picked AS (
+        SELECT id FROM (SELECT * FROM heads UNION ALL SELECT * FROM expired) AS c
+        ORDER BY seq
+        LIMIT :limit
+    )
+    UPDATE runs AS r
+    SET status = 'running', lease_owner = :owner, lease_token = r.lease_token + 1,
+        lease_expires_at = now() + make_interval(secs => :ttl), heartbeat_at = now(),
+        started_at = coalesce(r.started_at, now()), version = r.version + 1, updated_at = now()
+    FROM picked
     WHERE r.id = picked.id
     RETURNING r.*
     """
@@ -126,6 +139,26 @@ async def renew_leases(
         },
     )
     return {row.id for row in rows}
+
+
+async def release(
+    session: AsyncSession, *, owner: str, leases: Sequence[tuple[str, int]]
+) -> list[RunRead]:
+    """Give runs back to the queue at shutdown: they keep their place at the head of their
+    lane (their seq is the oldest there) and any worker resumes them at once."""
+    if not leases:
+        return []
+    rows = await session.execute(
+        text(
+            "UPDATE runs AS r SET status = 'queued', lease_owner = NULL, "
+            "lease_expires_at = NULL, version = r.version + 1, updated_at = now() "
+            "FROM unnest(CAST(:ids AS text[]), CAST(:tokens AS bigint[])) AS l(id, token) "
+            "WHERE r.id = l.id AND r.lease_token = l.token AND r.lease_owner = :owner "
+            "AND r.status = 'running' RETURNING r.*"
+        ),
+        {"ids": [i for i, _ in leases], "tokens": [t for _, t in leases], "owner": owner},
+    )
+    return [_read(r) for r in rows]
 
 
 async def lane(session: AsyncSession, lane_name: str) -> tuple[RunRead | None, list[RunRead]]:
