@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 
 from app.api.deps import RuntimeDep, SessionDep, get_principal
 from app.api.headers import IfMatchHeader, etag, expected_version
-from app.api.pagination import decode_cursor, encode_cursor
+from app.api.pagination import decode_cursor, page
 from app.errors import NotFound, ValidationFailed
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
 from app.schemas.common import Page
@@ -36,8 +36,7 @@ async def list_agents(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Page[AgentRead]:
     rows = await agent_store.list_agents(session, after_id=decode_cursor(cursor), limit=limit + 1)
-    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
-    return Page[AgentRead](items=rows[:limit], next_cursor=next_cursor)
+    return page(rows, limit)
 
 
 @router.get("/{agent_id}", response_model=AgentRead, summary="Get an agent")

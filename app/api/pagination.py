@@ -1,12 +1,34 @@
-"""Opaque cursors for keyset pagination."""
+"""Keyset pagination: opaque cursors and pages."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 from app.errors import ValidationFailed
+from app.schemas.common import Page
+
+
+class _HasId(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_HasId)
+
+
+def page(rows: Sequence[T], limit: int) -> Page[T]:
+    """One page from `limit + 1` rows read in id order: the extra row says there is more."""
+    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
+    return Page[T](items=list(rows[:limit]), next_cursor=next_cursor)
+
+
+def present(**filters: object) -> dict[str, str]:
+    """The filters a client gave, as column -> text."""
+    return {name: str(value) for name, value in filters.items() if value is not None}
 
 
 def encode_cursor(after_id: str) -> str:

@@ -10,7 +10,7 @@ from sse_starlette import EventSourceResponse
 
 from app.api.deps import RuntimeDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
-from app.api.pagination import decode_cursor, encode_cursor
+from app.api.pagination import decode_cursor, page, present
 from app.api.streams import open_stream, resume_point
 from app.engine.runs import RUNS_STREAM, run_stream
 from app.errors import NotFound
@@ -74,21 +74,16 @@ async def list_runs(
     cursor: Annotated[str | None, Query(max_length=500)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Page[RunRead]:
-    filters = {
-        name: str(value)
-        for name, value in {
-            "status": status,
-            "lane": lane,
-            "agent_id": agent_id,
-            "conversation_id": conversation_id,
-        }.items()
-        if value is not None
-    }
+    filters = present(
+        status=status,
+        lane=lane,
+        agent_id=agent_id,
+        conversation_id=conversation_id,
+    )
     rows = await run_store.list_runs(
         session, after_id=decode_cursor(cursor), limit=limit + 1, filters=filters
     )
-    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
-    return Page[RunRead](items=rows[:limit], next_cursor=next_cursor)
+    return page(rows, limit)
 
 
 @router.get(

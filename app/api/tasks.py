@@ -9,7 +9,7 @@ from sse_starlette import EventSourceResponse
 
 from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, TaskEngineDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
-from app.api.pagination import decode_cursor, encode_cursor
+from app.api.pagination import decode_cursor, page, present
 from app.api.streams import open_stream, resume_point
 from app.engine.task_engine import TASK_STREAM, MutationResult
 from app.engine.task_mutations import (
@@ -97,21 +97,16 @@ async def list_tasks(
     cursor: Annotated[str | None, Query(max_length=500)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Page[TaskRead]:
-    filters = {
-        name: str(value)
-        for name, value in {
-            "status": status,
-            "assigned_to": assigned_to,
-            "project": project,
-            "priority": priority,
-        }.items()
-        if value is not None
-    }
+    filters = present(
+        status=status,
+        assigned_to=assigned_to,
+        project=project,
+        priority=priority,
+    )
     rows = await task_store.list_tasks(
         session, after_id=decode_cursor(cursor), limit=limit + 1, filters=filters
     )
-    next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
-    return Page[TaskRead](items=rows[:limit], next_cursor=next_cursor)
+    return page(rows, limit)
 
 
 @router.get("/{task_id}", response_model=TaskRead, summary="Get a task")
