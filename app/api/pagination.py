@@ -23,7 +23,7 @@ T = TypeVar("T", bound=_HasId)
 def page(rows: Sequence[T], limit: int) -> Page[T]:
     """One page from `limit + 1` rows read in id order: the extra row says there is more."""
     next_cursor = encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
-    return Page[T](items=list(rows[:limit]), next_cursor=next_cursor)
+    return Page(items=list(rows[:limit]), next_cursor=next_cursor)
 
 
 def present(**filters: object) -> dict[str, str]:
