@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -22,21 +22,26 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
-from app.engine.runs import RUNS_STREAM, emit_all, run_stream
+from app.engine.runs import RUNS_STREAM, run_stream
 from app.llm.messages import Message, TextBlock, ToolUseBlock
 from app.llm.provider import LLMRequest, LLMResponse, ProviderError
 from app.llm.providers import ProviderFactory, ProviderUnavailable
+from app.loop.boundary import Boundary, Fence, LoopState, started_events, write_boundary
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
-from app.loop.transcript import for_provider, pending_tool_uses, results_message
+from app.loop.transcript import (
+    for_provider,
+    last_assistant_text,
+    pending_tool_uses,
+    results_message,
+)
 from app.observability import log_events
 from app.sanitize import sanitize
 from app.schemas.runs import RunRead
 from app.states import RunStatus
 from app.store import agents as agent_store
-from app.store import checkpoints, conversations, tool_calls
+from app.store import conversations, tool_calls
 from app.store import runs as run_store
-from app.store.checkpoints import CheckpointKind, CheckpointRecord
 
 log = logging.getLogger(__name__)
 
@@ -60,19 +65,6 @@ class LoopDeps:
     clock: Callable[[], datetime]
     committer: GroupCommitter
     tool_services: Any = None
-
-
-@dataclass
-class _Boundary:
-    """What one boundary commits together."""
-
-    kind: CheckpointKind | None  # None: a step that is not a resume point
-    messages: list[Message] = field(default_factory=list)
-    run_values: dict[str, Any] = field(default_factory=dict)
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    completed: list[tuple[str, ToolOutcome]] = field(default_factory=list)
-    started: list[ToolUseBlock] = field(default_factory=list)  # ledger rows begun here
-    opening: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # before messages
 
 
 def prompt_hash(system_prompt: str) -> str:
@@ -143,60 +135,25 @@ class RunLoop:
 
     # -- boundaries ------------------------------------------------------------------
 
-    async def _commit(self, boundary: _Boundary) -> RunRead:
+    async def _commit(self, boundary: Boundary) -> RunRead:
         """Commit one boundary (through the group committer, alongside other runs'), fenced
         by this worker's lease; then take its messages and results into the loop's state."""
         if self.lease_lost.is_set():  # the heartbeat could not renew: stop here
             raise LeaseLost()
-        now = self.deps.clock()
-        message_count = len(self.history) + len(boundary.messages)
+        fence = Fence(self.run.id, self.owner, self.token)
         completed_ids = [*self.completed_calls, *(call_id for call_id, _ in boundary.completed)]
-        started = [(c.id, c.name, c.input, self._is_idempotent(c)) for c in boundary.started]
-
-        async def write(session: AsyncSession) -> RunRead:
-            run = await run_store.update_leased(
-                session, self.run.id, owner=self.owner, token=self.token, values=boundary.run_values
-            )
-            if run is None:
-                raise LeaseLost()
-            positions = await conversations.append_messages(
-                session, run.conversation_id, run.id, boundary.messages
-            )
-            await tool_calls.start(session, run.id, started, now)
-            await tool_calls.complete_many(
-                session,
-                run.id,
-                [(i, o.content, o.is_error, o.attempts) for i, o in boundary.completed],
-                now,
-            )
-            if boundary.kind is not None:
-                await checkpoints.write(
-                    session,
-                    run.id,
-                    CheckpointRecord(
-                        kind=boundary.kind,
-                        iteration=run.iteration,
-                        message_cursor=positions[-1] if positions else message_count - 1,
-                        persisted_message_count=message_count,
-                        system_prompt_hash=self.system_hash,
-                        completed_tool_call_ids=completed_ids,
-                    ),
-                )
-            created = [
-                (
-                    "message.created",
-                    {
-                        "position": position,
-                        "role": message.role,
-                        "content": [b.model_dump(mode="json") for b in message.content],
-                    },
-                )
-                for message, position in zip(boundary.messages, positions, strict=True)
-            ]
-            await emit_all(session, run, [*boundary.opening, *created, *boundary.events], now)
-            return run
-
-        run = await self.deps.committer.submit(write)
+        state = LoopState(
+            message_count=len(self.history) + len(boundary.messages),
+            completed_tool_call_ids=completed_ids,
+            system_prompt_hash=self.system_hash,
+            started=[(c.id, c.name, c.input, self._is_idempotent(c)) for c in boundary.started],
+        )
+        now = self.deps.clock()
+        run = await self.deps.committer.submit(
+            lambda session: write_boundary(session, fence, boundary, state, now)
+        )
+        if run is None:
+            raise LeaseLost()
         log_events([*boundary.opening, *boundary.events], run_id=run.id, lane=run.lane)
         self.history += boundary.messages
         self.completed_calls = completed_ids
@@ -212,10 +169,10 @@ class RunLoop:
             {"attempt": self.run.attempt, "resumed": started_here, "worker": self.owner},
         )
         if started_here:
-            await self._commit(_Boundary(None, opening=[event]))
+            await self._commit(Boundary(None, opening=[event]))
             return
         await self._commit(
-            _Boundary(
+            Boundary(
                 "input",
                 messages=[Message.user_text(self.run.input)],
                 run_values={"system_prompt_hash": self.system_hash},
@@ -258,7 +215,7 @@ class RunLoop:
         if missing:
             return await self._run_tools(self.history[-1].content, only=missing, answered=answered)
         await self._commit(
-            _Boundary("tool_result", messages=[results_message(pending, answered, "")])
+            Boundary("tool_result", messages=[results_message(pending, answered, "")])
         )
         return True
 
@@ -280,7 +237,7 @@ class RunLoop:
             await self._settle(
                 RunStatus.COMPLETED,
                 stop_reason="max_iterations",
-                result=_last_text(self.history),
+                result=last_assistant_text(self.history),
                 event=("agent_run.iteration_limit", {"max_iterations": limits.max_iterations}),
             )
             return True
@@ -297,7 +254,7 @@ class RunLoop:
     async def _summarise(self) -> None:
         """Soft time limit: one final turn without tools, and its text is the result."""
         await self._commit(
-            _Boundary(
+            Boundary(
                 "input",
                 messages=[Message.user_text(SUMMARY_PROMPT)],
                 events=[("agent.exhaustion.soft_time_limit", {})],
@@ -348,12 +305,12 @@ class RunLoop:
         if message.tool_uses:
             # The response and the start of its tool calls are durable before any tool runs.
             await self._commit(
-                _Boundary(
+                Boundary(
                     "llm_response",
                     messages=[message],
                     run_values=counters,
                     started=message.tool_uses,
-                    events=_started_events(message.tool_uses),
+                    events=started_events(message.tool_uses),
                 )
             )
             return False
@@ -389,7 +346,7 @@ class RunLoop:
         to_run = calls
         if only is not None:  # resuming: (re)start these in the ledger before they run
             to_run = only
-            await self._commit(_Boundary(None, started=only, events=_started_events(only)))
+            await self._commit(Boundary(None, started=only, events=started_events(only)))
         outcomes: dict[str, ToolOutcome] = {}
         pause: tuple[ToolUseBlock, ToolOutcome] | None = None
         for call in to_run:
@@ -416,7 +373,7 @@ class RunLoop:
             return False
         results = {**(answered or {}), **{i: (o.content, o.is_error) for i, o in outcomes.items()}}
         await self._commit(
-            _Boundary(
+            Boundary(
                 "tool_result",
                 messages=[results_message(calls, results, "Error: no result was recorded")],
                 completed=list(outcomes.items()),
@@ -447,7 +404,7 @@ class RunLoop:
             events.append(event)
         events.append(("agent_run.waiting_on_human", {"question": question, "reason": reason}))
         await self._commit(
-            _Boundary(
+            Boundary(
                 "human_pause",
                 completed=list(outcomes.items()),
                 run_values={
@@ -488,7 +445,7 @@ class RunLoop:
 
     async def _event_now(self, event_type: str, data: dict[str, Any]) -> None:
         """An event outside any boundary (a tool retry), fenced like the rest."""
-        await self._commit(_Boundary(None, events=[(event_type, data)]))
+        await self._commit(Boundary(None, events=[(event_type, data)]))
 
     # -- settling --------------------------------------------------------------------
 
@@ -525,7 +482,7 @@ class RunLoop:
                 results_message(pending, {}, "Error: the run ended before this call finished")
             ]
         await self._commit(
-            _Boundary(
+            Boundary(
                 "final",
                 messages=[*closing, *(messages or [])],
                 run_values=values,
@@ -541,14 +498,3 @@ class RunLoop:
             await settling
         except LeaseLost:
             log.warning("run %s: lease lost before it could be settled", self.run.id)
-
-
-def _started_events(calls: list[ToolUseBlock]) -> list[tuple[str, dict[str, Any]]]:
-    return [("tool_call.started", {"tool_call_id": c.id, "tool": c.name}) for c in calls]
-
-
-def _last_text(history: list[Message]) -> str | None:
-    for message in reversed(history):
-        if message.role == "assistant" and message.text:
-            return message.text
-    return None

@@ -37,3 +37,10 @@ def for_provider(messages: Sequence[Message]) -> list[Message]:
         else:
             merged.append(message)
     return merged
+
+
+def last_assistant_text(messages: Sequence[Message]) -> str | None:
+    for message in reversed(messages):
+        if message.role == "assistant" and message.text:
+            return message.text
+    return None
