@@ -35,6 +35,7 @@ from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
 from app.engine.workers import WorkerPool
 from app.llm.providers import Providers
+from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.loop.executor import LoopDeps, RunLoop
 from app.loop.tool_runner import ToolRunner
 from app.loop.tools.base import Tool
@@ -42,6 +43,7 @@ from app.loop.tools.builtins import BuiltinServices, builtin_tools
 from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
 from app.loop.tools.registry import ToolRegistry
 from app.runtime import Runtime
+from app.schemas.runs import RunRead
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ def build_workers(
     bus: EventBus,
     runs: RunCommands,
     providers: Providers,
-    committer: GroupCommitter,
+    committer: GroupCommitter[BoundaryWrite, RunRead | None],
     extra_tools: Sequence[Tool],
 ) -> WorkerPool:
     """The run workers with their tools: built-ins, http_request under the configured
@@ -119,7 +121,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     )
     runs = RunCommands(sessionmaker, bus)
     providers = Providers(settings.llm)
-    committer = GroupCommitter(sessionmaker)
+    committer = GroupCommitter(sessionmaker, write_boundaries)
     workers = None
     if settings.workers.enabled:
         workers = build_workers(

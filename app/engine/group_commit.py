@@ -1,11 +1,11 @@
-"""Group commit for run boundaries: many runs' short transactions committed as one.
+"""Group commit: many callers' writes committed in one transaction.
 
-Runs that reach a boundary at about the same time hand their write to `submit()`; one
-writer task runs whatever is queued inside a single transaction and commits once, so the
-cost of a commit (a WAL flush) is shared. If the shared transaction fails, every write of
-it is retried in a transaction of its own, so one failing write (a lost lease, a bad row)
-cannot sink the others. Work functions must therefore be safe to run twice: they read
-and write through the session only and change no caller state until `submit` returns.
+Callers that reach a write at about the same time hand it to `submit()`; one writer task
+takes whatever is queued, passes it to the batch `write` function inside a single
+transaction and commits once, so the cost of a commit (a WAL flush, the round trips) is
+shared. If the shared transaction fails, each item is retried in a transaction of its
+own, so one failing item cannot sink the others: `write` must therefore only talk to the
+session (it may run twice).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Generic, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -23,23 +23,29 @@ from app.errors import ShuttingDown
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-Work = Callable[[AsyncSession], Awaitable[T]]
+I = TypeVar("I")  # noqa: E741 - item
+R = TypeVar("R")
+BatchWrite = Callable[[AsyncSession, list[I]], Awaitable[list[R]]]
 
 
 @dataclass
-class _Pending:
-    work: Work[Any]
-    future: asyncio.Future[Any]
+class _Pending(Generic[I, R]):
+    item: I
+    future: asyncio.Future[R]
 
 
-class GroupCommitter:
+class GroupCommitter(Generic[I, R]):
     def __init__(
-        self, sessionmaker: async_sessionmaker[AsyncSession], *, max_batch: int = 256
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        write: BatchWrite[I, R],
+        *,
+        max_batch: int = 256,
     ) -> None:
         self._sessionmaker = sessionmaker
+        self._write = write
         self._max_batch = max_batch
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._queue: asyncio.Queue[_Pending[I, R]] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
         self.commits = 0  # transactions committed (for benchmarks)
 
@@ -61,11 +67,11 @@ class GroupCommitter:
                 pending.future.set_exception(ShuttingDown())
             self._queue.task_done()
 
-    async def submit(self, work: Work[T]) -> T:
+    async def submit(self, item: I) -> R:
         if self._writer is None:
             raise ShuttingDown()
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Pending(work, future))
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Pending(item, future))
         return await future
 
     async def _run(self) -> None:
@@ -80,38 +86,40 @@ class GroupCommitter:
                     self._queue.task_done()
             await asyncio.sleep(0)  # let the callers just answered queue their next write
 
-    async def _commit_group(self, batch: list[_Pending]) -> None:
+    async def _commit_group(self, batch: list[_Pending[I, R]]) -> None:
         batch = [p for p in batch if not p.future.done()]  # its caller was cancelled
         if not batch:
             return
         try:
-            results = await self._transaction([p.work for p in batch])
+            results = await self._transaction([p.item for p in batch])
         except Exception as exc:
             if len(batch) == 1:
-                _resolve(batch[0], exc=exc)
+                _fail(batch[0], exc)
                 return
+            log.warning("group commit of %d failed (%s); retrying one by one", len(batch), exc)
             for pending in batch:
                 try:
-                    (result,) = await self._transaction([pending.work])
+                    (result,) = await self._transaction([pending.item])
                 except Exception as single:
-                    _resolve(pending, exc=single)
+                    _fail(pending, single)
                 else:
-                    _resolve(pending, result=result)
+                    _succeed(pending, result)
             return
         for pending, result in zip(batch, results, strict=True):
-            _resolve(pending, result=result)
+            _succeed(pending, result)
 
-    async def _transaction(self, works: list[Work[Any]]) -> list[Any]:
+    async def _transaction(self, items: list[I]) -> list[R]:
         async with self._sessionmaker() as session, session.begin():
-            results = [await work(session) for work in works]
+            results = await self._write(session, items)
         self.commits += 1
         return results
 
 
-def _resolve(pending: _Pending, *, result: Any = None, exc: BaseException | None = None) -> None:
-    if pending.future.done():
-        return
-    if exc is not None:
-        pending.future.set_exception(exc)
-    else:
+def _succeed(pending: _Pending[I, R], result: R) -> None:
+    if not pending.future.done():
         pending.future.set_result(result)
+
+
+def _fail(pending: _Pending[I, R], exc: BaseException) -> None:
+    if not pending.future.done():
+        pending.future.set_exception(exc)

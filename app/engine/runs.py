@@ -73,6 +73,21 @@ async def emit_all(
     await event_store.append_events(session, RUNS_STREAM, board, now)
 
 
+async def emit_many(
+    session: AsyncSession, batches: Sequence[tuple[RunRead, Sequence[RunEvent], datetime]]
+) -> None:
+    """`emit_all` for several runs in one statement."""
+    appended: list[tuple[str, event_store.NewEvent, datetime]] = []
+    for run, events, now in batches:
+        base = {"run_id": run.id, "status": run.status.value}
+        for kind, data in events:
+            appended.append((run_stream(run.id), event_store.NewEvent(kind, {**base, **data}), now))
+            if kind.startswith("agent_run."):
+                board = event_store.NewEvent(kind, {**base, "lane": run.lane})
+                appended.append((RUNS_STREAM, board, now))
+    await event_store.append_many(session, appended)
+
+
 async def emit(
     session: AsyncSession, run: RunRead, event_type: str, now: datetime, **data: Any
 ) -> None:

@@ -1,8 +1,9 @@
-"""One safe boundary of a run, written as one unit: the run row (fenced by the worker's
-lease), new messages, tool-call ledger rows, the checkpoint and the events.
+"""Safe boundaries of runs, written in bulk: the run rows (each fenced by its worker's
+lease), new messages, tool-call ledger rows, checkpoints and events of every boundary in
+a group take one statement per table, whatever the group's size.
 
-`write_boundary` only talks to the session, so the group committer may run it again in a
-transaction of its own if the shared one fails.
+`write_boundaries` only talks to the session, so the group committer may run it again, on
+one boundary at a time, if the shared transaction fails.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.engine.runs import RunEvent, emit_all
+from app.engine.runs import RunEvent, emit_many
 from app.llm.messages import Message, ToolUseBlock
 from app.loop.tool_runner import ToolOutcome
 from app.schemas.runs import RunRead
@@ -36,56 +37,80 @@ class Boundary:
 
 
 @dataclass(frozen=True)
-class Fence:
-    """The lease a worker writes under: a write by any other claim matches no row."""
+class BoundaryWrite:
+    """A boundary with what its write needs to know: the lease it is written under (a
+    write by any other claim matches no row) and the loop's counters once it is written."""
 
     run_id: str
     owner: str
     token: int
-
-
-@dataclass(frozen=True)
-class LoopState:
-    """The loop's counters as they will be once this boundary is committed."""
-
+    boundary: Boundary
     message_count: int
     completed_tool_call_ids: list[str]
     system_prompt_hash: str
-    started: list[tuple[str, str, dict[str, Any], bool]]  # (id, tool, arguments, idempotent)
+    idempotent: dict[str, bool]  # per started tool call
+    now: datetime
 
 
-async def write_boundary(
-    session: AsyncSession, fence: Fence, boundary: Boundary, state: LoopState, now: datetime
-) -> RunRead | None:
-    """The run as written, or None (and nothing written) when the lease was lost."""
-    run = await run_store.update_leased(
-        session, fence.run_id, owner=fence.owner, token=fence.token, values=boundary.run_values
+async def write_boundaries(
+    session: AsyncSession, writes: list[BoundaryWrite]
+) -> list[RunRead | None]:
+    """Each write's run as written, or None (and nothing written) when its lease was lost."""
+    written = await run_store.update_leased_many(
+        session, [(w.run_id, w.owner, w.token, w.boundary.run_values) for w in writes]
     )
-    if run is None:
-        return None
-    positions = await conversations.append_messages(
-        session, run.conversation_id, run.id, boundary.messages
+    live = [(w, written[w.run_id]) for w in writes if w.run_id in written]
+    positions = await conversations.append_many(
+        session, [(run.conversation_id, run.id, w.boundary.messages) for w, run in live]
     )
-    await tool_calls.start(session, run.id, state.started, now)
+    await tool_calls.start_many(
+        session,
+        [
+            tool_calls.Started(run.id, c.id, c.name, c.input, w.idempotent[c.id], w.now)
+            for w, run in live
+            for c in w.boundary.started
+        ],
+    )
     await tool_calls.complete_many(
         session,
-        run.id,
-        [(i, o.content, o.is_error, o.attempts) for i, o in boundary.completed],
-        now,
+        [
+            tool_calls.Completed(run.id, call_id, o.content, o.is_error, o.attempts, w.now)
+            for w, run in live
+            for call_id, o in w.boundary.completed
+        ],
     )
-    if boundary.kind is not None:
-        await checkpoints.write(
-            session,
-            run.id,
-            CheckpointRecord(
-                kind=boundary.kind,
-                iteration=run.iteration,
-                message_cursor=positions[-1] if positions else state.message_count - 1,
-                persisted_message_count=state.message_count,
-                system_prompt_hash=state.system_prompt_hash,
-                completed_tool_call_ids=state.completed_tool_call_ids,
-            ),
-        )
+    await checkpoints.write_many(
+        session,
+        [
+            (run.id, _checkpoint(w, run, given))
+            for (w, run), given in zip(live, positions, strict=True)
+            if w.boundary.kind is not None
+        ],
+    )
+    await emit_many(
+        session,
+        [
+            (run, _events(w.boundary, given), w.now)
+            for (w, run), given in zip(live, positions, strict=True)
+        ],
+    )
+    return [written.get(w.run_id) for w in writes]
+
+
+def _checkpoint(write: BoundaryWrite, run: RunRead, positions: list[int]) -> CheckpointRecord:
+    assert write.boundary.kind is not None
+    return CheckpointRecord(
+        kind=write.boundary.kind,
+        iteration=run.iteration,
+        message_cursor=positions[-1] if positions else write.message_count - 1,
+        persisted_message_count=write.message_count,
+        system_prompt_hash=write.system_prompt_hash,
+        completed_tool_call_ids=write.completed_tool_call_ids,
+    )
+
+
+def _events(boundary: Boundary, positions: list[int]) -> list[RunEvent]:
+    """The boundary's events in order: opening ones, one per new message, then the rest."""
     created: list[RunEvent] = [
         (
             "message.created",
@@ -97,8 +122,7 @@ async def write_boundary(
         )
         for message, position in zip(boundary.messages, positions, strict=True)
     ]
-    await emit_all(session, run, [*boundary.opening, *created, *boundary.events], now)
-    return run
+    return [*boundary.opening, *created, *boundary.events]
 
 
 def started_events(calls: list[ToolUseBlock]) -> list[RunEvent]:

@@ -26,7 +26,7 @@ from app.engine.runs import RUNS_STREAM, run_stream
 from app.llm.messages import Message, TextBlock, ToolUseBlock
 from app.llm.provider import LLMRequest, LLMResponse, ProviderError
 from app.llm.providers import ProviderFactory, ProviderUnavailable
-from app.loop.boundary import Boundary, Fence, LoopState, started_events, write_boundary
+from app.loop.boundary import Boundary, BoundaryWrite, started_events
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
 from app.loop.transcript import (
@@ -63,7 +63,7 @@ class LoopDeps:
     providers: ProviderFactory
     tools: ToolRunner
     clock: Callable[[], datetime]
-    committer: GroupCommitter
+    committer: GroupCommitter[BoundaryWrite, RunRead | None]
     tool_services: Any = None
 
 
@@ -140,18 +140,19 @@ class RunLoop:
         by this worker's lease; then take its messages and results into the loop's state."""
         if self.lease_lost.is_set():  # the heartbeat could not renew: stop here
             raise LeaseLost()
-        fence = Fence(self.run.id, self.owner, self.token)
         completed_ids = [*self.completed_calls, *(call_id for call_id, _ in boundary.completed)]
-        state = LoopState(
+        write = BoundaryWrite(
+            run_id=self.run.id,
+            owner=self.owner,
+            token=self.token,
+            boundary=boundary,
             message_count=len(self.history) + len(boundary.messages),
             completed_tool_call_ids=completed_ids,
             system_prompt_hash=self.system_hash,
-            started=[(c.id, c.name, c.input, self._is_idempotent(c)) for c in boundary.started],
+            idempotent={c.id: self._is_idempotent(c) for c in boundary.started},
+            now=self.deps.clock(),
         )
-        now = self.deps.clock()
-        run = await self.deps.committer.submit(
-            lambda session: write_boundary(session, fence, boundary, state, now)
-        )
+        run = await self.deps.committer.submit(write)
         if run is None:
             raise LeaseLost()
         log_events([*boundary.opening, *boundary.events], run_id=run.id, lane=run.lane)

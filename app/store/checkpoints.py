@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from sqlalchemy import select
@@ -39,6 +40,16 @@ async def write(session: AsyncSession, run_id: str, checkpoint: CheckpointRecord
             loop_counters=checkpoint.loop_counters,
         )
     )
+
+
+async def write_many(
+    session: AsyncSession, checkpoints: Sequence[tuple[str, CheckpointRecord]]
+) -> None:
+    if checkpoints:
+        await session.execute(
+            CHECKPOINTS.insert(),
+            [{"run_id": run_id, **asdict(checkpoint)} for run_id, checkpoint in checkpoints],
+        )
 
 
 async def latest(session: AsyncSession, run_id: str) -> CheckpointRecord | None:

@@ -67,3 +67,53 @@ async def read_messages(
         .limit(limit)
     )
     return [MessageRead.model_validate(row._mapping) for row in rows]
+
+
+_BUMP = text(
+    "UPDATE conversations AS c SET message_count = c.message_count + n.n "
+    "FROM jsonb_to_recordset(CAST(:counts AS jsonb)) AS n(id text, n int) "
+    "WHERE c.id = n.id RETURNING c.id, c.message_count"
+)
+_INSERT_MANY = text(
+    "INSERT INTO messages (conversation_id, position, run_id, role, content) "
+    "SELECT conversation_id, position, run_id, role, content "
+    "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) "
+    "AS m(conversation_id text, position int, run_id text, role text, content jsonb)"
+)
+
+
+async def append_many(
+    session: AsyncSession, appends: Sequence[tuple[str, str | None, Sequence[Message]]]
+) -> list[list[int]]:
+    """Several appends (conversation_id, run_id, messages) in two statements; the positions
+    given to each append's messages, in order."""
+    counts: dict[str, int] = {}
+    for conversation_id, _, messages in appends:
+        if messages:
+            counts[conversation_id] = counts.get(conversation_id, 0) + len(messages)
+    if not counts:
+        return [[] for _ in appends]
+    bumped = await session.execute(
+        _BUMP,
+        {"counts": json.dumps([{"id": c, "n": n} for c, n in sorted(counts.items())])},
+    )
+    next_position = {row.id: row.message_count - counts[row.id] for row in bumped}
+    positions: list[list[int]] = []
+    rows = []
+    for conversation_id, run_id, messages in appends:
+        given = []
+        for message in messages:
+            position = next_position[conversation_id]
+            next_position[conversation_id] += 1
+            given.append(position)
+            rows.append(
+                {
+                    "conversation_id": conversation_id,
+                    "position": position,
+                    "run_id": run_id,
+                    **message.model_dump(mode="json"),
+                }
+            )
+        positions.append(given)
+    await session.execute(_INSERT_MANY, {"rows": json.dumps(rows)})
+    return positions

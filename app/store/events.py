@@ -69,6 +69,47 @@ async def append_events(
     return list(range(last - len(events) + 1, last + 1))
 
 
+_APPEND_MANY = text(
+    """
+    WITH batch AS (
+        SELECT * FROM jsonb_to_recordset(CAST(:events AS jsonb))
+            AS e(stream text, ord int, type text, data jsonb, created_at timestamptz)
+    ), counts AS (
+        SELECT stream, count(*) AS n FROM batch GROUP BY stream
+    ), claim AS (
+        INSERT INTO event_streams (stream, last_seq)
+        SELECT stream, n FROM counts ORDER BY stream
+        ON CONFLICT (stream) DO UPDATE SET last_seq = event_streams.last_seq + excluded.last_seq
+        RETURNING stream, last_seq
+    ), appended AS (
+        INSERT INTO events (stream, seq, type, data, created_at)
+        SELECT b.stream,
+               c.last_seq - k.n + row_number() OVER (PARTITION BY b.stream ORDER BY b.ord),
+               b.type, b.data, b.created_at
+        FROM batch AS b JOIN claim AS c USING (stream) JOIN counts AS k USING (stream)
+    )
+    SELECT stream, last_seq,
+           pg_notify(:channel, json_build_object('stream', stream, 'seq', last_seq)::text)
+    FROM claim
+    """
+)
+
+
+async def append_many(
+    session: AsyncSession, events: Sequence[tuple[str, NewEvent, datetime]]
+) -> None:
+    """Append (stream, event, created_at) triples, several streams at once, in order within
+    each stream; the counter rows are taken in stream order so that concurrent writers
+    cannot deadlock on them."""
+    if not events:
+        return
+    rows = [
+        {"stream": stream, "ord": i, "type": e.type, "data": e.data, "created_at": at.isoformat()}
+        for i, (stream, e, at) in enumerate(events)
+    ]
+    await session.execute(_APPEND_MANY, {"events": json.dumps(rows), "channel": NOTIFY_CHANNEL})
+
+
 async def read_events(
     session: AsyncSession, stream: str, *, after: int, limit: int
 ) -> list[StoredEvent]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -67,6 +68,56 @@ async def update_leased(
         )
     ).first()
     return _read(row) if row else None
+
+
+# Columns a worker's boundary may change; any not named in a row's document keep their
+# current value (`jsonb_populate_record` over the row itself).
+_BOUNDARY_COLUMNS = (
+    "status",
+    "iteration",
+    "usage",
+    "error",
+    "result",
+    "stop_reason",
+    "waiting_for",
+    "system_prompt_hash",
+    "lease_owner",
+    "lease_expires_at",
+    "finished_at",
+)
+_UPDATE_LEASED_MANY = text(
+    f"""
+    UPDATE runs AS r
+    SET ({", ".join(_BOUNDARY_COLUMNS)}) = (
+            SELECT {", ".join("p." + c for c in _BOUNDARY_COLUMNS)}
+            FROM jsonb_populate_record(r, v.doc) AS p),
+        version = r.version + 1, updated_at = now()
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS v(id text, owner text, token bigint, doc jsonb)
+    WHERE r.id = v.id AND r.lease_owner = v.owner AND r.lease_token = v.token
+      AND r.status = 'running'
+    RETURNING r.*
+    """
+)
+
+
+async def update_leased_many(
+    session: AsyncSession, writes: Sequence[tuple[str, str, int, dict[str, Any]]]
+) -> dict[str, RunRead]:
+    """`update_leased` for many runs in one statement: (run_id, owner, token, values) each;
+    returns the runs written, by id (a run missing from it lost its lease)."""
+    if not writes:
+        return {}
+    unknown = {k for *_, values in writes for k in values} - set(_BOUNDARY_COLUMNS)
+    if unknown:
+        raise ValueError(f"not boundary columns: {sorted(unknown)}")
+    rows = json.dumps(
+        [
+            {"id": run_id, "owner": owner, "token": token, "doc": values}
+            for run_id, owner, token, values in writes
+        ],
+        default=str,
+    )
+    return {r.id: _read(r) for r in await session.execute(_UPDATE_LEASED_MANY, {"rows": rows})}
 
 
 # Work to claim, oldest first: the head of each lane that nobody holds, and runs whose

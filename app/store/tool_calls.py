@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, text, update
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import TOOL_CALLS
@@ -29,61 +28,56 @@ class ToolCallRecord:
     is_error: bool
 
 
-async def start(
-    session: AsyncSession,
-    run_id: str,
-    calls: Sequence[tuple[str, str, dict[str, Any], bool]],
-    now: datetime,
-) -> None:
-    """Record (tool_call_id, tool, arguments, idempotent) as started; a call started before
-    (a re-run after a crash) counts one more attempt."""
-    if not calls:
-        return
-    stmt = insert(TOOL_CALLS).values(
-        [
-            {
-                "run_id": run_id,
-                "tool_call_id": call_id,
-                "tool": tool,
-                "arguments": arguments,
-                "idempotent": idempotent,
-                "attempts": 1,
-                "started_at": now,
-                "is_error": False,
-            }
-            for call_id, tool, arguments, idempotent in calls
-        ]
-    )
-    await session.execute(
-        stmt.on_conflict_do_update(
-            index_elements=["run_id", "tool_call_id"],
-            set_={"attempts": TOOL_CALLS.c.attempts + 1, "started_at": now},
-        )
-    )
-
-
+_START_MANY = text(
+    "INSERT INTO tool_calls (run_id, tool_call_id, tool, arguments, idempotent, attempts, "
+    "started_at, is_error) "
+    "SELECT run_id, tool_call_id, tool, arguments, idempotent, 1, started_at, false "
+    "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS s(run_id text, tool_call_id text, "
+    "tool text, arguments jsonb, idempotent boolean, started_at timestamptz) "
+    "ON CONFLICT (run_id, tool_call_id) DO UPDATE "
+    "SET attempts = tool_calls.attempts + 1, started_at = excluded.started_at"
+)
 _COMPLETE_MANY = text(
     "UPDATE tool_calls AS t SET result = r.result, is_error = r.is_error, "
-    "attempts = r.attempts, completed_at = :now "
-    "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) "
-    "AS r(tool_call_id text, result text, is_error boolean, attempts int) "
-    "WHERE t.run_id = :run_id AND t.tool_call_id = r.tool_call_id"
+    "attempts = r.attempts, completed_at = r.completed_at "
+    "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(run_id text, tool_call_id text, "
+    "result text, is_error boolean, attempts int, completed_at timestamptz) "
+    "WHERE t.run_id = r.run_id AND t.tool_call_id = r.tool_call_id"
 )
 
 
-async def complete_many(
-    session: AsyncSession,
-    run_id: str,
-    results: Sequence[tuple[str, str, bool, int]],
-    now: datetime,
-) -> None:
-    """Record (tool_call_id, result, is_error, attempts) for calls that finished."""
-    if not results:
-        return
-    rows = [
-        {"tool_call_id": i, "result": r, "is_error": e, "attempts": a} for i, r, e, a in results
-    ]
-    await session.execute(_COMPLETE_MANY, {"run_id": run_id, "rows": json.dumps(rows), "now": now})
+@dataclass(frozen=True)
+class Started:
+    run_id: str
+    tool_call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    idempotent: bool
+    started_at: datetime
+
+
+@dataclass(frozen=True)
+class Completed:
+    run_id: str
+    tool_call_id: str
+    result: str
+    is_error: bool
+    attempts: int
+    completed_at: datetime
+
+
+async def start_many(session: AsyncSession, calls: Sequence[Started]) -> None:
+    """Ledger rows begun before their tools run; a call begun before (a re-run after a
+    crash) counts one more attempt."""
+    if calls:
+        rows = [asdict(c) for c in calls]
+        await session.execute(_START_MANY, {"rows": json.dumps(rows, default=str)})
+
+
+async def complete_many(session: AsyncSession, results: Sequence[Completed]) -> None:
+    if results:
+        rows = [asdict(c) for c in results]
+        await session.execute(_COMPLETE_MANY, {"rows": json.dumps(rows, default=str)})
 
 
 async def complete(

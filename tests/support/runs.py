@@ -26,6 +26,7 @@ from app.engine.workers import WorkerPool
 from app.llm.messages import Message, ToolResultBlock
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink
 from app.llm.scripted import ScriptedProvider
+from app.loop.boundary import write_boundaries
 from app.loop.executor import LoopDeps, RunLoop
 from app.loop.tool_runner import ToolRunner
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, ToolHandler, define_tool
@@ -188,7 +189,7 @@ class Harness:
         self.models: dict[str, Provider] = {}  # agent id -> a model other than its script
         self.llm_calls: dict[str, list[Recorded]] = {}  # agent id -> what its model saw
         self.claims: list[tuple[str, str]] = []  # (run id, owner), in claim order
-        self.committer = GroupCommitter(self.sessionmaker)
+        self.committer = GroupCommitter(self.sessionmaker, write_boundaries)
         self.deps = LoopDeps(
             sessionmaker=self.sessionmaker,
             bus=self.bus,
