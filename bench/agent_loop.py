@@ -31,9 +31,10 @@ from app.config import DatabaseSettings, LLMSettings, Settings, WorkerSettings
 from app.db import libpq_url, make_engine, make_sessionmaker
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
-from app.engine.group_commit import GroupCommitter, Work
+from app.engine.group_commit import GroupCommitter
 from app.engine.runs import RunCommands
 from app.llm.providers import Providers
+from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.main import build_workers
 from app.schemas.agents import AgentCreate, Limits, ModelConfig, ScriptedToolCall, ScriptedTurn
 from app.schemas.runs import RunCreate, RunRead
@@ -175,20 +176,20 @@ async def commits_baseline(url: str, database: str) -> tuple[int, int]:
     return second, second - first
 
 
-class SettleCounter(GroupCommitter):
+class SettleCounter(GroupCommitter[BoundaryWrite, RunRead | None]):
     """The GroupCommitter, also counting the boundaries that settle a run, so the end of
     the timed section is seen in-process, without polling transactions of its own that
     would be counted as the system's commits."""
 
     def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], expected: int) -> None:
-        super().__init__(sessionmaker)
+        super().__init__(sessionmaker, write_boundaries)
         self.expected = expected
         self.settled = 0
         self.all_settled = asyncio.Event()
         self.last_progress = time.monotonic()
 
-    async def submit(self, work: Work[T]) -> T:
-        result = await super().submit(work)
+    async def submit(self, item: BoundaryWrite) -> RunRead | None:
+        result = await super().submit(item)
         if isinstance(result, RunRead) and result.status in RUN_SETTLED:
             self.settled += 1
             self.last_progress = time.monotonic()

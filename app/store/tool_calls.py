@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -70,14 +70,34 @@ async def start_many(session: AsyncSession, calls: Sequence[Started]) -> None:
     """Ledger rows begun before their tools run; a call begun before (a re-run after a
     crash) counts one more attempt."""
     if calls:
-        rows = [asdict(c) for c in calls]
-        await session.execute(_START_MANY, {"rows": json.dumps(rows, default=str)})
+        rows = [
+            {
+                "run_id": c.run_id,
+                "tool_call_id": c.tool_call_id,
+                "tool": c.tool,
+                "arguments": c.arguments,
+                "idempotent": c.idempotent,
+                "started_at": c.started_at.isoformat(),
+            }
+            for c in calls
+        ]
+        await session.execute(_START_MANY, {"rows": json.dumps(rows)})
 
 
 async def complete_many(session: AsyncSession, results: Sequence[Completed]) -> None:
     if results:
-        rows = [asdict(c) for c in results]
-        await session.execute(_COMPLETE_MANY, {"rows": json.dumps(rows, default=str)})
+        rows = [
+            {
+                "run_id": c.run_id,
+                "tool_call_id": c.tool_call_id,
+                "result": c.result,
+                "is_error": c.is_error,
+                "attempts": c.attempts,
+                "completed_at": c.completed_at.isoformat(),
+            }
+            for c in results
+        ]
+        await session.execute(_COMPLETE_MANY, {"rows": json.dumps(rows)})
 
 
 async def complete(
