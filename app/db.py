@@ -40,13 +40,18 @@ def libpq_url(url: str) -> str:
     return "postgresql://" + async_url(url)[len("postgresql+asyncpg://") :]
 
 
-def make_engine(url: str, *, pool_size: int = 10, pool_timeout_s: float = 5.0) -> AsyncEngine:
+def make_engine(
+    url: str, *, pool_size: int = 10, pool_timeout_s: float = 5.0, pre_ping: bool = False
+) -> AsyncEngine:
+    """No pre-ping by default: it costs three round trips per checkout on the hot paths;
+    a connection found dead is reported as `unavailable` and the pool is refilled."""
     return create_async_engine(
         async_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_timeout=pool_timeout_s,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
+        pool_recycle=1800,
     )
 
 
