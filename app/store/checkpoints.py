@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sqlalchemy import select
@@ -48,7 +48,19 @@ async def write_many(
     if checkpoints:
         await session.execute(
             CHECKPOINTS.insert(),
-            [{"run_id": run_id, **asdict(checkpoint)} for run_id, checkpoint in checkpoints],
+            [
+                {
+                    "run_id": run_id,
+                    "kind": c.kind,
+                    "iteration": c.iteration,
+                    "message_cursor": c.message_cursor,
+                    "persisted_message_count": c.persisted_message_count,
+                    "system_prompt_hash": c.system_prompt_hash,
+                    "completed_tool_call_ids": c.completed_tool_call_ids,
+                    "loop_counters": c.loop_counters,
+                }
+                for run_id, c in checkpoints
+            ],
         )
 
 
