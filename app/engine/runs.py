@@ -51,32 +51,12 @@ class LaneBusy(Conflict):
 RunEvent = tuple[str, dict[str, Any]]
 
 
-async def emit_all(
-    session: AsyncSession, run: RunRead, events: Sequence[RunEvent], now: datetime
-) -> None:
-    """Append events to the run's stream; the run lifecycle ones (`agent_run.*`) also go to
-    the `runs` board, which wakes workers in every process (a lane may have come free)."""
-    if not events:
-        return
-    base = {"run_id": run.id, "status": run.status.value}
-    await event_store.append_events(
-        session,
-        run_stream(run.id),
-        [event_store.NewEvent(kind, {**base, **data}) for kind, data in events],
-        now,
-    )
-    board = [
-        event_store.NewEvent(kind, {**base, "lane": run.lane})
-        for kind, _ in events
-        if kind.startswith("agent_run.")
-    ]
-    await event_store.append_events(session, RUNS_STREAM, board, now)
-
-
 async def emit_many(
     session: AsyncSession, batches: Sequence[tuple[RunRead, Sequence[RunEvent], datetime]]
 ) -> None:
-    """`emit_all` for several runs in one statement."""
+    """Append each run's events to its stream; the run lifecycle ones (`agent_run.*`) also
+    go to the `runs` board, which wakes workers in every process (a lane may have come
+    free). One statement for all of them."""
     appended: list[tuple[str, event_store.NewEvent, datetime]] = []
     for run, events, now in batches:
         base = {"run_id": run.id, "status": run.status.value}
@@ -91,7 +71,7 @@ async def emit_many(
 async def emit(
     session: AsyncSession, run: RunRead, event_type: str, now: datetime, **data: Any
 ) -> None:
-    await emit_all(session, run, [(event_type, data)], now)
+    await emit_many(session, [(run, [(event_type, data)], now)])
 
 
 def _cancel_event(run: RunRead) -> str:

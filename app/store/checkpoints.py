@@ -27,21 +27,6 @@ class CheckpointRecord:
     loop_counters: dict[str, Any] = field(default_factory=dict)
 
 
-async def write(session: AsyncSession, run_id: str, checkpoint: CheckpointRecord) -> None:
-    await session.execute(
-        CHECKPOINTS.insert().values(
-            run_id=run_id,
-            kind=checkpoint.kind,
-            iteration=checkpoint.iteration,
-            message_cursor=checkpoint.message_cursor,
-            persisted_message_count=checkpoint.persisted_message_count,
-            system_prompt_hash=checkpoint.system_prompt_hash,
-            completed_tool_call_ids=checkpoint.completed_tool_call_ids,
-            loop_counters=checkpoint.loop_counters,
-        )
-    )
-
-
 async def write_many(
     session: AsyncSession, checkpoints: Sequence[tuple[str, CheckpointRecord]]
 ) -> None:

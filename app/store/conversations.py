@@ -24,37 +24,12 @@ async def exists(session: AsyncSession, conversation_id: str) -> bool:
     return found is not None
 
 
-_APPEND = text(
-    """
-    WITH counter AS (
-        UPDATE conversations SET message_count = message_count + :n
-        WHERE id = :conversation_id RETURNING message_count
-    )
-    INSERT INTO messages (conversation_id, position, run_id, role, content)
-    SELECT :conversation_id, counter.message_count - :n + m.ordinality - 1, :run_id,
-           m.value->>'role', m.value->'content'
-    FROM counter, jsonb_array_elements(CAST(:messages AS jsonb)) WITH ORDINALITY AS m
-    RETURNING position
-    """
-)
-
-
 async def append_messages(
     session: AsyncSession, conversation_id: str, run_id: str | None, messages: Sequence[Message]
 ) -> list[int]:
     """Append in order; returns their positions (0-based)."""
-    if not messages:
-        return []
-    rows = await session.execute(
-        _APPEND,
-        {
-            "conversation_id": conversation_id,
-            "run_id": run_id,
-            "n": len(messages),
-            "messages": json.dumps([m.model_dump(mode="json") for m in messages]),
-        },
-    )
-    return sorted(row.position for row in rows)
+    (positions,) = await append_many(session, [(conversation_id, run_id, messages)])
+    return positions
 
 
 async def read_messages(

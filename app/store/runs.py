@@ -49,27 +49,6 @@ async def update_run(
     return _read(row) if row else None
 
 
-async def update_leased(
-    session: AsyncSession, run_id: str, *, owner: str, token: int, values: dict[str, Any]
-) -> RunRead | None:
-    """A write by the worker holding the run's lease (fenced by owner and token): None when
-    the lease was lost, so the caller's transaction must not commit."""
-    row = (
-        await session.execute(
-            update(RUNS)
-            .where(
-                RUNS.c.id == run_id,
-                RUNS.c.lease_owner == owner,
-                RUNS.c.lease_token == token,
-                RUNS.c.status == RunStatus.RUNNING,
-            )
-            .values(**values, version=RUNS.c.version + 1, updated_at=func.now())
-            .returning(*RUNS.c)
-        )
-    ).first()
-    return _read(row) if row else None
-
-
 # Columns a worker's boundary may change; any not named in a row's document keep their
 # current value (`jsonb_populate_record` over the row itself).
 _BOUNDARY_COLUMNS = (
@@ -103,8 +82,9 @@ _UPDATE_LEASED_MANY = text(
 async def update_leased_many(
     session: AsyncSession, writes: Sequence[tuple[str, str, int, dict[str, Any]]]
 ) -> dict[str, RunRead]:
-    """`update_leased` for many runs in one statement: (run_id, owner, token, values) each;
-    returns the runs written, by id (a run missing from it lost its lease)."""
+    """Writes by the workers holding runs' leases, fenced by owner and token, in one
+    statement: (run_id, owner, token, values) each. Returns the runs written, by id; a run
+    missing from it lost its lease, and nothing of it was written."""
     if not writes:
         return {}
     unknown = {k for *_, values in writes for k in values} - set(_BOUNDARY_COLUMNS)
@@ -233,13 +213,6 @@ async def list_runs(
     if after_id is not None:
         stmt = stmt.where(RUNS.c.id > after_id)
     return [_read(r) for r in await session.execute(stmt)]
-
-
-async def children(session: AsyncSession, parent_run_id: str) -> list[RunRead]:
-    rows = await session.execute(
-        select(RUNS).where(RUNS.c.parent_run_id == parent_run_id).order_by(RUNS.c.seq)
-    )
-    return [_read(r) for r in rows]
 
 
 def finished(now: datetime) -> dict[str, Any]:
