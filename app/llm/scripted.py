@@ -27,6 +27,15 @@ def _position(messages: list[Message]) -> int:
     return played
 
 
+def _size(block: Block) -> int:
+    """Characters a block adds to the prompt, roughly (cheap: no serialisation)."""
+    if isinstance(block, TextBlock):
+        return len(block.text)
+    if isinstance(block, ToolResultBlock):
+        return len(block.content)
+    return len(block.name) + 16 * len(block.input)
+
+
 def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -53,7 +62,7 @@ class ScriptedProvider:
         if on_text is not None and text:
             for start in range(0, len(text), 16):  # a few deltas, like a real stream
                 await on_text(text[start : start + 16])
-        prompt = sum(len(m.model_dump_json()) for m in request.messages) + len(request.system)
+        prompt = len(request.system) + sum(_size(b) for m in request.messages for b in m.content)
         return LLMResponse(
             content=content,
             stop_reason="tool_use"

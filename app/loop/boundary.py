@@ -60,8 +60,11 @@ async def write_boundaries(
         session, [(w.run_id, w.owner, w.token, w.boundary.run_values) for w in writes]
     )
     live = [(w, written[w.run_id]) for w in writes if w.run_id in written]
+    # Each message in its JSON form once: for its row and for its `message.created` event.
+    dumped = [[m.model_dump(mode="json") for m in w.boundary.messages] for w, _ in live]
     positions = await conversations.append_many(
-        session, [(run.conversation_id, run.id, w.boundary.messages) for w, run in live]
+        session,
+        [(run.conversation_id, run.id, d) for (_, run), d in zip(live, dumped, strict=True)],
     )
     await tool_calls.start_many(
         session,
@@ -90,8 +93,8 @@ async def write_boundaries(
     await emit_many(
         session,
         [
-            (run, _events(w.boundary, given), w.now)
-            for (w, run), given in zip(live, positions, strict=True)
+            (run, _events(w.boundary, d, given), w.now)
+            for (w, run), d, given in zip(live, dumped, positions, strict=True)
         ],
     )
     return [written.get(w.run_id) for w in writes]
@@ -109,18 +112,16 @@ def _checkpoint(write: BoundaryWrite, run: RunRead, positions: list[int]) -> Che
     )
 
 
-def _events(boundary: Boundary, positions: list[int]) -> list[RunEvent]:
+def _events(
+    boundary: Boundary, dumped: list[dict[str, Any]], positions: list[int]
+) -> list[RunEvent]:
     """The boundary's events in order: opening ones, one per new message, then the rest."""
     created: list[RunEvent] = [
         (
             "message.created",
-            {
-                "position": position,
-                "role": message.role,
-                "content": [b.model_dump(mode="json") for b in message.content],
-            },
+            {"position": position, "role": message["role"], "content": message["content"]},
         )
-        for message, position in zip(boundary.messages, positions, strict=True)
+        for message, position in zip(dumped, positions, strict=True)
     ]
     return [*boundary.opening, *created, *boundary.events]
 

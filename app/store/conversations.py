@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -58,10 +59,12 @@ _INSERT_MANY = text(
 
 
 async def append_many(
-    session: AsyncSession, appends: Sequence[tuple[str, str | None, Sequence[Message]]]
+    session: AsyncSession,
+    appends: Sequence[tuple[str, str | None, Sequence[Message | dict[str, Any]]]],
 ) -> list[list[int]]:
     """Several appends (conversation_id, run_id, messages) in two statements; the positions
-    given to each append's messages, in order."""
+    given to each append's messages, in order. Messages may come already in their JSON
+    form (`Message.model_dump(mode="json")`), when the caller needs that form too."""
     counts: dict[str, int] = {}
     for conversation_id, _, messages in appends:
         if messages:
@@ -86,7 +89,7 @@ async def append_many(
                     "conversation_id": conversation_id,
                     "position": position,
                     "run_id": run_id,
-                    **message.model_dump(mode="json"),
+                    **(message if isinstance(message, dict) else message.model_dump(mode="json")),
                 }
             )
         positions.append(given)
