@@ -81,6 +81,13 @@ class WorkerSettings(BaseModel):
     grace_s: float = Field(
         10.0, ge=0, le=3_600, description="At shutdown, how long running loops may finish."
     )
+    retry_base_delay_s: float = Field(
+        15.0, ge=0, le=86_400, description="A failed run's retry waits base * factor^n s."
+    )
+    retry_factor: float = Field(2.0, ge=1, le=10, description="Backoff factor of run retries.")
+    max_retries: int = Field(
+        5, ge=0, le=100, description="Retries of a failed run before it is dead-lettered."
+    )
 
 
 class LLMSettings(BaseModel):

@@ -30,7 +30,7 @@ from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.pg_listener import PgListener
-from app.engine.retry import ToolRetryPolicy
+from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
 from app.engine.workers import WorkerPool
@@ -81,6 +81,11 @@ def build_workers(
         clock=lambda: datetime.now(UTC),
         committer=committer,
         tool_services=BuiltinServices(runs, sessionmaker, bus),
+        run_retry=RunRetryPolicy(
+            base_delay_s=settings.workers.retry_base_delay_s,
+            factor=settings.workers.retry_factor,
+            max_retries=settings.workers.max_retries,
+        ),
     )
     worker_settings = settings.workers
     return WorkerPool(

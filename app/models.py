@@ -207,6 +207,11 @@ class Run(Base):
     stop_reason: Mapped[str | None] = mapped_column(Text)
     waiting_for: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     attempt: Mapped[int] = mapped_column(Integer)
+    # A failed run retried with backoff waits in the queue until then (seed 004).
+    not_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error_log: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, server_default=text("'[]'::jsonb")
+    )
     parent_run_id: Mapped[str | None] = mapped_column(Text, ForeignKey("runs.id"))
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB)
     cancel_requested: Mapped[bool] = mapped_column(Boolean)

@@ -68,8 +68,18 @@ R = RunStatus
 
 RUN_ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
     R.QUEUED: frozenset({R.RUNNING, R.CANCELLED}),
+    # A failure leaves `running` for a retry (`queued`, after a backoff) or, with no retries
+    # left, for `dead_letter`: the `failed` in between is recorded as its event.
     R.RUNNING: frozenset(
-        {R.COMPLETED, R.FAILED, R.CANCELLED, R.TIMED_OUT, R.WAITING_ON_HUMAN, R.QUEUED}
+        {
+            R.COMPLETED,
+            R.FAILED,
+            R.CANCELLED,
+            R.TIMED_OUT,
+            R.WAITING_ON_HUMAN,
+            R.QUEUED,
+            R.DEAD_LETTER,
+        }
     ),
     # A human's answer sends the run back to the head of its lane's queue.
     R.WAITING_ON_HUMAN: frozenset({R.QUEUED, R.RUNNING, R.CANCELLED, R.TIMED_OUT}),

@@ -114,6 +114,13 @@ async def cancel_run(run_id: str, runtime: RuntimeDep) -> RunRead:
     return await runtime.runs.cancel(run_id)
 
 
+@router.post("/v1/runs/{run_id}/retry", response_model=RunRead, summary="Retry a failed run")
+async def retry_run(run_id: str, runtime: RuntimeDep) -> RunRead:
+    """A `dead_letter`, `failed` or `timed_out` run goes back to the queue with a fresh
+    retry budget; its error log is kept."""
+    return await runtime.runs.retry(run_id)
+
+
 @router.post(
     "/v1/runs/{run_id}/human-response", response_model=RunRead, summary="Answer a waiting run"
 )

@@ -252,6 +252,37 @@ class RunCommands:
         message = results_message(pending, results, missing)
         await conversations.append_messages(session, run.conversation_id, run.id, [message])
 
+    async def retry(self, run_id: str) -> RunRead:
+        """Send a dead-lettered (or failed, or timed-out) run back to the queue with a fresh
+        retry budget; it keeps its error log and its place in its lane's order."""
+        now = self._clock()
+        async with self._sessionmaker() as session, session.begin():
+            run = await run_store.get_run(session, run_id, lock=True)
+            if run is None:
+                raise NotFound("run", run_id)
+            if RunStatus.QUEUED not in RUN_ALLOWED[run.status] or run.status in (
+                RunStatus.RUNNING,
+                RunStatus.WAITING_ON_HUMAN,
+            ):
+                allowed = [s for s in RUN_ALLOWED if RunStatus.QUEUED in RUN_ALLOWED[s]]
+                raise InvalidTransition(run.status, RunStatus.QUEUED, allowed)
+            changed = await run_store.update_run(
+                session,
+                run.id,
+                read_version=run.version,
+                values={
+                    "status": RunStatus.QUEUED,
+                    "attempt": 1,
+                    "not_before": None,
+                    "finished_at": None,
+                    "stop_reason": None,
+                },
+            )
+            assert changed is not None
+            await emit(session, changed, "agent_run.retry", now, previous_status=run.status.value)
+        self._published(changed, event="agent_run.retry")
+        return changed
+
     async def respond(self, run_id: str, response: str) -> RunRead:
         """A human's answer: it becomes the result of the call the run waits on, and the
         run goes back to the head of its lane's queue."""

@@ -1,11 +1,13 @@
 """Picks the provider for an agent's model configuration.
 
-Scripted providers are made per run execution (they count the faults they raised);
-Anthropic clients are shared per base URL and closed with the process.
+A scripted provider is kept per run (it counts the faults it raised, so a run retried in
+this process gets past them); Anthropic clients are shared per base URL and closed with
+the process.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 
 from app.config import LLMSettings
@@ -14,7 +16,8 @@ from app.llm.provider import Provider
 from app.llm.scripted import ScriptedProvider
 from app.schemas.agents import AgentRead
 
-ProviderFactory = Callable[[AgentRead], Provider]
+ProviderFactory = Callable[[AgentRead, str], Provider]  # (agent, run id)
+SCRIPTED_KEPT = 4096
 
 
 class ProviderUnavailable(Exception):
@@ -25,12 +28,19 @@ class Providers:
     def __init__(self, settings: LLMSettings) -> None:
         self._settings = settings
         self._anthropic: dict[str | None, AnthropicProvider] = {}
+        self._scripted: OrderedDict[tuple[str, int, str], ScriptedProvider] = OrderedDict()
 
-    def __call__(self, agent: AgentRead) -> Provider:
+    def __call__(self, agent: AgentRead, run_id: str) -> Provider:
         model = agent.model
         if model.provider == "scripted":
             assert model.script is not None  # the schema requires it
-            return ScriptedProvider(model.script, model=model.name)
+            slot = (agent.id, agent.version, run_id)
+            if slot not in self._scripted:
+                self._scripted[slot] = ScriptedProvider(model.script, model=model.name)
+                if len(self._scripted) > SCRIPTED_KEPT:
+                    self._scripted.popitem(last=False)
+            self._scripted.move_to_end(slot)
+            return self._scripted[slot]
         key = self._settings.anthropic_api_key
         if key is None:
             raise ProviderUnavailable(

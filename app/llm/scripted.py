@@ -3,7 +3,8 @@
 The turn to play is the number of assistant messages since the run's input (the last user
 message that carries text), so every run of a conversation starts the script afresh and a
 resumed run continues where its transcript stops. A turn's `fault` is raised on the first
-`times` attempts at that turn (counted per provider instance), then the turn answers.
+`times` attempts at that turn (counted per provider instance, which `Providers` keeps per
+run), then the turn answers.
 """
 
 from __future__ import annotations

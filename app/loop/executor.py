@@ -14,15 +14,16 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
-from app.engine.runs import RUNS_STREAM, run_stream
+from app.engine.retry import RunRetryPolicy, run_retry_delay
+from app.engine.runs import RUNS_STREAM, RunEvent, run_stream
 from app.llm.messages import Message, TextBlock, ToolUseBlock
 from app.llm.provider import LLMRequest, LLMResponse, ProviderError
 from app.llm.providers import ProviderFactory, ProviderUnavailable
@@ -42,6 +43,7 @@ from app.states import RunStatus
 from app.store import agents as agent_store
 from app.store import conversations, tool_calls
 from app.store import runs as run_store
+from app.store.checkpoints import CheckpointKind
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ class LoopDeps:
     clock: Callable[[], datetime]
     committer: GroupCommitter[BoundaryWrite, RunRead | None]
     tool_services: Any = None
+    run_retry: RunRetryPolicy = field(default_factory=RunRetryPolicy)
 
 
 def prompt_hash(system_prompt: str) -> str:
@@ -116,7 +119,7 @@ class RunLoop:
         self.agent = agent
         self.system_hash = prompt_hash(agent.system_prompt)
         self.history = [Message(role=m.role, content=m.content) for m in stored]
-        self.provider = deps.providers(agent)
+        self.provider = deps.providers(agent, self.run.id)
         started_here = any(m.run_id == self.run.id for m in stored)
         await self._start(started_here)
         if not await self._answer_pending():
@@ -476,6 +479,9 @@ class RunLoop:
         if error is not None:
             data["error"] = values["error"]
         events = [event] if event else []
+        kind: CheckpointKind | None = "final"
+        if status is RunStatus.FAILED:
+            kind, outcome, data = self._after_failure(values, events, outcome, data, now)
         closing = []
         pending = pending_tool_uses(self.history)
         if pending:  # keep the transcript valid for the conversation's next run
@@ -484,12 +490,42 @@ class RunLoop:
             ]
         await self._commit(
             Boundary(
-                "final",
+                kind,
                 messages=[*closing, *(messages or [])],
                 run_values=values,
                 events=[*events, (outcome, data)],
             )
         )
+
+    def _after_failure(
+        self,
+        values: dict[str, Any],
+        events: list[RunEvent],
+        failed: str,
+        data: dict[str, Any],
+        now: datetime,
+    ) -> tuple[CheckpointKind | None, str, dict[str, Any]]:
+        """A failure is logged, then retried after a backoff (the run goes back to the queue,
+        keeping its place in its lane) or, once its retries are used up, dead-lettered.
+        Without retries configured it simply stays failed."""
+        entry = {"attempt": self.run.attempt, **values["error"], "at": now.isoformat()}
+        values["error_log"] = [*self.run.error_log, entry]
+        policy = self.deps.run_retry
+        if policy.max_retries == 0:
+            return "final", failed, data
+        events.append((failed, data))
+        if self.run.attempt <= policy.max_retries:
+            delay_s = run_retry_delay(policy, self.run.attempt)
+            values.update(
+                status=RunStatus.QUEUED,
+                attempt=self.run.attempt + 1,
+                not_before=now + timedelta(seconds=delay_s),
+                finished_at=None,
+            )
+            retry = {"attempt": self.run.attempt + 1, "delay_s": delay_s}
+            return None, "agent_run.retry_scheduled", retry
+        values["status"] = RunStatus.DEAD_LETTER
+        return "final", "agent_run.dead_letter", {"attempts": self.run.attempt}
 
     async def _settle_quietly(self, status: RunStatus, code: str, message: str) -> None:
         await self._quietly(self._settle(status, stop_reason=code, error=(code, message)))

@@ -60,6 +60,8 @@ class RunRead(BaseModel):
     error: RunError | None
     waiting_for: dict[str, Any] | None
     attempt: int
+    not_before: datetime | None = Field(description="A retried run waits in line until then.")
+    error_log: list[dict[str, Any]] = Field(description="One entry per failed attempt.")
     parent_run_id: str | None
     metadata: dict[str, Any] = Field(validation_alias="metadata_")
     cancel_requested: bool

@@ -63,6 +63,9 @@ _BOUNDARY_COLUMNS = (
     "lease_owner",
     "lease_expires_at",
     "finished_at",
+    "attempt",
+    "not_before",
+    "error_log",
 )
 _UPDATE_LEASED_MANY = text(
     f"""
@@ -110,6 +113,7 @@ _CLAIM = text(
     WITH heads AS (
         SELECT q.id, q.seq FROM runs AS q
         WHERE q.status = 'queued'
+          AND (q.not_before IS NULL OR q.not_before <= now())
           AND NOT EXISTS (
               SELECT 1 FROM runs AS a
               WHERE a.lane = q.lane AND a.status IN ('running', 'waiting_on_human'))
@@ -131,7 +135,8 @@ _CLAIM = text(
         LIMIT :limit
     )
     UPDATE runs AS r
-    SET status = 'running', lease_owner = :owner, lease_token = r.lease_token + 1,
+    SET status = 'running', not_before = NULL, lease_owner = :owner,
+        lease_token = r.lease_token + 1,
         lease_expires_at = now() + make_interval(secs => :ttl), heartbeat_at = now(),
         started_at = coalesce(r.started_at, now()), version = r.version + 1, updated_at = now()
     FROM picked

@@ -15,17 +15,18 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.config import LLMSettings
 from app.db import libpq_url, make_sessionmaker
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.pg_listener import PgListener
-from app.engine.retry import ToolRetryPolicy
+from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.runs import RUNS_STREAM, RunCommands, run_stream
 from app.engine.workers import WorkerPool
 from app.llm.messages import Message, ToolResultBlock
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink
-from app.llm.scripted import ScriptedProvider
+from app.llm.providers import Providers
 from app.loop.boundary import write_boundaries
 from app.loop.executor import LoopDeps, RunLoop
 from app.loop.tool_runner import ToolRunner
@@ -176,7 +177,13 @@ class Harness:
     """The run machinery of one process over the test database, with test tools and a
     recording model. Every pool it made is stopped on close."""
 
-    def __init__(self, engine: AsyncEngine, *, retry_policy: ToolRetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        retry_policy: ToolRetryPolicy | None = None,
+        run_retry: RunRetryPolicy | None = None,
+    ) -> None:
         self.engine = engine
         self.sessionmaker = make_sessionmaker(engine)
         self.bus = EventBus()
@@ -189,6 +196,7 @@ class Harness:
         self.models: dict[str, Provider] = {}  # agent id -> a model other than its script
         self.llm_calls: dict[str, list[Recorded]] = {}  # agent id -> what its model saw
         self.claims: list[tuple[str, str]] = []  # (run id, owner), in claim order
+        self._scripted = Providers(LLMSettings())  # kept per run, as the service does
         self.committer = GroupCommitter(self.sessionmaker, write_boundaries)
         self.deps = LoopDeps(
             sessionmaker=self.sessionmaker,
@@ -200,6 +208,7 @@ class Harness:
             clock=self.clock,
             committer=self.committer,
             tool_services=BuiltinServices(self.runs, self.sessionmaker, self.bus),
+            run_retry=run_retry or RunRetryPolicy(max_retries=0),
         )
         self._pools: list[WorkerPool] = []
         self._background: list[asyncio.Task[None]] = []
@@ -233,11 +242,8 @@ class Harness:
     async def _sleep(self, delay_s: float) -> None:
         self.sleeps.append(delay_s)
 
-    def _provider(self, agent: AgentRead) -> Provider:
-        inner = self.models.get(agent.id)
-        if inner is None:
-            assert agent.model.script is not None
-            inner = ScriptedProvider(agent.model.script, model=agent.model.name)
+    def _provider(self, agent: AgentRead, run_id: str) -> Provider:
+        inner = self.models.get(agent.id) or self._scripted(agent, run_id)
         return RecordingModel(inner, self.llm_calls.setdefault(agent.id, []))
 
     def _loop(self, run: RunRead, owner: str) -> RunLoop:
