@@ -90,6 +90,18 @@ class WorkerSettings(BaseModel):
     )
 
 
+class ReconcilerSettings(BaseModel):
+    interval_s: float = Field(
+        300.0, gt=0, le=86_400, description="Also runs at start-up; then this often."
+    )
+    auto_resume: bool = Field(
+        True, description="Requeue timed-out runs whose last checkpoint is resumable."
+    )
+    cancel_timeout_s: float = Field(
+        180.0, ge=0, le=86_400, description="A waiting run's cancel request older than this wins."
+    )
+
+
 class LLMSettings(BaseModel):
     anthropic_api_key: SecretStr | None = Field(None, description="Key for `anthropic` models.")
     anthropic_base_url: str | None = Field(None, description="Messages API base URL override.")
@@ -124,6 +136,7 @@ class Settings(BaseSettings):
     streams: StreamSettings = Field(default_factory=StreamSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    reconciler: ReconcilerSettings = Field(default_factory=ReconcilerSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(

@@ -1,9 +1,10 @@
 """`create_app(settings)` and the lifespan: the composition root of a process.
 
 Start order: database (embedded when no URL) → migrations → bus and NOTIFY listener →
-TaskEngine → run workers. Shutdown runs in reverse: streams are told to end, workers stop
-claiming and give running loops their grace period, the TaskEngine drains its queue, the
-listener stops, the pool is disposed.
+TaskEngine → group committer → reconciler (its first pass reconciles at boot) → workers.
+Shutdown runs in reverse: streams are told to end, workers stop claiming and give running
+loops their grace period, the reconciler and committer stop, the TaskEngine drains its
+queue, the listener stops, the pool is disposed.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.pg_listener import PgListener
+from app.engine.reconciler import Reconciler
 from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
@@ -148,7 +150,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.runtime = runtime
     listener.start()
     task_engine.start()
+    reconciler = Reconciler(
+        sessionmaker,
+        bus,
+        runs,
+        interval_s=settings.reconciler.interval_s,
+        auto_resume=settings.reconciler.auto_resume,
+        cancel_timeout_s=settings.reconciler.cancel_timeout_s,
+    )
     committer.start()
+    reconciler.start()  # its first pass runs now: the boot reconciliation
     if workers is not None:
         workers.start()
     try:
@@ -157,6 +168,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime.shutting_down.set()
         if workers is not None:
             await workers.stop(settings.workers.grace_s)
+        await reconciler.stop()
         await committer.stop()
         await task_engine.stop(engine_settings.drain_timeout_s)
         await providers.aclose()

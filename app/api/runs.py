@@ -114,6 +114,13 @@ async def cancel_run(run_id: str, runtime: RuntimeDep) -> RunRead:
     return await runtime.runs.cancel(run_id)
 
 
+@router.post("/v1/runs/{run_id}/resume", response_model=RunRead, summary="Resume a timed-out run")
+async def resume_run(run_id: str, runtime: RuntimeDep) -> RunRead:
+    """A `timed_out` run with `resume_available` continues from its latest checkpoint:
+    completed tool calls are replayed from the ledger, never re-run."""
+    return await runtime.runs.resume(run_id)
+
+
 @router.post("/v1/runs/{run_id}/retry", response_model=RunRead, summary="Retry a failed run")
 async def retry_run(run_id: str, runtime: RuntimeDep) -> RunRead:
     """A `dead_letter`, `failed` or `timed_out` run goes back to the queue with a fresh

@@ -34,6 +34,23 @@ def run_stream(run_id: str) -> str:
     return f"run:{run_id}"
 
 
+class ResumeUnavailable(Conflict):
+    """Only a timed-out run whose last checkpoint is a resumable boundary can be resumed;
+    `POST /v1/runs/{id}/retry` starts another attempt of any failed run."""
+
+    code = "resume_unavailable"
+
+    def __init__(self, status: RunStatus, resume_available: bool) -> None:
+        self.status = status
+        self.resume_available = resume_available
+        super().__init__(
+            f"the run is {status.value} (resume_available={str(resume_available).lower()})"
+        )
+
+    def extensions(self) -> dict[str, Any]:
+        return {"status": self.status.value, "resume_available": self.resume_available}
+
+
 class LaneBusy(Conflict):
     """The lane is busy and the run asked not to wait (`multitask: reject`)."""
 
@@ -283,6 +300,27 @@ class RunCommands:
         self._published(changed, event="agent_run.retry")
         return changed
 
+    async def resume(self, run_id: str) -> RunRead:
+        """A timed-out run whose last checkpoint is resumable goes back to the head of its
+        lane; its loop continues from its transcript and tool-call ledger."""
+        now = self._clock()
+        async with self._sessionmaker() as session, session.begin():
+            run = await run_store.get_run(session, run_id, lock=True)
+            if run is None:
+                raise NotFound("run", run_id)
+            if run.status is not RunStatus.TIMED_OUT or not run.resume_available:
+                raise ResumeUnavailable(run.status, run.resume_available)
+            changed = await run_store.update_run(
+                session,
+                run.id,
+                read_version=run.version,
+                values={"status": RunStatus.QUEUED, "finished_at": None},
+            )
+            assert changed is not None
+            await emit(session, changed, "agent_run.resume", now, automatic=False)
+        self._published(changed, event="agent_run.resume")
+        return changed
+
     async def respond(self, run_id: str, response: str) -> RunRead:
         """A human's answer: it becomes the result of the call the run waits on, and the
         run goes back to the head of its lane's queue."""
@@ -293,15 +331,16 @@ class RunCommands:
                 raise NotFound("run", run_id)
             if run.status is not RunStatus.WAITING_ON_HUMAN or not run.waiting_for:
                 raise InvalidTransition(run.status, RunStatus.QUEUED, RUN_ALLOWED[run.status])
-            call_id = str(run.waiting_for["tool_call_id"])
-            await tool_calls.complete(
-                session, run.id, call_id, result=response, is_error=False, attempts=1, now=now
-            )
+            call_id = run.waiting_for.get("tool_call_id")
+            values: dict[str, Any] = {"status": RunStatus.QUEUED, "waiting_for": None}
+            if call_id is not None:
+                await tool_calls.complete(
+                    session, run.id, call_id, result=response, is_error=False, attempts=1, now=now
+                )
+            else:  # the agent's prompt changed under the run: the answer accepts the new one
+                values["system_prompt_hash"] = None
             changed = await run_store.update_run(
-                session,
-                run.id,
-                read_version=run.version,
-                values={"status": RunStatus.QUEUED, "waiting_for": None},
+                session, run.id, read_version=run.version, values=values
             )
             assert changed is not None
             await emit(session, changed, "agent_run.human_response", now, tool_call_id=call_id)

@@ -122,6 +122,9 @@ class RunLoop:
         self.provider = deps.providers(agent, self.run.id)
         started_here = any(m.run_id == self.run.id for m in stored)
         await self._start(started_here)
+        if started_here and self.run.system_prompt_hash != self.system_hash:
+            await self._pause_for_prompt_drift()
+            return
         if not await self._answer_pending():
             return
         while True:
@@ -173,7 +176,11 @@ class RunLoop:
             {"attempt": self.run.attempt, "resumed": started_here, "worker": self.owner},
         )
         if started_here:
-            await self._commit(Boundary(None, opening=[event]))
+            # A prompt change a human accepted (the hash was cleared) is adopted here.
+            accepted = (
+                {} if self.run.system_prompt_hash else {"system_prompt_hash": self.system_hash}
+            )
+            await self._commit(Boundary(None, run_values=accepted, opening=[event]))
             return
         await self._commit(
             Boundary(
@@ -181,6 +188,30 @@ class RunLoop:
                 messages=[Message.user_text(self.run.input)],
                 run_values={"system_prompt_hash": self.system_hash},
                 opening=[event],
+            )
+        )
+
+    async def _pause_for_prompt_drift(self) -> None:
+        """The agent's system prompt changed since this run began: resuming would mix two
+        instructions, so a human decides (their answer accepts the new prompt)."""
+        question = (
+            "The agent's system prompt changed since this run started. Reply to continue "
+            "with the new prompt, or cancel the run."
+        )
+        reason = "system_prompt_changed"
+        await self._commit(
+            Boundary(
+                "human_pause",
+                run_values={
+                    "status": RunStatus.WAITING_ON_HUMAN,
+                    "waiting_for": {"reason": reason, "question": question},
+                    "lease_owner": None,
+                    "lease_expires_at": None,
+                },
+                events=[
+                    ("agent_run.resume_unsafe", {"reason": reason}),
+                    ("agent_run.waiting_on_human", {"question": question, "reason": reason}),
+                ],
             )
         )
 

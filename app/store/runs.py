@@ -103,11 +103,11 @@ async def update_leased_many(
     return {r.id: _read(r) for r in await session.execute(_UPDATE_LEASED_MANY, {"rows": rows})}
 
 
-# Work to claim, oldest first: the head of each lane that nobody holds, and runs whose
-# worker stopped renewing its lease (they hold their lane; the new owner resumes them from
-# their ledger). SKIP LOCKED lets claimers in other processes take other rows meanwhile;
-# the unique index on active lanes is the final word if two claims of one lane ever race.
-# The new lease token fences the previous owner's writes.
+# Work to claim, oldest first: the head of each lane that nobody holds and whose backoff
+# (if it is a retry) is over. SKIP LOCKED lets claimers in other processes take other rows
+# meanwhile; the unique index on active lanes is the final word if two claims of one lane
+# ever race. The new lease token fences any previous owner's writes. (Runs whose worker
+# stopped renewing are the reconciler's: it times them out and, by policy, requeues them.)
 _CLAIM = text(
     """
     WITH heads AS (
@@ -123,16 +123,8 @@ _CLAIM = text(
         ORDER BY q.seq
         LIMIT :limit
         FOR UPDATE SKIP LOCKED
-    ), expired AS (
-        SELECT x.id, x.seq FROM runs AS x
-        WHERE x.status = 'running' AND x.lease_expires_at < now()
-        ORDER BY x.seq
-        LIMIT :limit
-        FOR UPDATE SKIP LOCKED
     ), picked AS (
-        SELECT id FROM (SELECT * FROM heads UNION ALL SELECT * FROM expired) AS c
-        ORDER BY seq
-        LIMIT :limit
+        SELECT id FROM heads
     )
     UPDATE runs AS r
     SET status = 'running', not_before = NULL, lease_owner = :owner,

@@ -1,6 +1,7 @@
-"""Leases: a run whose worker stops renewing is reclaimed by another, whose new token
-fences the old worker's writes; a side-effecting call cut short is never run twice; a
-pool that stops gives its unfinished runs back to the queue."""
+"""Leases: a run whose worker stops renewing is timed out by the reconciler and, being
+resumable, requeued; the worker that claims it next gets a new token that fences the old
+worker's writes; a side-effecting call cut short is never run twice; a pool that stops
+gives its unfinished runs back to the queue."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.engine.reconciler import Reconciler
+from app.engine.runs import ResumeUnavailable
 from app.states import RunStatus
 from tests.support.runs import SAFETY_S, Harness, assert_valid_transcript, call, say
 
@@ -29,7 +32,9 @@ async def _expire_lease(h: Harness, run_id: str) -> None:
         )
 
 
-async def test_an_expired_lease_is_reclaimed_and_the_old_worker_is_fenced_off(h: Harness) -> None:
+async def test_an_expired_lease_is_timed_out_resumed_and_the_old_worker_fenced_off(
+    h: Harness,
+) -> None:
     agent = await h.agent(call("gate"), say("finished"))
     run = await h.start(agent)
     old = h.new_pool(capacity=1, owner="old-worker")
@@ -38,6 +43,11 @@ async def test_an_expired_lease_is_reclaimed_and_the_old_worker_is_fenced_off(h:
     async with asyncio.timeout(SAFETY_S):
         await h.tools.gate_entered.wait()  # the side effect is under way
     await _expire_lease(h, run.id)
+    report = await Reconciler(h.sessionmaker, h.bus, h.runs).run_once()
+    assert (report.timed_out, report.resumed) == (1, 1)
+    requeued = await h.run(run.id)
+    assert requeued.status is RunStatus.QUEUED and requeued.resume_available
+    assert ["agent_run.timed_out", "agent_run.resume"] == (await h.event_types(run.id))[-2:]
 
     async with asyncio.timeout(SAFETY_S):
         await new.run_until_idle()
@@ -82,3 +92,51 @@ async def test_a_stopping_pool_gives_unfinished_runs_back_to_the_queue(h: Harnes
     resumed = await h.run(first.id)
     assert resumed.status is RunStatus.WAITING_ON_HUMAN  # the gate call was cut short
     assert (await h.run(behind.id)).status is RunStatus.QUEUED  # the lane is still held
+
+
+async def test_the_reconciler_leaves_unresumable_runs_timed_out(h: Harness) -> None:
+    agent = await h.agent(call("ask_human", question="ok?"), say("done"))
+    run = await h.finish(agent)  # paused: its last checkpoint is human_pause
+    async with h.sessionmaker() as session, session.begin():  # as if it had died running
+        await session.execute(
+            text(
+                "UPDATE runs SET status = 'running', lease_owner = 'gone', "
+                "lease_expires_at = now() - interval '1 second' WHERE id = :id"
+            ),
+            {"id": run.id},
+        )
+    report = await Reconciler(h.sessionmaker, h.bus, h.runs).run_once()
+    assert (report.timed_out, report.resumed) == (1, 0)
+    stuck = await h.run(run.id)
+    assert stuck.status is RunStatus.TIMED_OUT and not stuck.resume_available
+    with pytest.raises(ResumeUnavailable):
+        await h.runs.resume(run.id)
+
+
+async def test_a_timed_out_run_resumes_on_request(h: Harness) -> None:
+    agent = await h.agent(call("echo", text="x"), say("done"))
+    run = await h.start(agent)
+    pool = h.new_pool(capacity=1, owner="dies")
+    async with h.sessionmaker() as session, session.begin():  # claimed, then its worker died
+        await session.execute(
+            text(
+                "UPDATE runs SET status = 'running', lease_owner = 'dies', lease_token = 1, "
+                "lease_expires_at = now() - interval '1 second' WHERE id = :id"
+            ),
+            {"id": run.id},
+        )
+        await session.execute(
+            text(
+                "INSERT INTO checkpoints (run_id, kind, iteration, message_cursor, "
+                "persisted_message_count, system_prompt_hash, completed_tool_call_ids, "
+                "loop_counters) VALUES (:id, 'input', 0, -1, 0, '', '[]', '{}')"
+            ),
+            {"id": run.id},
+        )
+    manual = Reconciler(h.sessionmaker, h.bus, h.runs, auto_resume=False)
+    assert (await manual.run_once()).resumed == 0
+    assert (await h.run(run.id)).status is RunStatus.TIMED_OUT
+    assert (await h.runs.resume(run.id)).status is RunStatus.QUEUED
+    async with asyncio.timeout(SAFETY_S):
+        await pool.run_until_idle()
+    assert (await h.run(run.id)).status is RunStatus.COMPLETED
