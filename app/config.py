@@ -114,6 +114,10 @@ class ToolSettings(BaseModel):
     http_allowed_networks: list[str] = Field(
         default_factory=list, description="CIDRs http_request may reach even if private."
     )
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="`module:function` entries; each function returns a list of extra tools.",
+    )
 
 
 class AuthSettings(BaseModel):

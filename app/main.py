@@ -10,6 +10,7 @@ queue, the listener stops, the pool is disposed.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -58,6 +59,16 @@ Lists are paginated by cursor: pass `next_cursor` back as `cursor`.
 """
 
 
+def load_plugin(entry: str) -> list[Tool]:
+    """`package.module:function`, where the function returns the tools to add."""
+    module_name, _, function_name = entry.partition(":")
+    factory = getattr(importlib.import_module(module_name), function_name or "tools")
+    tools = list(factory())
+    if not all(isinstance(tool, Tool) for tool in tools):
+        raise TypeError(f"plugin {entry!r} must return tools made with define_tool")
+    return tools
+
+
 def build_workers(
     settings: Settings,
     sessionmaker: async_sessionmaker[AsyncSession],
@@ -74,7 +85,10 @@ def build_workers(
         allow_private=tool_settings.http_allow_private,
         allowed_networks=tuple(tool_settings.http_allowed_networks),
     )
-    registry = ToolRegistry([*builtin_tools(), make_http_request_tool(http_policy), *extra_tools])
+    plugins = [tool for entry in tool_settings.plugins for tool in load_plugin(entry)]
+    registry = ToolRegistry(
+        [*builtin_tools(), make_http_request_tool(http_policy), *plugins, *extra_tools]
+    )
     deps = LoopDeps(
         sessionmaker=sessionmaker,
         bus=bus,

@@ -120,7 +120,9 @@ class Reconciler:
         run = await run_store.get_run(session, run_id)
         assert run is not None  # locked by the select
         latest = await checkpoints.latest(session, run_id)
-        resumable = latest is not None and latest.kind in RESUMABLE
+        # No checkpoint: the worker died between its claim and the run's first boundary, so
+        # nothing was done and starting over is safe (the seed would leave it to a human).
+        resumable = latest is None or latest.kind in RESUMABLE
         changed = await run_store.update_run(
             session,
             run_id,

@@ -92,9 +92,12 @@ class WorkerProcess(ServerProcess):
     command = "worker"
 
     def start(self, ready_timeout_s: float = 60.0) -> None:
+        before = (
+            self._log_path.read_text().count("worker running") if self._log_path.exists() else 0
+        )
         self.spawn()
         deadline = time.monotonic() + ready_timeout_s
-        while "worker running" not in self.log():
+        while self._log_path.read_text().count("worker running") <= before:
             assert self.process is not None
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker did not start:\n{self.log()}")
