@@ -28,6 +28,7 @@ from app.llm.messages import Message, TextBlock, ToolUseBlock
 from app.llm.provider import LLMRequest, LLMResponse, ProviderError
 from app.llm.providers import ProviderFactory, ProviderUnavailable
 from app.loop.boundary import Boundary, BoundaryWrite, started_events
+from app.loop.crashpoints import crash_point
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
 from app.loop.transcript import (
@@ -109,6 +110,7 @@ class RunLoop:
 
     async def _execute(self) -> None:
         deps = self.deps
+        crash_point("after_claim")
         self.execution_started = deps.clock()
         async with deps.sessionmaker() as session:
             agent = await agent_store.get_agent(session, self.run.agent_id)
@@ -133,8 +135,10 @@ class RunLoop:
             response = await self._call_llm(with_tools=True)
             if await self._record_response(response):
                 return
+            crash_point("after_llm_response")
             if not await self._run_tools(response.content):
                 return
+            crash_point("after_tool_result")
             if self.run.cancel_requested:
                 await self._settle(RunStatus.CANCELLED, stop_reason="cancelled")
                 return
@@ -406,6 +410,7 @@ class RunLoop:
             call, question = pause
             await self._pause(call, question.content, outcomes, reason="ask_human", event=None)
             return False
+        crash_point("during_tool")  # the tools ran; their completion is not recorded yet
         results = {**(answered or {}), **{i: (o.content, o.is_error) for i, o in outcomes.items()}}
         await self._commit(
             Boundary(
@@ -513,6 +518,7 @@ class RunLoop:
         kind: CheckpointKind | None = "final"
         if status is RunStatus.FAILED:
             kind, outcome, data = self._after_failure(values, events, outcome, data, now)
+        crash_point("before_final")
         closing = []
         pending = pending_tool_uses(self.history)
         if pending:  # keep the transcript valid for the conversation's next run

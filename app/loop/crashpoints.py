@@ -1,0 +1,17 @@
+"""Named points where a test can make the process die as if killed (SIGKILL), to prove what
+a crash there leaves behind. Off unless `LOOPWRIGHT_CRASH_AT` names the point; read at the
+call, so it costs one dictionary lookup on the hot path."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+POINTS = frozenset(
+    {"after_claim", "after_llm_response", "during_tool", "after_tool_result", "before_final"}
+)
+
+
+def crash_point(name: str) -> None:
+    if os.environ.get("LOOPWRIGHT_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)

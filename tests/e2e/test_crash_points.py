@@ -1,0 +1,102 @@
+"""Crash-point sweep: a real worker process is killed (SIGKILL, by the test-only hook
+`LOOPWRIGHT_CRASH_AT`) at each named boundary of a run that makes one side-effecting call;
+a fresh worker then resumes it. What the user gets must match what the crash left."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import libpq_url
+from tests.support.chaos_tools import LEDGER_DDL
+from tests.support.processes import ServerProcess, WorkerProcess
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = [{"tool_calls": [{"name": "charge_card", "input": {"amount": 5}}]}, {"text": "paid"}]
+
+# point -> (status after the resume, times the side effect ran)
+OUTCOMES = {
+    "after_claim": ("completed", 1),  # nothing done yet: started over
+    "after_llm_response": ("waiting_on_human", 0),  # ledger says started: never re-run blind
+    "during_tool": ("waiting_on_human", 1),  # it ran, unrecorded: a human decides
+    "after_tool_result": ("completed", 1),  # replayed from the ledger
+    "before_final": ("completed", 1),  # the last turn is asked again
+}
+
+
+async def _fetch(dsn: str, query: str, *args: Any) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return list(await conn.fetch(query, *args))
+    finally:
+        await conn.close()
+
+
+def _wait(http: httpx.Client, run_id: str, done: set[str], timeout_s: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        run: dict[str, Any] = http.get(f"/v1/runs/{run_id}").json()
+        if run["status"] in done:
+            return run
+        assert time.monotonic() < deadline, run["status"]
+        time.sleep(0.1)  # watching other processes; nothing to inject
+
+
+@pytest.mark.parametrize("point", sorted(OUTCOMES))
+def test_a_crash_at_each_boundary_resumes_to_the_right_outcome(
+    point: str, database_url: str, clean_db: AsyncEngine, tmp_path: Path
+) -> None:
+    dsn = libpq_url(database_url)
+    asyncio.run(_fetch(dsn, LEDGER_DDL))
+    asyncio.run(_fetch(dsn, "TRUNCATE chaos_ledger"))
+    env = {
+        "DATABASE_URL": database_url,
+        "CHAOS_LEDGER_DSN": dsn,
+        "PYTHONPATH": str(ROOT),
+        "LOOPWRIGHT_TOOLS__PLUGINS": '["tests.support.chaos_tools:tools"]',
+        "LOOPWRIGHT_WORKERS__LEASE_TTL_S": "1",
+        "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2",
+        "LOOPWRIGHT_RECONCILER__INTERVAL_S": "0.5",
+    }
+    api = ServerProcess({**env, "LOOPWRIGHT_WORKERS__ENABLED": "false"}, tmp_path / "api.log")
+    doomed = WorkerProcess({**env, "LOOPWRIGHT_CRASH_AT": point}, tmp_path / "doomed.log")
+    healthy = WorkerProcess(env, tmp_path / "healthy.log")
+    api.start()
+    try:
+        with httpx.Client(base_url=api.url, timeout=30) as http:
+            agent = http.post(
+                "/v1/agents",
+                json={
+                    "name": "payer",
+                    "tools": ["charge_card"],
+                    "model": {"provider": "scripted", "name": "s", "script": SCRIPT},
+                },
+            ).json()
+            run = http.post("/v1/runs", json={"agent_id": agent["id"], "input": "pay"}).json()
+            doomed.start()
+            assert doomed.process is not None
+            assert doomed.process.wait(timeout=60) == -9, "the crash point was not reached"
+            healthy.start()
+            expected_status, expected_effects = OUTCOMES[point]
+            final = _wait(http, run["id"], {expected_status})
+            events = [line for line in http.get(f"/v1/runs/{run['id']}/wait").text.splitlines()]
+            assert events
+    finally:
+        healthy.terminate_and_wait()
+        api.terminate_and_wait()
+
+    effects = asyncio.run(_fetch(dsn, "SELECT count(*) AS n FROM chaos_ledger"))[0]["n"]
+    assert effects == expected_effects
+    if expected_status == "completed":
+        assert final["result"] == "paid"
+    else:
+        assert final["waiting_for"]["reason"] == "resume_unsafe"
