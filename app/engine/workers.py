@@ -76,12 +76,15 @@ class WorkerPool:
         ]
 
     async def stop(self, grace_s: float = 10.0) -> None:
-        """Stop claiming, let running loops reach their end within `grace_s`, then cancel
-        the rest and give their runs back to the queue, resumable at once by any worker."""
+        """Stop claiming and ask every loop to hand its run back at its next boundary; after
+        `grace_s`, cancel what is left and give those runs back too. Either way the runs
+        are queued again, at the head of their lane, resumable at once by any worker."""
         self._stopping.set()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for loop, _ in self._active.values():
+            loop.stop_requested.set()
         running = [task for _, task in self._active.values()]
         if running:
             await asyncio.wait(running, timeout=grace_s)

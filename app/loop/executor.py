@@ -84,6 +84,7 @@ class RunLoop:
         self.owner = owner
         self.token = run.lease_token
         self.lease_lost = asyncio.Event()
+        self.stop_requested = asyncio.Event()  # shutdown: hand the run back at a boundary
         self.history: list[Message] = []
         self.completed_calls: list[str] = []
 
@@ -139,9 +140,6 @@ class RunLoop:
             if not await self._run_tools(response.content):
                 return
             crash_point("after_tool_result")
-            if self.run.cancel_requested:
-                await self._settle(RunStatus.CANCELLED, stop_reason="cancelled")
-                return
 
     # -- boundaries ------------------------------------------------------------------
 
@@ -259,7 +257,21 @@ class RunLoop:
         return True
 
     async def _stopped_at_boundary(self) -> bool:
-        """End the run here if it was cancelled or ran out of time or iterations."""
+        """End the run here if it was cancelled or ran out of time or iterations, or hand it
+        back to the queue if this worker is shutting down."""
+        if self.stop_requested.is_set() and not self.run.cancel_requested:
+            await self._commit(
+                Boundary(
+                    None,
+                    run_values={
+                        "status": RunStatus.QUEUED,
+                        "lease_owner": None,
+                        "lease_expires_at": None,
+                    },
+                    events=[("agent_run.interrupted", {"worker": self.owner, "at_boundary": True})],
+                )
+            )
+            return True
         if self.run.cancel_requested:
             await self._settle(RunStatus.CANCELLED, stop_reason="cancelled")
             return True

@@ -140,3 +140,30 @@ async def test_a_timed_out_run_resumes_on_request(h: Harness) -> None:
     async with asyncio.timeout(SAFETY_S):
         await pool.run_until_idle()
     assert (await h.run(run.id)).status is RunStatus.COMPLETED
+
+
+async def test_a_stopping_pool_lets_a_run_reach_its_boundary_then_hands_it_back(
+    h: Harness,
+) -> None:
+    agent = await h.agent(call("gate"), say("finished"))
+    run = await h.start(agent)
+    pool = h.new_pool(capacity=1, owner="leaving")
+    await pool.claim()
+    async with asyncio.timeout(SAFETY_S):
+        await h.tools.gate_entered.wait()
+    stopping = asyncio.create_task(pool.stop(grace_s=SAFETY_S))
+    h.tools.gate_release.set()  # the tool finishes within the grace period
+    async with asyncio.timeout(SAFETY_S):
+        await stopping
+
+    handed_back = await h.run(run.id)
+    assert handed_back.status is RunStatus.QUEUED and handed_back.lease_owner is None
+    events = await h.event_types(run.id)
+    assert events[-1] == "agent_run.interrupted"
+    assert "tool_call.completed" in events  # the finished tool's result was kept
+
+    await h.drain()
+    done = await h.run(run.id)
+    assert done.status is RunStatus.COMPLETED and done.result == "finished"
+    assert h.tools.calls["gate"] == 1
+    assert_valid_transcript(await h.messages(run.conversation_id))
