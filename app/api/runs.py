@@ -132,7 +132,7 @@ async def retry_run(run_id: str, runtime: RuntimeDep) -> RunRead:
     "/v1/runs/{run_id}/human-response", response_model=RunRead, summary="Answer a waiting run"
 )
 async def respond_to_run(run_id: str, body: HumanResponse, runtime: RuntimeDep) -> RunRead:
-    return await runtime.runs.respond(run_id, body.response)
+    return await runtime.runs.respond(run_id, body.response, retry_call=body.action == "retry_call")
 
 
 @router.get("/v1/runs/{run_id}/wait", response_model=RunRead, summary="Wait for a run to settle")

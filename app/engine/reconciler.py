@@ -29,6 +29,7 @@ from app.engine.runs import RUNS_STREAM, RunCommands, emit
 from app.observability import log_events
 from app.states import RunStatus
 from app.store import checkpoints
+from app.store import events as event_store
 from app.store import runs as run_store
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,14 @@ class Reconciler:
             cancelled += 1
         report = ReconcileReport(timed_out, resumed, cancelled)
         log_events([("agent_run.reconcile", report.__dict__)])
+        if timed_out or cancelled:  # on the runs board too, for dashboards
+            async with self._sessionmaker() as session, session.begin():
+                await event_store.append_events(
+                    session,
+                    RUNS_STREAM,
+                    [event_store.NewEvent("agent_run.reconcile", report.__dict__)],
+                    now,
+                )
         if timed_out:
             self._bus.publish(RUNS_STREAM)
         return report

@@ -321,9 +321,12 @@ class RunCommands:
         self._published(changed, event="agent_run.resume")
         return changed
 
-    async def respond(self, run_id: str, response: str) -> RunRead:
-        """A human's answer: it becomes the result of the call the run waits on, and the
-        run goes back to the head of its lane's queue."""
+    async def respond(
+        self, run_id: str, response: str | None, *, retry_call: bool = False
+    ) -> RunRead:
+        """A human's answer: it becomes the result of the call the run waits on (or, with
+        `retry_call`, that call is run again), and the run goes back to the head of its
+        lane's queue."""
         now = self._clock()
         async with self._sessionmaker() as session, session.begin():
             run = await run_store.get_run(session, run_id, lock=True)
@@ -333,9 +336,19 @@ class RunCommands:
                 raise InvalidTransition(run.status, RunStatus.QUEUED, RUN_ALLOWED[run.status])
             call_id = run.waiting_for.get("tool_call_id")
             values: dict[str, Any] = {"status": RunStatus.QUEUED, "waiting_for": None}
-            if call_id is not None:
+            if retry_call:
+                if run.waiting_for.get("reason") != "resume_unsafe" or call_id is None:
+                    raise Conflict("only a call cut short by a crash can be retried")
+                await tool_calls.forget(session, run.id, call_id)  # it runs as never started
+            elif call_id is not None:
                 await tool_calls.complete(
-                    session, run.id, call_id, result=response, is_error=False, attempts=1, now=now
+                    session,
+                    run.id,
+                    call_id,
+                    result=response or "",
+                    is_error=False,
+                    attempts=1,
+                    now=now,
                 )
             else:  # the agent's prompt changed under the run: the answer accepts the new one
                 values["system_prompt_hash"] = None
@@ -343,6 +356,13 @@ class RunCommands:
                 session, run.id, read_version=run.version, values=values
             )
             assert changed is not None
-            await emit(session, changed, "agent_run.human_response", now, tool_call_id=call_id)
+            await emit(
+                session,
+                changed,
+                "agent_run.human_response",
+                now,
+                tool_call_id=call_id,
+                action="retry_call" if retry_call else "answer",
+            )
         self._published(changed, event="agent_run.human_response")
         return changed

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
 
 from app.llm.messages import Block
 from app.schemas.common import Name
@@ -80,11 +81,23 @@ class RunRead(BaseModel):
 
 
 class HumanResponse(BaseModel):
-    """The answer to the question a run is waiting on."""
+    """The answer to the question a run is waiting on. `answer` (the default) gives the
+    waiting call its result (`response`). For a side-effecting call cut short by a crash
+    (`waiting_for.reason == "resume_unsafe"`), `retry_call` runs it again instead: the
+    person has checked that it did not take effect."""
 
     model_config = ConfigDict(extra="forbid")
 
-    response: Annotated[str, StringConstraints(min_length=1, max_length=100_000)]
+    action: Literal["answer", "retry_call"] = "answer"
+    response: Annotated[str, StringConstraints(min_length=1, max_length=100_000)] | None = None
+
+    @model_validator(mode="after")
+    def _answer_needs_text(self) -> HumanResponse:
+        if self.action == "answer" and self.response is None:
+            raise PydanticCustomError(
+                "missing_response", "an answer needs a `response`", {"field": "response"}
+            )
+        return self
 
 
 class MessageRead(BaseModel):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, text, update
+from sqlalchemy import delete, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import TOOL_CALLS
@@ -114,6 +114,15 @@ async def complete(
         update(TOOL_CALLS)
         .where(TOOL_CALLS.c.run_id == run_id, TOOL_CALLS.c.tool_call_id == tool_call_id)
         .values(result=result, is_error=is_error, completed_at=now, attempts=attempts)
+    )
+
+
+async def forget(session: AsyncSession, run_id: str, tool_call_id: str) -> None:
+    """Drop a call's ledger row: a person checked it never took effect, so it may run."""
+    await session.execute(
+        delete(TOOL_CALLS).where(
+            TOOL_CALLS.c.run_id == run_id, TOOL_CALLS.c.tool_call_id == tool_call_id
+        )
     )
 
 

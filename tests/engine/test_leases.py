@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.reconciler import Reconciler
 from app.engine.runs import ResumeUnavailable
+from app.errors import Conflict
 from app.states import RunStatus
 from tests.support.runs import SAFETY_S, Harness, assert_valid_transcript, call, say
 
@@ -167,3 +168,33 @@ async def test_a_stopping_pool_lets_a_run_reach_its_boundary_then_hands_it_back(
     assert done.status is RunStatus.COMPLETED and done.result == "finished"
     assert h.tools.calls["gate"] == 1
     assert_valid_transcript(await h.messages(run.conversation_id))
+
+
+async def test_a_person_may_have_a_cut_short_call_run_again(h: Harness) -> None:
+    agent = await h.agent(call("gate"), say("finished"))
+    run = await h.start(agent)
+    old = h.new_pool(capacity=1, owner="old-worker")
+    await old.claim()
+    async with asyncio.timeout(SAFETY_S):
+        await h.tools.gate_entered.wait()
+    await _expire_lease(h, run.id)
+    await Reconciler(h.sessionmaker, h.bus, h.runs).run_once()
+    await h.drain()
+    assert (await h.run(run.id)).waiting_for["reason"] == "resume_unsafe"  # type: ignore[index]
+    h.tools.gate_release.set()
+    async with asyncio.timeout(SAFETY_S):
+        await old.run_until_idle()  # fenced off: its late result is not recorded
+
+    await h.runs.respond(run.id, None, retry_call=True)
+    await h.drain()
+    done = await h.run(run.id)
+    assert done.status is RunStatus.COMPLETED and done.result == "finished"
+    assert h.tools.calls["gate"] == 2  # the person asked for the second execution
+    assert_valid_transcript(await h.messages(run.conversation_id))
+
+
+async def test_only_a_cut_short_call_can_be_retried_by_a_person(h: Harness) -> None:
+    agent = await h.agent(call("ask_human", question="ok?"), say("done"))
+    run = await h.finish(agent)
+    with pytest.raises(Conflict):
+        await h.runs.respond(run.id, None, retry_call=True)
