@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import pstats
-import resource
 import secrets
 import sys
 import time
@@ -22,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 import asyncpg
+from common import admin, log, peak_rss_mb, percentile, with_database
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app import migrate
@@ -83,35 +82,6 @@ class Row:
     commits_per_turn_proc: float | None
     peak_rss_mb: float
     problems: list[str] = field(default_factory=list)
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def peak_rss_mb() -> float:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    # Linux reports kilobytes, macOS bytes.
-    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    if not sorted_values:
-        return float("nan")
-    rank = min(len(sorted_values) - 1, max(0, round(q * len(sorted_values)) - 1))
-    return sorted_values[rank]
-
-
-def with_database(server_url: str, name: str) -> str:
-    return make_url(libpq_url(server_url)).set(database=name).render_as_string(hide_password=False)
-
-
-async def admin(server_url: str, sql: str) -> None:
-    conn = await asyncpg.connect(libpq_url(server_url))
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
 
 
 async def scalar(url: str, sql: str) -> int:
