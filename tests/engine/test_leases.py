@@ -180,7 +180,8 @@ async def test_a_person_may_have_a_cut_short_call_run_again(h: Harness) -> None:
     await _expire_lease(h, run.id)
     await Reconciler(h.sessionmaker, h.bus, h.runs).run_once()
     await h.drain()
-    assert (await h.run(run.id)).waiting_for["reason"] == "resume_unsafe"  # type: ignore[index]
+    halted = await h.run(run.id)
+    assert halted.waiting_for is not None and halted.waiting_for["reason"] == "resume_unsafe"
     h.tools.gate_release.set()
     async with asyncio.timeout(SAFETY_S):
         await old.run_until_idle()  # fenced off: its late result is not recorded
