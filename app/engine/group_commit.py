@@ -11,7 +11,6 @@ session (it may run twice).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Generic, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.engine.writer_queue import drain_and_stop
 from app.errors import ShuttingDown
 
 log = logging.getLogger(__name__)
@@ -56,16 +56,8 @@ class GroupCommitter(Generic[I, R]):
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
         if self._writer is None:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), drain_timeout_s)
-        self._writer.cancel()
-        await asyncio.gather(self._writer, return_exceptions=True)
+        await drain_and_stop(self._queue, self._writer, drain_timeout_s)
         self._writer = None
-        while not self._queue.empty():
-            pending = self._queue.get_nowait()
-            if not pending.future.done():
-                pending.future.set_exception(ShuttingDown())
-            self._queue.task_done()
 
     async def submit(self, item: I) -> R:
         if self._writer is None:

@@ -14,7 +14,6 @@ bad mutation cannot sink the others; if the database is unreachable they all fai
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.bus import EventBus
 from app.engine.task_mutations import Change, CreateTask, TaskMutation
+from app.engine.writer_queue import drain_and_stop
 from app.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
 from app.observability import log_events
 from app.schemas.tasks import TaskRead
@@ -96,16 +96,8 @@ class TaskEngine:
         self._accepting = False
         if self._writer is None:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), drain_timeout_s)
-        self._writer.cancel()
-        await asyncio.gather(self._writer, return_exceptions=True)
+        await drain_and_stop(self._queue, self._writer, drain_timeout_s)
         self._writer = None
-        while not self._queue.empty():
-            pending = self._queue.get_nowait()
-            if not pending.future.done():
-                pending.future.set_exception(ShuttingDown())
-            self._queue.task_done()
 
     def add_observer(self, observer: Observer) -> None:
         """Called after each committed mutation, in order. Errors are logged, not raised;
