@@ -165,6 +165,11 @@ class Conversation(Base):
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     # Messages take positions from this counter; its row lock orders concurrent appenders.
     message_count: Mapped[int] = mapped_column(Integer)
+    # The live context is this compacted prefix ({"through_position", "messages"}) followed
+    # by the messages after it; the transcript itself stays append-only (auto-compaction).
+    context: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # The run journal: working memory the agent edits through its journal tools (seed 000).
+    journal: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     created_at: Mapped[datetime] = _now()
 
 
