@@ -107,6 +107,48 @@ class LLMSettings(BaseModel):
     anthropic_base_url: str | None = Field(None, description="Messages API base URL override.")
 
 
+class ResilienceSettings(BaseModel):
+    """LLM retries (seed 001 "Retryability Classification", "Production Considerations")
+    and the circuit breakers of tools and models."""
+
+    llm_max_attempts: int = Field(
+        4, ge=1, le=100, description="Attempts at one LLM call (persistent mode: unlimited)."
+    )
+    llm_max_delay_s: float = Field(
+        32.0, ge=0, le=3_600, description="Longest backoff between LLM attempts (before jitter)."
+    )
+    llm_retry_after_cap_s: float = Field(
+        60.0, ge=0, le=86_400, description="Longest server `retry-after` honoured."
+    )
+    llm_overloads_before_fallback: int = Field(
+        3, ge=1, le=100, description="Consecutive overloads (529) before the fallback model."
+    )
+    llm_persistent_cap_s: float = Field(
+        21_600.0, gt=0, le=7 * 86_400, description="Persistent retry mode gives up after this."
+    )
+    llm_persistent_chunk_s: float = Field(
+        30.0, gt=0, le=3_600, description="Persistent mode sleeps in chunks, heartbeating."
+    )
+    breaker_window_calls: int = Field(
+        20, ge=1, le=10_000, description="Recent calls a circuit breaker judges."
+    )
+    breaker_min_calls: int = Field(
+        5, ge=1, le=10_000, description="Calls in the window before a breaker may open."
+    )
+    breaker_failure_rate: float = Field(
+        0.5, gt=0, le=1, description="Failure share of the window that opens a breaker."
+    )
+    breaker_cooldown_s: float = Field(
+        30.0, ge=0, le=86_400, description="An open breaker refuses calls this long."
+    )
+
+    @model_validator(mode="after")
+    def _window_holds_min_calls(self) -> ResilienceSettings:
+        if self.breaker_min_calls > self.breaker_window_calls:
+            raise ValueError("breaker_min_calls must not exceed breaker_window_calls")
+        return self
+
+
 class ToolSettings(BaseModel):
     http_allow_private: bool = Field(
         False, description="Let http_request reach private, loopback and link-local addresses."
@@ -118,6 +160,77 @@ class ToolSettings(BaseModel):
         default_factory=list,
         description="`module:function` entries; each function returns a list of extra tools.",
     )
+
+
+class CompactionSettings(BaseModel):
+    """Auto-compaction and the recovery ladder (seed 000): when a prompt grows past the
+    threshold, older messages are folded into a summary, then pruned deeper, then a human
+    is asked."""
+
+    threshold_ratio: float = Field(
+        0.7, gt=0, lt=1, description="Compact past this share of the model's context window."
+    )
+    keep_last_messages: int = Field(
+        10, ge=2, le=200, description="Messages a compaction (R1) keeps verbatim."
+    )
+    deep_prune_keep_messages: int = Field(
+        4, ge=1, le=200, description="Messages a deep prune (R2) keeps verbatim."
+    )
+    pin_max_chars: int = Field(
+        2_000, ge=100, le=100_000, description="Longest tool result pinned into a summary."
+    )
+    summary_model: str = Field(
+        "claude-haiku-4-5", min_length=1, description="The cheap model that writes summaries."
+    )
+    summary_max_tokens: int = Field(
+        1_024, ge=64, le=32_000, description="Longest summary the model may write."
+    )
+    summary_timeout_s: float = Field(
+        60.0, gt=0, le=600, description="A summary call slower than this counts as failed."
+    )
+    summary_failures_before_truncation_only: int = Field(
+        3, ge=1, le=100, description="Consecutive failed summaries before a run only truncates."
+    )
+    max_recovery_actions: int = Field(
+        4, ge=0, le=100, description="Compactions, prunes and asks allowed in one run."
+    )
+    escalation_window_iterations: int = Field(
+        20, ge=1, le=10_000, description="Over budget again this soon after a stage: escalate."
+    )
+
+    @model_validator(mode="after")
+    def _prune_keeps_less(self) -> CompactionSettings:
+        if self.deep_prune_keep_messages >= self.keep_last_messages:
+            raise ValueError("deep_prune_keep_messages must be below keep_last_messages")
+        return self
+
+
+class LoopGuardSettings(BaseModel):
+    """The stagnation detector (seed 002 "Stagnation Detection"); tool-loop detection keeps
+    seed 000's fixed thresholds."""
+
+    stagnation_enabled: bool = Field(True, description="Stop runs stuck repeating tool calls.")
+    stagnation_window_size: int = Field(
+        5, ge=1, le=100, description="Recent tool-bearing turns the detector judges."
+    )
+    stagnation_repetition_threshold: float = Field(
+        0.6, gt=0, le=1, description="Share of repeated calls in the window that means stuck."
+    )
+    stagnation_cycle_detection: bool = Field(
+        True, description="Also treat turns going round in a cycle (A→B→A→B) as stuck."
+    )
+    stagnation_max_corrections: int = Field(
+        1, ge=0, le=10, description="Corrective notes before a stuck run stops (0: at once)."
+    )
+    stagnation_min_tool_turns: int = Field(
+        2, ge=1, le=100, description="Tool-bearing turns before the detector gives a verdict."
+    )
+
+    @model_validator(mode="after")
+    def _window_holds_min_turns(self) -> LoopGuardSettings:
+        if self.stagnation_min_tool_turns > self.stagnation_window_size:
+            raise ValueError("stagnation_min_tool_turns must not exceed stagnation_window_size")
+        return self
 
 
 class AuthSettings(BaseModel):
@@ -142,7 +255,10 @@ class Settings(BaseSettings):
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
     reconciler: ReconcilerSettings = Field(default_factory=ReconcilerSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    loop_guards: LoopGuardSettings = Field(default_factory=LoopGuardSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Root log level."
     )

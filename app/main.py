@@ -21,7 +21,8 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import migrate
-from app.api import agents, health, problems, tasks
+from app.api import agents, health, problems, tasks, workflow_executions, workflows
+from app.api import metrics as metrics_api
 from app.api import runs as runs_api
 from app.api.body_limit import BodyLimit
 from app.api.openapi import build_openapi, operation_id
@@ -36,7 +37,9 @@ from app.engine.reconciler import Reconciler
 from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
+from app.engine.task_runs import TaskRuns
 from app.engine.workers import WorkerPool
+from app.engine.workflow_observer import ExecutionObserver
 from app.llm.providers import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.loop.executor import LoopDeps, RunLoop
@@ -44,7 +47,9 @@ from app.loop.tool_runner import ToolRunner
 from app.loop.tools.base import Tool
 from app.loop.tools.builtins import BuiltinServices, builtin_tools
 from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
+from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.registry import ToolRegistry
+from app.metrics import Metrics
 from app.runtime import Runtime
 from app.schemas.runs import RunRead
 
@@ -87,7 +92,13 @@ def build_workers(
     )
     plugins = [tool for entry in tool_settings.plugins for tool in load_plugin(entry)]
     registry = ToolRegistry(
-        [*builtin_tools(), make_http_request_tool(http_policy), *plugins, *extra_tools]
+        [
+            *builtin_tools(),
+            *journal_tools(),
+            make_http_request_tool(http_policy),
+            *plugins,
+            *extra_tools,
+        ]
     )
     deps = LoopDeps(
         sessionmaker=sessionmaker,
@@ -140,6 +151,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         max_batch=engine_settings.max_batch,
         queue_full_retry_after_s=engine_settings.queue_full_retry_after_s,
     )
+    app.state.metrics = Metrics(task_queue_depth=lambda: task_engine.queue_depth)
     runs = RunCommands(sessionmaker, bus)
     providers = Providers(settings.llm)
     committer = GroupCommitter(sessionmaker, write_boundaries)
@@ -163,7 +175,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     )
     app.state.runtime = runtime
     listener.start()
+    workflow_observer = ExecutionObserver(sessionmaker, bus, task_engine)
+    task_engine.add_observer(workflow_observer)
+    workflow_observer.start()
     task_engine.start()
+    task_runs = TaskRuns(
+        sessionmaker, task_engine, runs, bus, poll_interval_s=settings.workers.poll_interval_s
+    )
+    await task_runs.start()
     reconciler = Reconciler(
         sessionmaker,
         bus,
@@ -184,7 +203,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             await workers.stop(settings.workers.grace_s)
         await reconciler.stop()
         await committer.stop()
+        await task_runs.stop()
         await task_engine.stop(engine_settings.drain_timeout_s)
+        await workflow_observer.stop()
         await providers.aclose()
         await listener.stop()
         await db.dispose()
@@ -207,8 +228,11 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[Tool] = ()) 
     problems.install(app)
     app.add_middleware(BodyLimit, max_body_bytes=settings.server.max_body_bytes)
     app.include_router(health.router)
+    app.include_router(metrics_api.router)
     app.include_router(tasks.router)
     app.include_router(agents.router)
     app.include_router(runs_api.router)
+    app.include_router(workflows.router)
+    app.include_router(workflow_executions.router)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.db import Base
 from app.states import RUN_ACTIVE, RunStatus, TaskStatus
 from app.vocabulary import Complexity, CoordinationTopology, Priority, TaskStructure, TaskType
+from app.workflow_states import ExecutionStatus, ReviewTimeoutPolicy
 
 
 def _one_of(column: str, enum: type[StrEnum]) -> CheckConstraint:
@@ -291,6 +292,66 @@ class Checkpoint(Base):
     created_at: Mapped[datetime] = _now()
 
 
+class Workflow(Base):
+    """A workflow definition (seed 002): a graph of nodes and edges, kept as JSONB."""
+
+    __tablename__ = "workflows"
+    __table_args__ = (
+        _one_of("review_timeout_policy", ReviewTimeoutPolicy),
+        CheckConstraint("review_timeout_s > 0", name="review_timeout_s"),
+        CheckConstraint("version >= 1", name="version"),
+    )
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text)
+    nodes: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+    edges: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+    review_timeout_s: Mapped[int] = mapped_column(Integer)
+    review_timeout_policy: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = _now()
+    updated_at: Mapped[datetime] = _now()
+
+
+class WorkflowExecution(Base):
+    """One activation of a definition: per-node status and what each task node waits on.
+    `workflow_id` is a plain reference: an execution's history outlives its definition."""
+
+    __tablename__ = "workflow_executions"
+    __table_args__ = (
+        _one_of("status", ExecutionStatus),
+        CheckConstraint("version >= 1", name="version"),
+        Index(None, "workflow_id", "id"),
+        Index(None, "status"),
+    )
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    workflow_id: Mapped[str] = mapped_column(Text)
+    workflow_version: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(Text)
+    context: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    node_status: Mapped[dict[str, str]] = mapped_column(JSONB)
+    waits_for: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    reason: Mapped[str | None] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = _now()
+    updated_at: Mapped[datetime] = _now()
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class WorkflowExecutionTask(Base):
+    """The task made for a task node; keyed by task so that a task change finds its
+    execution with one index lookup."""
+
+    __tablename__ = "workflow_execution_tasks"
+    __table_args__ = (Index(None, "execution_id"),)
+
+    task_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    execution_id: Mapped[str] = mapped_column(Text, ForeignKey("workflow_executions.id"))
+    node_id: Mapped[str] = mapped_column(Text)
+
+
 # Typed handles on the tables, for Core statements (bulk writes, executemany).
 TASKS = cast(Table, Task.__table__)
 TRANSITIONS = cast(Table, TaskTransition.__table__)
@@ -302,3 +363,6 @@ RUNS = cast(Table, Run.__table__)
 MESSAGES = cast(Table, Message.__table__)
 TOOL_CALLS = cast(Table, ToolCall.__table__)
 CHECKPOINTS = cast(Table, Checkpoint.__table__)
+WORKFLOWS = cast(Table, Workflow.__table__)
+WORKFLOW_EXECUTIONS = cast(Table, WorkflowExecution.__table__)
+WORKFLOW_EXECUTION_TASKS = cast(Table, WorkflowExecutionTask.__table__)

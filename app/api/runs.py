@@ -1,4 +1,4 @@
-"""`/v1/runs`, `/v1/conversations/{id}/messages` and `/v1/lanes/{lane}`."""
+"""`/v1/runs`, `/v1/conversations/{id}/messages` and `.../journal`, `/v1/lanes/{lane}`."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from app.api.streams import open_stream, resume_point
 from app.engine.runs import RUNS_STREAM, run_stream
 from app.errors import NotFound
 from app.schemas.common import Page
+from app.schemas.journal import JournalRead
 from app.schemas.runs import HumanResponse, LaneRead, MessageRead, RunCreate, RunRead
 from app.states import RUN_SETTLED, RunStatus
 from app.store import conversations
+from app.store import journal as journal_store
 from app.store import runs as run_store
 from app.store.idempotency import request_hash
 
@@ -192,6 +194,20 @@ async def list_conversation_messages(
     if not await conversations.exists(session, conversation_id):
         raise NotFound("conversation", conversation_id)
     return await conversations.read_messages(session, conversation_id, after=after, limit=limit)
+
+
+@router.get(
+    "/v1/conversations/{conversation_id}/journal",
+    response_model=JournalRead,
+    summary="A conversation's run journal",
+)
+async def get_conversation_journal(conversation_id: str, session: SessionDep) -> JournalRead:
+    """What the agent wrote down with its journal tools; after a failed run, the handoff:
+    its last objective, the state it reached and the next action it suggested."""
+    stored = await journal_store.read_journal(session, conversation_id)
+    if stored is None:
+        raise NotFound("conversation", conversation_id)
+    return JournalRead.model_validate({**stored, "conversation_id": conversation_id})
 
 
 @router.get("/v1/lanes/{lane:path}", response_model=LaneRead, summary="Who holds a lane")

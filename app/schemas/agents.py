@@ -62,7 +62,11 @@ class ModelConfig(BaseModel):
 
     provider: Literal["anthropic", "scripted"]
     name: Name = Field(examples=["claude-sonnet-4-5"])
-    fallback_name: Name | None = None
+    fallback_name: Name | None = Field(
+        None,
+        description="Same provider, another model: used after repeated overloads, or while "
+        "the primary model's circuit breaker is open.",
+    )
     context_window: int = Field(200_000, ge=1_000, le=10_000_000)
     max_output_tokens: int = Field(4_096, ge=1, le=200_000)
     base_url: Annotated[str, StringConstraints(max_length=500)] | None = None
@@ -83,6 +87,11 @@ class Limits(BaseModel):
     max_iterations: int = Field(25, ge=1, le=1_000)
     soft_time_limit_s: float = Field(900.0, gt=0, le=86_400)
     hard_time_limit_s: float = Field(1_200.0, gt=0, le=86_400)
+    persistent_retries: bool = Field(
+        False,
+        description="Unattended runs: retry LLM calls without an attempt limit, for up to the "
+        "persistent cap (6 h by default), heartbeating through long waits.",
+    )
 
     @model_validator(mode="after")
     def _soft_before_hard(self) -> Limits:

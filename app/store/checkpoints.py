@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import CHECKPOINTS
+from app.store.driver import driver_connection, json_text
 
 CheckpointKind = Literal[
     "input", "llm_response", "tool_result", "compaction", "journal_update", "human_pause", "final"
@@ -27,26 +28,24 @@ class CheckpointRecord:
     loop_counters: dict[str, Any] = field(default_factory=dict)
 
 
+_WRITE_MANY = (
+    "INSERT INTO checkpoints (run_id, kind, iteration, message_cursor, "
+    "persisted_message_count, system_prompt_hash, completed_tool_call_ids, loop_counters) "
+    "SELECT run_id, kind, iteration, message_cursor, persisted_message_count, "
+    "system_prompt_hash, completed_tool_call_ids, loop_counters "
+    "FROM jsonb_to_recordset($1::text::jsonb) AS c(run_id text, kind text, iteration int, "
+    "message_cursor int, persisted_message_count int, system_prompt_hash text, "
+    "completed_tool_call_ids jsonb, loop_counters jsonb)"
+)
+
+
 async def write_many(
     session: AsyncSession, checkpoints: Sequence[tuple[str, CheckpointRecord]]
 ) -> None:
     if checkpoints:
-        await session.execute(
-            CHECKPOINTS.insert(),
-            [
-                {
-                    "run_id": run_id,
-                    "kind": c.kind,
-                    "iteration": c.iteration,
-                    "message_cursor": c.message_cursor,
-                    "persisted_message_count": c.persisted_message_count,
-                    "system_prompt_hash": c.system_prompt_hash,
-                    "completed_tool_call_ids": c.completed_tool_call_ids,
-                    "loop_counters": c.loop_counters,
-                }
-                for run_id, c in checkpoints
-            ],
-        )
+        rows = [{"run_id": run_id, **vars(c)} for run_id, c in checkpoints]
+        driver = await driver_connection(session)
+        await driver.execute(_WRITE_MANY, json_text(rows))
 
 
 async def latest(session: AsyncSession, run_id: str) -> CheckpointRecord | None:

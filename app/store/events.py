@@ -12,6 +12,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import Event, EventStream
+from app.store.driver import driver_connection, json_text
 
 NOTIFY_CHANNEL = "loopwright_events"
 
@@ -69,10 +70,9 @@ async def append_events(
     return list(range(last - len(events) + 1, last + 1))
 
 
-_APPEND_MANY = text(
-    """
+_APPEND_MANY = """
     WITH batch AS (
-        SELECT * FROM jsonb_to_recordset(CAST(:events AS jsonb))
+        SELECT * FROM jsonb_to_recordset($1::text::jsonb)
             AS e(stream text, ord int, type text, data jsonb, created_at timestamptz)
     ), counts AS (
         SELECT stream, count(*) AS n FROM batch GROUP BY stream
@@ -89,10 +89,9 @@ _APPEND_MANY = text(
         FROM batch AS b JOIN claim AS c USING (stream) JOIN counts AS k USING (stream)
     )
     SELECT stream, last_seq,
-           pg_notify(:channel, json_build_object('stream', stream, 'seq', last_seq)::text)
+           pg_notify($2, json_build_object('stream', stream, 'seq', last_seq)::text)
     FROM claim
-    """
-)
+"""
 
 
 async def append_many(
@@ -104,10 +103,11 @@ async def append_many(
     if not events:
         return
     rows = [
-        {"stream": stream, "ord": i, "type": e.type, "data": e.data, "created_at": at.isoformat()}
+        {"stream": stream, "ord": i, "type": e.type, "data": e.data, "created_at": at}
         for i, (stream, e, at) in enumerate(events)
     ]
-    await session.execute(_APPEND_MANY, {"events": json.dumps(rows), "channel": NOTIFY_CHANNEL})
+    driver = await driver_connection(session)
+    await driver.execute(_APPEND_MANY, json_text(rows), NOTIFY_CHANNEL)
 
 
 async def read_events(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -13,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.models import RUNS
 from app.schemas.runs import RunRead
 from app.states import RUN_ACTIVE, RunStatus
+from app.store.driver import driver_connection, json_text
 
 _ACTIVE = [s.value for s in RUN_ACTIVE]
 
@@ -67,19 +67,17 @@ _BOUNDARY_COLUMNS = (
     "not_before",
     "error_log",
 )
-_UPDATE_LEASED_MANY = text(
-    f"""
+_UPDATE_LEASED_MANY = f"""
     UPDATE runs AS r
     SET ({", ".join(_BOUNDARY_COLUMNS)}) = (
             SELECT {", ".join("p." + c for c in _BOUNDARY_COLUMNS)}
             FROM jsonb_populate_record(r, v.doc) AS p),
         version = r.version + 1, updated_at = now()
-    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS v(id text, owner text, token bigint, doc jsonb)
+    FROM jsonb_to_recordset($1::text::jsonb) AS v(id text, owner text, token bigint, doc jsonb)
     WHERE r.id = v.id AND r.lease_owner = v.owner AND r.lease_token = v.token
       AND r.status = 'running'
     RETURNING r.*
-    """
-)
+"""
 
 
 async def update_leased_many(
@@ -93,14 +91,17 @@ async def update_leased_many(
     unknown = {k for *_, values in writes for k in values} - set(_BOUNDARY_COLUMNS)
     if unknown:
         raise ValueError(f"not boundary columns: {sorted(unknown)}")
-    rows = json.dumps(
+    rows = json_text(
         [
             {"id": run_id, "owner": owner, "token": token, "doc": values}
             for run_id, owner, token, values in writes
-        ],
-        default=str,
+        ]
     )
-    return {r.id: _read(r) for r in await session.execute(_UPDATE_LEASED_MANY, {"rows": rows})}
+    driver = await driver_connection(session)
+    return {
+        r["id"]: RunRead.model_validate({**r, "metadata_": r["metadata"]})
+        for r in await driver.fetch(_UPDATE_LEASED_MANY, rows)
+    }
 
 
 # Work to claim, oldest first: the head of each lane that nobody holds and whose backoff

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, text, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import TOOL_CALLS
+from app.store.driver import driver_connection, json_text
 
 
 @dataclass(frozen=True)
@@ -28,19 +28,21 @@ class ToolCallRecord:
     is_error: bool
 
 
-_START_MANY = text(
+# The rows are `Started` and `Completed` documents: orjson writes a dataclass as an object
+# of its fields, which are the record columns below.
+_START_MANY = (
     "INSERT INTO tool_calls (run_id, tool_call_id, tool, arguments, idempotent, attempts, "
     "started_at, is_error) "
     "SELECT run_id, tool_call_id, tool, arguments, idempotent, 1, started_at, false "
-    "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS s(run_id text, tool_call_id text, "
+    "FROM jsonb_to_recordset($1::text::jsonb) AS s(run_id text, tool_call_id text, "
     "tool text, arguments jsonb, idempotent boolean, started_at timestamptz) "
     "ON CONFLICT (run_id, tool_call_id) DO UPDATE "
     "SET attempts = tool_calls.attempts + 1, started_at = excluded.started_at"
 )
-_COMPLETE_MANY = text(
+_COMPLETE_MANY = (
     "UPDATE tool_calls AS t SET result = r.result, is_error = r.is_error, "
     "attempts = r.attempts, completed_at = r.completed_at "
-    "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(run_id text, tool_call_id text, "
+    "FROM jsonb_to_recordset($1::text::jsonb) AS r(run_id text, tool_call_id text, "
     "result text, is_error boolean, attempts int, completed_at timestamptz) "
     "WHERE t.run_id = r.run_id AND t.tool_call_id = r.tool_call_id"
 )
@@ -70,34 +72,14 @@ async def start_many(session: AsyncSession, calls: Sequence[Started]) -> None:
     """Ledger rows begun before their tools run; a call begun before (a re-run after a
     crash) counts one more attempt."""
     if calls:
-        rows = [
-            {
-                "run_id": c.run_id,
-                "tool_call_id": c.tool_call_id,
-                "tool": c.tool,
-                "arguments": c.arguments,
-                "idempotent": c.idempotent,
-                "started_at": c.started_at.isoformat(),
-            }
-            for c in calls
-        ]
-        await session.execute(_START_MANY, {"rows": json.dumps(rows)})
+        driver = await driver_connection(session)
+        await driver.execute(_START_MANY, json_text(list(calls)))
 
 
 async def complete_many(session: AsyncSession, results: Sequence[Completed]) -> None:
     if results:
-        rows = [
-            {
-                "run_id": c.run_id,
-                "tool_call_id": c.tool_call_id,
-                "result": c.result,
-                "is_error": c.is_error,
-                "attempts": c.attempts,
-                "completed_at": c.completed_at.isoformat(),
-            }
-            for c in results
-        ]
-        await session.execute(_COMPLETE_MANY, {"rows": json.dumps(rows)})
+        driver = await driver_connection(session)
+        await driver.execute(_COMPLETE_MANY, json_text(list(results)))
 
 
 async def complete(

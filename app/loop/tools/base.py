@@ -32,6 +32,10 @@ class ToolContext:
     agent_id: str
     conversation_id: str
     services: Any = None  # built-ins reach the engines through this (see tools/builtins)
+    # The run's lease, for tools that write on the run's behalf (the journal): their writes
+    # are fenced like the loop's own, so a worker that lost the run writes nothing.
+    lease_owner: str | None = None
+    lease_token: int | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -60,8 +64,8 @@ class Tool:
     handler: ToolHandler
     idempotent: IdempotencyRule = False
     retries: bool = False
-    fallback: str | None = None
-    optional: bool = False
+    fallback: str | None = None  # another tool, run with the same input when this one fails
+    optional: bool = False  # failing for good withdraws it from the run instead of failing
     destructive: bool = True
     requires_permission: bool = True
     pauses_run: bool = False  # ask_human and friends: the run waits for a person
@@ -100,6 +104,8 @@ def define_tool(
         raise ValueError(f"tool {name!r}: only idempotent tools may be retried")
     if not name.replace("_", "").isalnum():
         raise ValueError(f"tool {name!r}: names are letters, digits and underscores")
+    if fallback == name:
+        raise ValueError(f"tool {name!r}: a tool cannot be its own fallback")
     return Tool(
         name=name,
         description=description,

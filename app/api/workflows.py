@@ -1,0 +1,135 @@
+"""`/v1/workflows`: workflow definitions, their validation and their YAML export."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response, status
+
+from app.api.deps import RuntimeDep, SessionDep, get_principal
+from app.api.headers import IfMatchHeader, etag, expected_version
+from app.api.pagination import decode_cursor, page
+from app.engine.workflow_graph import export_yaml, validate_workflow
+from app.engine.workflows import WorkflowCommands
+from app.errors import NotFound, ValidationFailed
+from app.schemas.common import Page
+from app.schemas.workflows import WorkflowCreate, WorkflowPatch, WorkflowRead, WorkflowValidation
+from app.store import workflows as store
+
+router = APIRouter(
+    prefix="/v1/workflows", tags=["workflows"], dependencies=[Depends(get_principal)]
+)
+
+
+def get_workflow_commands(runtime: RuntimeDep) -> WorkflowCommands:
+    return WorkflowCommands(runtime.sessionmaker, runtime.bus, runtime.tasks)
+
+
+WorkflowCommandsDep = Annotated[WorkflowCommands, Depends(get_workflow_commands)]
+
+
+async def _load(session: SessionDep, workflow_id: str) -> WorkflowRead:
+    workflow = await store.get_workflow(session, workflow_id)
+    if workflow is None:
+        raise NotFound("workflow", workflow_id)
+    return workflow
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=WorkflowRead,
+    summary="Create a workflow definition",
+)
+async def create_workflow(
+    body: WorkflowCreate, request: Request, response: Response, commands: WorkflowCommandsDep
+) -> WorkflowRead:
+    """Saved when its structure holds (unique ids, edges between known nodes, configs that
+    fit their node types, conditions that parse); the other rules are checked by
+    `validate` and on activation, so an unfinished draft can be saved."""
+    workflow = await commands.create(body)
+    response.headers["Location"] = str(request.url_for("get_workflow", workflow_id=workflow.id))
+    response.headers["ETag"] = etag(workflow.version)
+    return workflow
+
+
+@router.get("", response_model=Page[WorkflowRead], summary="List workflow definitions")
+async def list_workflows(
+    session: SessionDep,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Page[WorkflowRead]:
+    rows = await store.list_workflows(session, after_id=decode_cursor(cursor), limit=limit + 1)
+    return page(rows, limit)
+
+
+@router.get("/{workflow_id}", response_model=WorkflowRead, summary="Get a workflow definition")
+async def get_workflow(workflow_id: str, session: SessionDep, response: Response) -> WorkflowRead:
+    workflow = await _load(session, workflow_id)
+    response.headers["ETag"] = etag(workflow.version)
+    return workflow
+
+
+@router.patch("/{workflow_id}", response_model=WorkflowRead, summary="Update a workflow definition")
+async def update_workflow(
+    workflow_id: str,
+    body: WorkflowPatch,
+    response: Response,
+    commands: WorkflowCommandsDep,
+    if_match: IfMatchHeader = None,
+) -> WorkflowRead:
+    """Send the version you last read as `If-Match` or as `version` in the body; a stale
+    one is a 409 `version_conflict` naming the current version."""
+    if not body.model_fields_set - {"version"}:
+        raise ValidationFailed.field("body", "names no field to change")
+    header = expected_version(if_match)
+    if header is not None and body.version is not None and header != body.version:
+        raise ValidationFailed.field("body.version", "differs from the If-Match header")
+    workflow = await commands.update(workflow_id, body, expected_version=header)
+    response.headers["ETag"] = etag(workflow.version)
+    return workflow
+
+
+@router.delete(
+    "/{workflow_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete a workflow definition",
+)
+async def delete_workflow(
+    workflow_id: str, commands: WorkflowCommandsDep, if_match: IfMatchHeader = None
+) -> Response:
+    """Refused (409 `workflow_in_use`) while it has running executions; finished
+    executions are kept."""
+    await commands.delete(workflow_id, expected_version=expected_version(if_match))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/{workflow_id}/validate",
+    response_model=WorkflowValidation,
+    summary="Check a workflow definition against every rule",
+)
+async def validate_workflow_definition(workflow_id: str, session: SessionDep) -> WorkflowValidation:
+    workflow = await _load(session, workflow_id)
+    errors = validate_workflow(workflow.nodes, workflow.edges)
+    return WorkflowValidation(valid=not errors, errors=errors)
+
+
+@router.get(
+    "/{workflow_id}/export",
+    response_class=Response,
+    summary="Export a workflow definition as YAML",
+    responses={200: {"content": {"application/yaml": {}}, "description": "The YAML steps."}},
+)
+async def export_workflow(workflow_id: str, session: SessionDep) -> Response:
+    """Steps in topological order with `depends_on`; start and end are left out."""
+    workflow = await _load(session, workflow_id)
+    document = export_yaml(workflow.name, workflow.description, workflow.nodes, workflow.edges)
+    return Response(
+        document,
+        media_type="application/yaml",
+        headers={
+            "ETag": etag(workflow.version),
+            "Content-Disposition": f'inline; filename="{workflow.id}.yaml"',
+        },
+    )

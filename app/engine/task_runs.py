@@ -1,0 +1,274 @@
+"""Tasks executed by agents (seed 002 "AgentEngine ↔ TaskEngine Incremental Sync").
+
+A task assigned to an agent whose dependencies are all completed becomes a run on lane
+`task:<id>`, and that lane's newest run then drives the task:
+
+    run dispatched, running, waiting   task → in_progress (an agent run owns it)
+    run completed                      task → in_review (the review gate)
+    run failed or dead-lettered        task → failed, then → assigned while retries remain,
+                                       which dispatches a new run
+    run handed back at shutdown        task → interrupted; → in_progress when it runs again
+    run cancelled                      task → cancelled
+    task cancelled                     its queued and active runs are cancelled
+
+`assigned` therefore always means "no run works on this yet": a settled run behind an
+assigned task is history, and the task is due a new run.
+
+Sync is best effort, as the seed asks (a failure is logged, the agent is never blocked),
+and convergent: each pass compares the task with its lane's newest run and walks only
+allowed transitions, so a replayed event or the sweep after a restart end in the same
+state. Passes over one task are serialised within the process; the bridge runs in the
+serving process (`loopwright serve`), next to the TaskEngine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.bus import EventBus
+from app.engine.runs import RUNS_STREAM, LaneBusy, RunCommands
+from app.engine.task_engine import MutationResult, TaskEngine
+from app.engine.task_mutations import TransitionTask
+from app.errors import AppError
+from app.schemas.runs import RunCreate, RunRead
+from app.schemas.tasks import TaskRead
+from app.states import TERMINAL, RunStatus, TaskStatus
+from app.store import events as event_store
+from app.store import task_runs as store
+from app.store import tasks as task_store
+
+log = logging.getLogger(__name__)
+
+ACTOR = "task-runs"
+BATCH = 500
+T = TaskStatus
+R = RunStatus
+
+# How a task follows its newest run: (task status, run status) -> the transitions to walk.
+_ROUTES: dict[tuple[TaskStatus, RunStatus], tuple[TaskStatus, ...]] = {
+    (T.ASSIGNED, R.QUEUED): (T.IN_PROGRESS,),
+    (T.ASSIGNED, R.RUNNING): (T.IN_PROGRESS,),
+    (T.ASSIGNED, R.WAITING_ON_HUMAN): (T.IN_PROGRESS,),
+    (T.INTERRUPTED, R.RUNNING): (T.ASSIGNED, T.IN_PROGRESS),
+    (T.INTERRUPTED, R.WAITING_ON_HUMAN): (T.ASSIGNED, T.IN_PROGRESS),
+    (T.IN_PROGRESS, R.COMPLETED): (T.IN_REVIEW,),
+    (T.INTERRUPTED, R.COMPLETED): (T.ASSIGNED, T.IN_PROGRESS, T.IN_REVIEW),
+    (T.IN_PROGRESS, R.FAILED): (T.FAILED,),
+    (T.IN_PROGRESS, R.DEAD_LETTER): (T.FAILED,),
+    (T.INTERRUPTED, R.FAILED): (T.ASSIGNED, T.FAILED),
+    (T.INTERRUPTED, R.DEAD_LETTER): (T.ASSIGNED, T.FAILED),
+    (T.IN_PROGRESS, R.CANCELLED): (T.CANCELLED,),
+    (T.INTERRUPTED, R.CANCELLED): (T.ASSIGNED, T.CANCELLED),
+}
+# A run in these states no longer works its task.
+_DONE = frozenset({R.COMPLETED, R.FAILED, R.DEAD_LETTER, R.CANCELLED})
+
+
+def sync_route(task: TaskStatus, run: RunStatus) -> tuple[TaskStatus, ...]:
+    """The transitions that bring a task in line with its newest run: none when it is in
+    line, or when the run's state says nothing new (queued for a retry, timed out)."""
+    return _ROUTES.get((task, run), ())
+
+
+def run_input(task: TaskRead, feedback: str | None = None) -> str:
+    """What the agent is asked: the task, and a reviewer's reasons when it is rework."""
+    parts = [task.title]
+    if task.description:
+        parts.append(task.description)
+    if feedback:
+        parts.append(f"A reviewer sent this back for rework: {feedback}")
+    return "\n\n".join(parts)
+
+
+class TaskRuns:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        tasks: TaskEngine,
+        runs: RunCommands,
+        bus: EventBus,
+        *,
+        poll_interval_s: float = 5.0,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._tasks = tasks
+        self._runs = runs
+        self._bus = bus
+        self._poll_interval_s = poll_interval_s
+        self._follower: asyncio.Task[None] | None = None
+        self._work: set[asyncio.Task[object]] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._cursor = 0  # the runs board is read after this event
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Follow the runs board from now on, after one sweep over what came before."""
+        self._tasks.add_observer(self._on_task_change)
+        async with self._sessionmaker() as session:
+            self._cursor = await event_store.last_seq(session, RUNS_STREAM)
+        self._follower = asyncio.create_task(self._follow(), name="task-runs")
+
+    async def stop(self) -> None:
+        """Call after the workers stopped and before the TaskEngine does: the runs they
+        handed back are synced (their tasks become `interrupted`) before the bridge ends."""
+        pending = [*self._work, *([self._follower] if self._follower else [])]
+        for job in pending:
+            job.cancel()
+        for job in pending:
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+        self._follower = None
+        while await _best_effort(self._catch_up()):
+            pass
+
+    async def _on_task_change(self, result: MutationResult) -> None:
+        """TaskEngine observer. It must not hold up the writer, so the work gets a task."""
+        task = result.task
+        if result.change is None:
+            return
+        if task.status is T.ASSIGNED:
+            work: Awaitable[object] = self.sync(task.id)
+        elif task.status is T.COMPLETED:
+            work = self._sync_dependents(task.id)
+        elif task.status is T.CANCELLED:
+            work = self._cancel_runs(task.id)
+        else:
+            return
+        job = asyncio.create_task(_best_effort(work))
+        self._work.add(job)
+        job.add_done_callback(self._work.discard)
+
+    # -- one task --------------------------------------------------------------------
+
+    async def sync(
+        self, task_id: str, *, interrupted_run: str | None = None, feedback: str | None = None
+    ) -> None:
+        """Bring one task in line with its lane's newest run, dispatching a run when the
+        task is an agent's, ready, and has none working on it."""
+        async with self._task_lock(task_id):
+            async with self._sessionmaker() as session:
+                task = await task_store.get_task(session, task_id)
+                if task is None or task.status in TERMINAL:
+                    return
+                run = await store.latest_run(session, task_id)
+            if task.status is T.ASSIGNED and (run is None or run.status in _DONE):
+                run = await self._dispatch(task, run, feedback)
+                if run is None:
+                    return
+            if run is None:
+                return
+            if interrupted_run == run.id and run.status is R.QUEUED:
+                route: tuple[TaskStatus, ...] = (
+                    (T.INTERRUPTED,) if task.status is T.IN_PROGRESS else ()
+                )
+            else:
+                route = sync_route(task.status, run.status)
+            for target in route:
+                task = await self._move(task, target, f"run {run.id} is {run.status.value}")
+            if task.status is T.FAILED and task.retry_count < task.max_retries:
+                task = await self._move(task, T.ASSIGNED, "retrying after a failed run")
+                run = await self._dispatch(task, run, None)
+                if run is not None:
+                    await self._move(task, T.IN_PROGRESS, f"run {run.id} is queued")
+
+    async def _dispatch(
+        self, task: TaskRead, previous: RunRead | None, feedback: str | None
+    ) -> RunRead | None:
+        async with self._sessionmaker() as session:
+            agent_id = await store.resolve_agent(session, task.assigned_to or "")
+            if agent_id is None or await store.unfinished_dependencies(session, task):
+                return None  # a person's task, or one still waiting on others
+        body = RunCreate(
+            agent_id=agent_id,
+            # Retries and rework continue the task's conversation.
+            conversation_id=previous.conversation_id if previous else None,
+            lane=store.task_lane(task.id),
+            input=run_input(task, feedback),
+            multitask="reject",
+            metadata={"task_id": task.id},
+        )
+        try:
+            run, _ = await self._runs.create(body)
+        except LaneBusy:
+            return None  # another process dispatched it
+        log.info("task %s dispatched as run %s", task.id, run.id)
+        return run
+
+    async def _move(self, task: TaskRead, to: TaskStatus, why: str) -> TaskRead:
+        mutation = TransitionTask(task.id, to, ACTOR, expected_version=task.version, reason=why)
+        return (await self._tasks.submit(mutation)).task
+
+    @contextlib.asynccontextmanager
+    async def _task_lock(self, task_id: str) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(task_id, asyncio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and self._locks.get(task_id) is lock:
+                del self._locks[task_id]
+
+    async def _sync_dependents(self, task_id: str) -> None:
+        async with self._sessionmaker() as session:
+            waiting = await store.dependents(session, task_id)
+        for task in waiting:
+            await _best_effort(self.sync(task.id))
+
+    async def _cancel_runs(self, task_id: str) -> None:
+        async with self._sessionmaker() as session:
+            runs = await store.unsettled_runs(session, task_id)
+        for run in runs:
+            await _best_effort(self._runs.cancel(run.id))
+
+    # -- catching up -----------------------------------------------------------------
+
+    async def sweep(self) -> None:
+        """After a restart or a missed event: every open task is synced once."""
+        async with self._sessionmaker() as session:
+            open_tasks = await store.tasks_in(
+                session, [T.ASSIGNED, T.IN_PROGRESS, T.INTERRUPTED], limit=BATCH
+            )
+        for task in open_tasks:
+            await _best_effort(self.sync(task.id))
+
+    async def _follow(self) -> None:
+        await _best_effort(self.sweep())
+        with self._bus.subscribe(RUNS_STREAM) as wake:
+            while True:
+                if not await self._catch_up():
+                    await wake.wait(self._poll_interval_s)
+
+    async def _catch_up(self) -> bool:
+        """Sync the tasks of the runs board's new events; True when there may be more."""
+        async with self._sessionmaker() as session:
+            events = await event_store.read_events(
+                session, RUNS_STREAM, after=self._cursor, limit=BATCH
+            )
+        for event in events:
+            self._cursor = event.seq
+            task_id = store.lane_task(str(event.data.get("lane", "")))
+            if task_id is None:
+                continue
+            handed_back = event.type == "agent_run.interrupted"
+            run_id = str(event.data["run_id"]) if handed_back else None
+            await _best_effort(self.sync(task_id, interrupted_run=run_id))
+        return len(events) == BATCH
+
+
+async def _best_effort(work: Awaitable[object]) -> object:
+    """Sync never stops on a failed step (seed 002): log it, go on; None when it failed."""
+    try:
+        return await work
+    except asyncio.CancelledError:
+        raise
+    except AppError as exc:
+        log.warning("task/run sync step refused: %s", exc)
+    except Exception:
+        log.exception("task/run sync step failed")
+    return None

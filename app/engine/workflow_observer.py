@@ -1,0 +1,212 @@
+"""The execution observer: task changes move workflow executions (seed 002 "Observer
+Mechanism").
+
+The TaskEngine calls the observer after each committed mutation; it only notes the task
+id and wakes its own loop, so the engine's writer never waits on workflow I/O. The loop
+re-derives each affected running execution from the current task rows: node statuses,
+then the execution's status, written with the version check in one transaction with
+their events. Deriving from the rows (not from the event) makes a pass idempotent: a
+duplicate, a late wake-up or the pass over every running execution at start-up (which
+catches what happened while no process was watching) all converge on the same state.
+
+    task status                                  node status
+    created, assigned, blocked, interrupted      pending
+    failed with a retry left                     pending (it will be reassigned)
+    in_progress, in_review                       running
+    completed                                    completed
+    failed with no retry left                    failed     -> execution failed
+    cancelled, or deleted                        cancelled  -> execution cancelled
+    every task node completed                               -> execution completed
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.bus import EventBus
+from app.engine.task_engine import MutationResult, TaskEngine
+from app.engine.task_mutations import UpdateTask
+from app.engine.workflow_plan import leaves, ready_nodes
+from app.engine.workflows import execution_event, execution_stream, node_event
+from app.errors import AppError
+from app.schemas.tasks import TaskRead
+from app.schemas.workflows import ExecutionRead
+from app.states import TaskStatus
+from app.store import events as event_store
+from app.store import workflows as store
+from app.workflow_states import ExecutionStatus, NodeStatus
+
+log = logging.getLogger(__name__)
+
+ACTOR = "workflow-observer"
+
+_NODE_OF_TASK = {
+    TaskStatus.CREATED: NodeStatus.PENDING,
+    TaskStatus.ASSIGNED: NodeStatus.PENDING,
+    TaskStatus.BLOCKED: NodeStatus.PENDING,
+    TaskStatus.INTERRUPTED: NodeStatus.PENDING,
+    TaskStatus.IN_PROGRESS: NodeStatus.RUNNING,
+    TaskStatus.IN_REVIEW: NodeStatus.RUNNING,
+    TaskStatus.COMPLETED: NodeStatus.COMPLETED,
+    TaskStatus.CANCELLED: NodeStatus.CANCELLED,
+}
+
+
+def node_status_of(task: TaskRead | None) -> NodeStatus:
+    if task is None:
+        return NodeStatus.CANCELLED  # deleted under the execution
+    if task.status is TaskStatus.FAILED:
+        retry_left = task.retry_count < task.max_retries
+        return NodeStatus.PENDING if retry_left else NodeStatus.FAILED
+    return _NODE_OF_TASK[task.status]
+
+
+def execution_status_of(task_nodes: Iterable[NodeStatus]) -> ExecutionStatus:
+    statuses = list(task_nodes)
+    if NodeStatus.FAILED in statuses:
+        return ExecutionStatus.FAILED
+    if NodeStatus.CANCELLED in statuses:
+        return ExecutionStatus.CANCELLED
+    if all(s is NodeStatus.COMPLETED for s in statuses):
+        return ExecutionStatus.COMPLETED
+    return ExecutionStatus.RUNNING
+
+
+def _reason(status: ExecutionStatus, node_status: Mapping[str, NodeStatus]) -> str | None:
+    if status is ExecutionStatus.RUNNING:
+        return None
+    if status is ExecutionStatus.COMPLETED:
+        return "every task completed"
+    culprit = NodeStatus.FAILED if status is ExecutionStatus.FAILED else NodeStatus.CANCELLED
+    nodes = ", ".join(n for n, s in node_status.items() if s is culprit)
+    return f"task node(s) {nodes} {culprit.value}"
+
+
+class ExecutionObserver:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        bus: EventBus,
+        tasks: TaskEngine,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._bus = bus
+        self._tasks = tasks
+        self._clock = clock
+        self._changed: set[str] = set()
+        self._wake = asyncio.Event()
+        self._loop: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def __call__(self, result: MutationResult) -> None:
+        """A TaskEngine observer: creation alone never moves an execution."""
+        if result.change is not None and result.change.event_type != "task.created":
+            self._changed.add(result.task.id)
+            self._wake.set()
+
+    def start(self) -> None:
+        if self._loop is None:
+            self._loop = asyncio.create_task(self._run(), name="workflow-execution-observer")
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Finish what is noted within the grace period; what is left is caught by the
+        start-up pass of the next process."""
+        if self._loop is None:
+            return
+        loop, self._loop = self._loop, None
+        self._stopping = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(loop), grace_s)
+        except TimeoutError:
+            loop.cancel()
+            await asyncio.gather(loop, return_exceptions=True)
+
+    async def _run(self) -> None:
+        await self._pass(None)
+        while True:
+            if not self._changed:
+                if self._stopping:
+                    return
+                await self._wake.wait()
+                self._wake.clear()
+                continue
+            changed, self._changed = self._changed, set()
+            await self._pass(changed)
+
+    async def _pass(self, task_ids: set[str] | None) -> None:
+        """Sync the running executions that made these tasks (all of them for None)."""
+        try:
+            async with self._sessionmaker() as session:
+                if task_ids is None:
+                    execution_ids = await store.running_execution_ids(session)
+                else:
+                    execution_ids = await store.running_executions_of_tasks(session, task_ids)
+            for execution_id in execution_ids:
+                await self.sync(execution_id)
+        except Exception:  # the loop must outlive a bad pass; the next change retries
+            log.exception("workflow execution observer pass failed")
+
+    async def sync(self, execution_id: str) -> ExecutionRead | None:
+        """Bring one running execution in line with its tasks; None when not running."""
+        now = self._clock()
+        async with self._sessionmaker() as session, session.begin():
+            current = await store.get_execution(session, execution_id, lock=True)
+            if current is None or current.status is not ExecutionStatus.RUNNING:
+                return None
+            tasks = await store.tasks_by_id(session, current.node_tasks.values())
+            derived = {n: node_status_of(tasks.get(t)) for n, t in current.node_tasks.items()}
+            changed = {n: s for n, s in derived.items() if current.node_status[n] is not s}
+            status = execution_status_of(derived.values())
+            if not changed and status is current.status:
+                return current
+            node_status = current.node_status | changed
+            values: dict[str, object] = {
+                "node_status": {n: s.value for n, s in node_status.items()},
+                "status": status,
+                "reason": _reason(status, node_status),
+                "finished_at": None if status is ExecutionStatus.RUNNING else now,
+            }
+            await store.update_execution(
+                session, execution_id, read_version=current.version, values=values
+            )
+            synced = await store.get_execution(session, execution_id)
+            assert synced is not None
+            events = [
+                node_event(n, current.node_tasks[n], current.node_status[n], s)
+                for n, s in changed.items()
+            ]
+            if status is not current.status:
+                events.append(execution_event(f"workflow.execution.{status.value}", synced))
+            await event_store.append_events(session, execution_stream(execution_id), events, now)
+        self._bus.publish(execution_stream(execution_id))
+        await self._narrow_dependencies(synced, tasks)
+        return synced
+
+    async def _narrow_dependencies(
+        self, execution: ExecutionRead, tasks: Mapping[str, TaskRead]
+    ) -> None:
+        """A task behind an `any` join lists every task it might wait on; once one branch
+        has met its requirement, its dependencies become the completed tasks, so whoever
+        dispatches tasks whose dependencies are all completed can start it."""
+        completed = {n for n, s in execution.node_status.items() if s is NodeStatus.COMPLETED}
+        for node_id in ready_nodes(execution.node_status, execution.waits_for):
+            task = tasks.get(execution.node_tasks[node_id])
+            met = [
+                execution.node_tasks[n]
+                for n in leaves(execution.waits_for[node_id])
+                if n in completed
+            ]
+            if task is None or set(task.dependencies) <= set(met):
+                continue
+            try:
+                await self._tasks.submit(UpdateTask(task.id, {"dependencies": met}, ACTOR))
+            except AppError as exc:  # best effort: the next change of the execution retries
+                log.warning("could not narrow the dependencies of %s: %s", task.id, exc)

@@ -1,0 +1,138 @@
+"""Activation as a pure function: which nodes live, which tasks to make, what each waits on.
+
+Eager instantiation (seed 002): every task on a live path is planned at once. A node is
+live when one of its incoming edges is: an edge is live when its source is, and, leaving
+a conditional, when it is the branch the condition chose on the runtime context. Dead
+nodes are `skipped`; live control nodes are `completed`; live task nodes are `pending`.
+
+What a task waits on is a requirement over task nodes: a node id, `{"all": [...]}` or
+`{"any": [...]}`. It is built by walking back through control nodes, so a
+`parallel_join` with strategy `any` becomes an `any` of its live branches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.engine.conditions import evaluate, parse
+from app.engine.workflow_graph import Graph, topological_order
+from app.schemas.workflows import (
+    AgentAssignmentConfig,
+    ConditionalConfig,
+    ParallelJoinConfig,
+    TaskStepConfig,
+)
+from app.workflow_states import EdgeType, JoinStrategy, NodeStatus, NodeType
+
+Requirement = str | dict[str, list[Any]]
+NOTHING: Requirement = {"all": []}  # the requirement that is always met
+
+
+def all_of(items: Iterable[Requirement]) -> Requirement:
+    parts: list[Requirement] = []
+    for item in items:
+        parts += item["all"] if isinstance(item, dict) and "all" in item else [item]
+    return _combine("all", parts)
+
+
+def any_of(items: Iterable[Requirement]) -> Requirement:
+    parts: list[Requirement] = []
+    for item in items:
+        if item == NOTHING:  # a branch with no task is done at once, and so is the join
+            return NOTHING
+        parts += item["any"] if isinstance(item, dict) and "any" in item else [item]
+    return _combine("any", parts)
+
+
+def _combine(kind: str, parts: list[Requirement]) -> Requirement:
+    unique = list({json.dumps(p, sort_keys=True): p for p in parts}.values())
+    if len(unique) == 1:
+        return unique[0]
+    return {kind: unique} if unique else NOTHING
+
+
+def satisfied(requirement: Requirement, completed: set[str]) -> bool:
+    if isinstance(requirement, str):
+        return requirement in completed
+    if "any" in requirement:
+        return any(satisfied(r, completed) for r in requirement["any"])
+    return all(satisfied(r, completed) for r in requirement["all"])
+
+
+def ready_nodes(node_status: Mapping[str, str], waits_for: Mapping[str, Requirement]) -> list[str]:
+    """Task nodes that are pending and whose requirement is met."""
+    completed = {n for n, s in node_status.items() if s == NodeStatus.COMPLETED}
+    return [
+        node_id
+        for node_id, requirement in waits_for.items()
+        if node_status.get(node_id) == NodeStatus.PENDING and satisfied(requirement, completed)
+    ]
+
+
+def leaves(requirement: Requirement) -> list[str]:
+    """The task nodes a requirement names, in order."""
+    if isinstance(requirement, str):
+        return [requirement]
+    return [leaf for part in next(iter(requirement.values())) for leaf in leaves(part)]
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    node_id: str
+    config: TaskStepConfig
+    assigned_to: str | None
+    waits_for: Requirement
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    node_status: dict[str, NodeStatus]
+    tasks: list[PlannedTask]  # in topological order
+
+
+def plan_execution(graph: Graph, context: Mapping[str, Any]) -> ExecutionPlan:
+    """The plan of a validated graph (no cycles, one start, conditions that parse)."""
+    live: set[str] = set()
+    taken: dict[str, EdgeType] = {}  # conditional node -> the branch it takes
+    done: dict[str, Requirement] = {}  # what "this node is done" means for its successors
+    assignee: dict[str, str | None] = {}  # the agent flowing out of each node
+    status: dict[str, NodeStatus] = {}
+    tasks: list[PlannedTask] = []
+    for node_id in topological_order(graph):
+        node = graph.nodes[node_id]
+        inputs = [
+            e
+            for e in graph.incoming[node_id]
+            if e.source in live and (e.source not in taken or e.type is taken[e.source])
+        ]
+        if node.type is not NodeType.START and not inputs:
+            status[node_id] = NodeStatus.SKIPPED
+            continue
+        live.add(node_id)
+        upstream = [done[e.source] for e in inputs]
+        inherited = next((assignee[e.source] for e in inputs if assignee[e.source]), None)
+        assignee[node_id] = inherited
+        status[node_id] = NodeStatus.COMPLETED
+        done[node_id] = all_of(upstream)
+        if node.type is NodeType.TASK:
+            config = TaskStepConfig.model_validate(node.config)
+            waits_for = all_of(upstream)
+            tasks.append(PlannedTask(node_id, config, config.assigned_to or inherited, waits_for))
+            status[node_id] = NodeStatus.PENDING
+            done[node_id] = node_id
+        elif node.type is NodeType.AGENT_ASSIGNMENT:
+            assignee[node_id] = AgentAssignmentConfig.model_validate(node.config).agent_name or (
+                inherited
+            )
+        elif node.type is NodeType.CONDITIONAL:
+            condition = parse(ConditionalConfig.model_validate(node.config).condition_expression)
+            holds = evaluate(condition, context)
+            taken[node_id] = EdgeType.CONDITIONAL_TRUE if holds else EdgeType.CONDITIONAL_FALSE
+        elif node.type is NodeType.PARALLEL_JOIN:
+            strategy = ParallelJoinConfig.model_validate(node.config).join_strategy
+            if strategy is JoinStrategy.ANY:
+                done[node_id] = any_of(upstream)
+    return ExecutionPlan(status, tasks)

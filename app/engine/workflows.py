@@ -1,0 +1,329 @@
+"""Workflow commands: definitions (create, update, delete) and executions (activate, cancel).
+
+Activation is eager (seed 002): the plan is computed from the definition and the runtime
+context, the execution row is committed first (with the ids its tasks will have, so that
+the observer can match every task event to it), then the tasks are created through the
+TaskEngine in one burst, which its writer commits as a group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.bus import EventBus
+from app.engine.task_engine import TaskEngine
+from app.engine.task_mutations import CancelTask, CreateTask
+from app.engine.workflow_graph import Graph, structural_issues, validate_workflow
+from app.engine.workflow_plan import PlannedTask, leaves, plan_execution
+from app.errors import (
+    AppError,
+    Conflict,
+    FieldError,
+    IdempotencyKeyReused,
+    InvalidTransition,
+    NotFound,
+    ValidationFailed,
+    VersionConflict,
+)
+from app.ids import new_id
+from app.schemas.tasks import TaskCreate
+from app.schemas.workflows import (
+    ActivateRequest,
+    ExecutionRead,
+    ValidationIssue,
+    WorkflowCreate,
+    WorkflowPatch,
+    WorkflowRead,
+)
+from app.states import TaskStatus, allowed_targets
+from app.store import events as event_store
+from app.store import idempotency
+from app.store import workflows as store
+from app.workflow_states import ExecutionStatus, NodeStatus
+
+log = logging.getLogger(__name__)
+
+ACTIVATE_SCOPE = "workflow-executions.activate"
+
+
+def execution_stream(execution_id: str) -> str:
+    return f"workflow:{execution_id}"
+
+
+class WorkflowInvalid(ValidationFailed):
+    """The workflow breaks the rules listed in `errors`."""
+
+    code = "workflow_invalid"
+
+
+class WorkflowInUse(Conflict):
+    """The workflow has running executions; cancel them or let them finish first."""
+
+    code = "workflow_in_use"
+
+
+def _refuse(issues: Sequence[ValidationIssue], error: type[ValidationFailed]) -> ValidationFailed:
+    def where(issue: ValidationIssue) -> str:
+        if issue.node_id:
+            return f"nodes[{issue.node_id}]"
+        return f"edges[{issue.edge_id}]" if issue.edge_id else "body"
+
+    return error([FieldError(where(i), i.message) for i in issues])
+
+
+def execution_event(
+    event_type: str, execution: ExecutionRead, **extra: Any
+) -> event_store.NewEvent:
+    return event_store.NewEvent(
+        event_type, {"execution": execution.model_dump(mode="json"), **extra}
+    )
+
+
+def node_event(
+    node_id: str, task_id: str | None, before: NodeStatus, after: NodeStatus
+) -> event_store.NewEvent:
+    return event_store.NewEvent(
+        "workflow.node.changed",
+        {"node_id": node_id, "task_id": task_id, "from": before.value, "to": after.value},
+    )
+
+
+@dataclass(frozen=True)
+class Activation:
+    execution: ExecutionRead
+    replayed: bool = False
+
+
+class WorkflowCommands:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        bus: EventBus,
+        tasks: TaskEngine,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._bus = bus
+        self._tasks = tasks
+        self._clock = clock
+
+    # -- definitions -----------------------------------------------------------------
+
+    async def create(self, body: WorkflowCreate) -> WorkflowRead:
+        issues = structural_issues(body.nodes, body.edges)
+        if issues:
+            raise _refuse(issues, ValidationFailed)
+        values = body.model_dump(mode="json") | {"id": new_id("wf"), "version": 1}
+        async with self._sessionmaker() as session, session.begin():
+            return await store.insert_workflow(session, values)
+
+    async def update(
+        self, workflow_id: str, body: WorkflowPatch, *, expected_version: int | None
+    ) -> WorkflowRead:
+        changes = body.model_dump(mode="json", exclude_unset=True, exclude={"version"})
+        expected = body.version if expected_version is None else expected_version
+        async with self._sessionmaker() as session, session.begin():
+            current = await self._current(session, workflow_id, expected)
+            merged = WorkflowCreate.model_validate(
+                current.model_dump(mode="json", include=set(WorkflowCreate.model_fields)) | changes
+            )
+            issues = structural_issues(merged.nodes, merged.edges)
+            if issues:
+                raise _refuse(issues, ValidationFailed)
+            updated = await store.update_workflow(
+                session,
+                workflow_id,
+                read_version=current.version,
+                values=merged.model_dump(mode="json"),
+            )
+            if updated is None:  # changed between our read and our write
+                latest = await store.get_workflow(session, workflow_id)
+                raise VersionConflict(current.version, latest.version if latest else 0)
+            return updated
+
+    async def delete(self, workflow_id: str, *, expected_version: int | None) -> None:
+        """Executions keep their history; a definition with running ones is kept."""
+        async with self._sessionmaker() as session, session.begin():
+            current = await self._current(session, workflow_id, expected_version)
+            if await store.has_running_executions(session, workflow_id):
+                raise WorkflowInUse(f"workflow {workflow_id!r} has running executions")
+            if not await store.delete_workflow(session, workflow_id, read_version=current.version):
+                raise VersionConflict(current.version, current.version + 1)
+
+    @staticmethod
+    async def _current(
+        session: AsyncSession, workflow_id: str, expected_version: int | None
+    ) -> WorkflowRead:
+        current = await store.get_workflow(session, workflow_id)
+        if current is None:
+            raise NotFound("workflow", workflow_id)
+        if expected_version is not None and expected_version != current.version:
+            raise VersionConflict(expected_version, current.version)
+        return current
+
+    # -- executions ------------------------------------------------------------------
+
+    async def activate(
+        self,
+        workflow_id: str,
+        body: ActivateRequest,
+        actor: str,
+        *,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> Activation:
+        async with self._sessionmaker() as session:
+            workflow = await store.get_workflow(session, workflow_id)
+            if workflow is None:
+                raise NotFound("workflow", workflow_id)
+            replay = await self._replay(session, idempotency_key, request_hash)
+            if replay is not None:
+                return Activation(replay, replayed=True)
+        issues = validate_workflow(workflow.nodes, workflow.edges)
+        if issues:
+            raise _refuse(issues, WorkflowInvalid)
+        plan = plan_execution(Graph.of(workflow.nodes, workflow.edges), body.context)
+        node_tasks = {t.node_id: new_id("task") for t in plan.tasks}
+        now = self._clock()
+        values = {
+            "id": new_id("wfx"),
+            "workflow_id": workflow.id,
+            "workflow_version": workflow.version,
+            # With no task on the path taken there is nothing to wait for.
+            "status": ExecutionStatus.RUNNING if plan.tasks else ExecutionStatus.COMPLETED,
+            "context": body.context,
+            "node_status": {n: s.value for n, s in plan.node_status.items()},
+            "waits_for": {t.node_id: t.waits_for for t in plan.tasks},
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+            "finished_at": None if plan.tasks else now,
+        }
+        async with self._sessionmaker() as session, session.begin():
+            execution = await store.insert_execution(session, values, node_tasks)
+            events = [execution_event("workflow.execution.started", execution)]
+            if not plan.tasks:
+                events.append(execution_event("workflow.execution.completed", execution))
+            await event_store.append_events(session, execution_stream(execution.id), events, now)
+            if idempotency_key:
+                record = idempotency.KeyRecord(
+                    ACTIVATE_SCOPE, idempotency_key, request_hash or "", execution.id, {}
+                )
+                await idempotency.insert_keys(session, [record], now)
+        self._bus.publish(execution_stream(execution.id))
+        await self._create_tasks(execution, plan.tasks, node_tasks, body, actor)
+        return Activation(execution)
+
+    async def _replay(
+        self, session: AsyncSession, key: str | None, request_hash: str | None
+    ) -> ExecutionRead | None:
+        if not key:
+            return None
+        found = (await idempotency.find_keys(session, ACTIVATE_SCOPE, [key])).get(key)
+        if found is None:
+            return None
+        if found.request_hash != request_hash:
+            raise IdempotencyKeyReused()
+        return await store.get_execution(session, found.resource_id)
+
+    async def _create_tasks(
+        self,
+        execution: ExecutionRead,
+        planned: Sequence[PlannedTask],
+        node_tasks: dict[str, str],
+        body: ActivateRequest,
+        actor: str,
+    ) -> None:
+        """Submitted together so that the TaskEngine commits them as one group. A failure
+        (queue full, shutting down) fails the execution rather than leave it half made."""
+
+        def mutation(step: PlannedTask) -> CreateTask:
+            fields = TaskCreate.model_validate(
+                step.config.model_dump(exclude={"title", "assigned_to"})
+                | {
+                    "title": step.config.title,
+                    "assigned_to": step.assigned_to,
+                    "project": body.project,
+                    "dependencies": [node_tasks[n] for n in leaves(step.waits_for)],
+                }
+            )
+            return CreateTask(fields, actor, task_id=node_tasks[step.node_id])
+
+        results = await asyncio.gather(
+            *(self._tasks.submit(mutation(step)) for step in planned), return_exceptions=True
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            reason = f"could not create its tasks: {errors[0]}"
+            await self._finish(execution.id, ExecutionStatus.FAILED, reason)
+            raise errors[0] if isinstance(errors[0], AppError) else AppError(reason)
+
+    async def cancel(self, execution_id: str, reason: str | None, actor: str) -> ExecutionRead:
+        """The execution and its open nodes become cancelled in one transaction; then its
+        open tasks are cancelled through the TaskEngine (whoever runs them stops)."""
+        execution = await self._finish(
+            execution_id, ExecutionStatus.CANCELLED, reason or f"cancelled by {actor}"
+        )
+        async with self._sessionmaker() as session:
+            tasks = await store.tasks_by_id(session, execution.node_tasks.values())
+        for task in tasks.values():
+            if TaskStatus.CANCELLED not in allowed_targets(
+                task.status, retry_count=task.retry_count, max_retries=task.max_retries
+            ):
+                continue  # finished, or in a state the task machine cannot cancel from
+            try:
+                await self._tasks.submit(
+                    CancelTask(
+                        task.id, actor, reason=f"workflow execution {execution_id} cancelled"
+                    )
+                )
+            except AppError as exc:  # it moved meanwhile; the execution is cancelled anyway
+                log.warning("could not cancel task %s of %s: %s", task.id, execution_id, exc)
+        return execution
+
+    async def _finish(
+        self, execution_id: str, status: ExecutionStatus, reason: str
+    ) -> ExecutionRead:
+        """Move a running execution to a final status; its open nodes become cancelled."""
+        now = self._clock()
+        async with self._sessionmaker() as session, session.begin():
+            current = await store.get_execution(session, execution_id, lock=True)
+            if current is None:
+                raise NotFound("workflow execution", execution_id)
+            if current.status is not ExecutionStatus.RUNNING:
+                raise InvalidTransition(current.status, status, [])
+            open_nodes = {
+                n: s
+                for n, s in current.node_status.items()
+                if s in (NodeStatus.PENDING, NodeStatus.RUNNING)
+            }
+            node_status = current.node_status | dict.fromkeys(open_nodes, NodeStatus.CANCELLED)
+            await store.update_execution(
+                session,
+                execution_id,
+                read_version=current.version,
+                values={
+                    "status": status,
+                    "reason": reason,
+                    "node_status": {n: s.value for n, s in node_status.items()},
+                    "finished_at": now,
+                },
+            )
+            finished = await store.get_execution(session, execution_id)
+            assert finished is not None
+            events = [
+                node_event(node_id, current.node_tasks.get(node_id), before, NodeStatus.CANCELLED)
+                for node_id, before in open_nodes.items()
+            ]
+            events.append(execution_event(f"workflow.execution.{status.value}", finished))
+            await event_store.append_events(session, execution_stream(execution_id), events, now)
+        self._bus.publish(execution_stream(execution_id))
+        return finished

@@ -1,0 +1,232 @@
+"""One logical LLM call, made resilient: retries as `app/llm/policy.py` classifies, a
+circuit breaker per model, a fallback model, adaptive `max_tokens`, one credentials
+refresh, and persistent retry mode for unattended runs (seed 001, SPEC C5).
+
+    breaker open? ──▶ fallback model, else fail at once
+    attempt ──▶ ok: return
+            └─▶ error: classify ─▶ 401: refresh once, again at once
+                                 ─▶ overflow: shrink max_tokens, again at once
+                                 ─▶ N overloads in a row: fallback model, again at once
+                                 ─▶ retryable and budget left: wait (backoff/retry-after)
+                                 ─▶ otherwise: LLMCallFailed
+
+Text deltas of an attempt that fails mid-stream have already reached `on_text`; the
+`agent.llm.retry` event tells listeners that the answer starts over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from app.engine.breakers import Breakers, BreakerState, CircuitBreaker, breaker_event
+from app.llm.policy import (
+    FOREGROUND_PURPOSES,
+    LLMRetryPolicy,
+    Purpose,
+    backoff_delay,
+    classify,
+    retry_after_s,
+)
+from app.llm.provider import LLMRequest, LLMResponse, Provider, ProviderError, TextSink
+from app.sanitize import sanitize
+
+OnEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
+Callback = Callable[[], Awaitable[None]]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+async def _no_event(event_type: str, data: dict[str, Any]) -> None:
+    return None
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LLMCallFailed(Exception):
+    """A logical LLM call gave up: which call, the last provider error (None if no attempt
+    was made), its class (or `circuit_open`, `persistent_cap`) and the attempts made."""
+
+    def __init__(
+        self, operation: str, last_error: ProviderError | None, error_class: str, attempts: int
+    ) -> None:
+        self.operation = operation
+        self.last_error = last_error
+        self.error_class = error_class
+        self.attempts = attempts
+        cause = sanitize(last_error.message) if last_error else "no attempt was made"
+        super().__init__(f"{operation} failed after {attempts} attempt(s) [{error_class}]: {cause}")
+
+
+@dataclass
+class ResilientModel:
+    """Calls a provider's model the way seed 001 asks. Made per run (or per background
+    job): `provider_for` maps a model name to its provider, `provider_name` names the
+    breakers (`provider:<provider_name>:<model>`), and the callbacks reach the run."""
+
+    provider_for: Callable[[str], Provider]
+    provider_name: str
+    breakers: Breakers
+    policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
+    fallback_model: str | None = None
+    persistent: bool = False
+    on_event: OnEvent = _no_event
+    refresh_credentials: Callback | None = None
+    heartbeat: Callback | None = None  # awaited between the chunks of a persistent wait
+    sleep: Sleep = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)
+    clock: Callable[[], datetime] = _utc_now
+
+    def breaker(self, model: str) -> CircuitBreaker:
+        return self.breakers.get(f"provider:{self.provider_name}:{model}")
+
+    async def complete(
+        self, request: LLMRequest, on_text: TextSink | None = None, *, purpose: Purpose
+    ) -> LLMResponse:
+        """The response of the first attempt that succeeds; LLMCallFailed when giving up."""
+        foreground = purpose in FOREGROUND_PURPOSES
+        started = self.clock()
+        attempts = on_model = overloads = 0
+        refreshed = False
+        last: ProviderError | None = None
+
+        def failed(error_class: str) -> LLMCallFailed:
+            operation = f"LLM call ({purpose}, model {request.model})"
+            return LLMCallFailed(operation, last, error_class, attempts)
+
+        while True:
+            breaker = self.breaker(request.model)
+            if not breaker.allow():
+                if self._can_fall_back(request.model):
+                    request = await self._fall_back(request, "breaker_open")
+                    on_model = overloads = 0
+                    continue
+                if not self.persistent:
+                    raise failed("circuit_open")
+                # Unattended: an open breaker is one more outage to wait out, until its
+                # probe is due (or, while another caller probes, for one chunk).
+                delay = breaker.retry_in_s or self.policy.persistent_chunk_s
+                if self._past_cap(started, delay):
+                    raise failed("persistent_cap")
+                await self._announce_retry(request, purpose, "circuit_open", last, on_model, delay)
+                await self._wait(delay)
+                continue
+            attempts += 1
+            on_model += 1
+            try:
+                response = await self.provider_for(request.model).complete(request, on_text)
+            except ProviderError as error:
+                last = error
+                decision = classify(
+                    error, foreground=foreground, min_output_tokens=self.policy.min_output_tokens
+                )
+                await self._record(breaker, failed=decision.service_fault)
+            else:
+                await self._record(breaker, failed=False)
+                return response
+
+            if decision.refresh_credentials:
+                if refreshed or self.refresh_credentials is None:
+                    raise failed(decision.error_class)
+                await self.refresh_credentials()
+                refreshed = True
+                await self.on_event("agent.llm.credentials_refreshed", {"model": request.model})
+                continue
+            if decision.max_tokens is not None:
+                if decision.max_tokens >= request.max_tokens:  # shrinking did not help
+                    raise failed(decision.error_class)
+                adjusted = {"model": request.model, "from": request.max_tokens}
+                request = replace(request, max_tokens=decision.max_tokens)
+                await self.on_event(
+                    "agent.llm.max_tokens_adjusted", {**adjusted, "to": request.max_tokens}
+                )
+                continue
+            if not decision.retry:
+                raise failed(decision.error_class)
+            overloads = overloads + 1 if decision.error_class == "overloaded" else 0
+            if overloads >= self.policy.overloads_before_fallback and self._can_fall_back(
+                request.model
+            ):
+                request = await self._fall_back(request, "overloaded", overloads=overloads)
+                on_model = overloads = 0
+                continue
+            opened = breaker.state is BreakerState.OPEN  # this failure opened it
+            if opened and (self._can_fall_back(request.model) or not self.persistent):
+                continue  # no use waiting: the top of the loop falls back or gives up
+            if not self.persistent and on_model >= self.policy.max_attempts:
+                raise failed(decision.error_class)
+            delay = backoff_delay(
+                on_model,
+                self.rng,
+                retry_after_s=retry_after_s(last.headers, now=self.clock()),
+                persistent=self.persistent,
+                policy=self.policy,
+            )
+            if opened:
+                delay = max(delay, breaker.retry_in_s)
+            if self._past_cap(started, delay):
+                raise failed("persistent_cap")
+            await self._announce_retry(
+                request, purpose, decision.error_class, last, on_model, delay
+            )
+            await self._wait(delay)
+
+    def _can_fall_back(self, model: str) -> bool:
+        return self.fallback_model is not None and model != self.fallback_model
+
+    async def _fall_back(self, request: LLMRequest, reason: str, **detail: Any) -> LLMRequest:
+        assert self.fallback_model is not None
+        data = {"from_model": request.model, "to_model": self.fallback_model, "reason": reason}
+        await self.on_event("agent.llm.fallback", {**data, **detail})
+        return replace(request, model=self.fallback_model)
+
+    async def _record(self, breaker: CircuitBreaker, *, failed: bool) -> None:
+        event = breaker_event(breaker, breaker.record(failed=failed))
+        if event is not None:
+            await self.on_event(*event)
+
+    def _past_cap(self, started: datetime, delay: float) -> bool:
+        """Whether waiting `delay` more would pass persistent mode's cap on the whole call."""
+        elapsed = (self.clock() - started).total_seconds()
+        return self.persistent and elapsed + delay > self.policy.persistent_cap_s
+
+    async def _announce_retry(
+        self,
+        request: LLMRequest,
+        purpose: Purpose,
+        error_class: str,
+        error: ProviderError | None,
+        attempt: int,
+        delay: float,
+    ) -> None:
+        await self.on_event(
+            "agent.llm.retry",
+            {
+                "purpose": purpose,
+                "model": request.model,
+                "class": error_class,
+                "status": error.status if error else None,
+                "attempt": attempt,
+                "delay_s": round(delay, 3),
+                "error": sanitize(error.message) if error else None,
+            },
+        )
+
+    async def _wait(self, delay: float) -> None:
+        """Sleep; in persistent mode in chunks with a heartbeat between them, so that a long
+        wait does not look like a dead run."""
+        if not self.persistent:
+            await self.sleep(delay)
+            return
+        remaining = delay
+        while remaining > 0:
+            chunk = min(self.policy.persistent_chunk_s, remaining)
+            await self.sleep(chunk)
+            remaining -= chunk
+            if remaining > 0 and self.heartbeat is not None:
+                await self.heartbeat()

@@ -1,0 +1,60 @@
+"""The summariser compaction calls: one request to a cheap model over the folded messages,
+rendered as plain text (they need not form a valid conversation on their own)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+
+from app.config import CompactionSettings
+from app.llm.messages import Message, TextBlock, ToolUseBlock
+from app.llm.provider import LLMRequest, Provider
+from app.loop.compaction import Summarise
+
+SUMMARY_SYSTEM_PROMPT = (
+    "You condense the earlier part of an AI agent's working session so the agent can carry "
+    "on without it. Write a compact summary: the goal, what was done, facts and results "
+    "found, decisions taken, and what remains open. Keep names, identifiers, numbers, paths "
+    "and URLs exactly as written. Write only the summary."
+)
+# A huge tool result says little more at its end than at its start; bounding each block
+# keeps the summary call within a cheap model's window.
+BLOCK_MAX_CHARS = 8_000
+
+
+def render(messages: Sequence[Message]) -> str:
+    lines = []
+    for message in messages:
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                body = f"{message.role}: {block.text}"
+            elif isinstance(block, ToolUseBlock):
+                body = f"{message.role} called {block.name} {json.dumps(block.input)}"
+            else:
+                outcome = "failed" if block.is_error else "returned"
+                body = f"tool call {block.tool_use_id} {outcome}: {block.content}"
+            lines.append(body[:BLOCK_MAX_CHARS])
+    return "\n\n".join(lines)
+
+
+def summary_request(messages: Sequence[Message], settings: CompactionSettings) -> LLMRequest:
+    return LLMRequest(
+        model=settings.summary_model,
+        system=SUMMARY_SYSTEM_PROMPT,
+        messages=[Message.user_text(render(messages))],
+        max_tokens=settings.summary_max_tokens,
+        timeout_s=settings.summary_timeout_s,
+    )
+
+
+def llm_summariser(provider: Provider, settings: CompactionSettings) -> Summarise:
+    """A `summarise` for `Compactor` that asks `provider`'s summary model; a slow call
+    times out, and either failure sends compaction to its truncation fallback."""
+
+    async def summarise(messages: Sequence[Message]) -> str:
+        async with asyncio.timeout(settings.summary_timeout_s):
+            response = await provider.complete(summary_request(messages, settings))
+        return "".join(b.text for b in response.content if isinstance(b, TextBlock))
+
+    return summarise

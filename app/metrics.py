@@ -1,0 +1,190 @@
+"""Prometheus metrics of one process: counters fed by the events it commits, gauges read at
+scrape time.
+
+Counters count what happened in this process (sum them across processes); the run gauges
+come from the database, so every process reports the same cluster-wide numbers (take one,
+or `max`, not the sum). Each app instance owns its registry, so apps in one interpreter
+(tests) never share a count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+from app.schemas.runs import RunRead
+from app.states import RUN_SETTLED, RunStatus
+
+BREAKER_STATES = ("closed", "open", "half_open")
+
+# From under a second (a free lane) to a day (a lane held by a run waiting on a person).
+LANE_WAIT_BUCKETS_S = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
+
+
+class Metrics:
+    """The process's metrics. The loop hands over each committed boundary's events
+    (`observe_run_events`) and its LLM calls (`llm_call`); the scrape sets the run counts
+    (`set_run_counts`) and reads the rest through the callables given here."""
+
+    def __init__(
+        self,
+        *,
+        task_queue_depth: Callable[[], int] = lambda: 0,
+        breaker_states: Callable[[], Mapping[str, str]] = dict,
+    ) -> None:
+        self.registry = registry = CollectorRegistry()
+        ProcessCollector(registry=registry)
+        GCCollector(registry=registry)
+        self.runs = Gauge(
+            "loopwright_runs",
+            "Runs by status, in the database (all processes).",
+            ["status"],
+            registry=registry,
+        )
+        self.queue_depth = Gauge(
+            "loopwright_queue_depth",
+            "Work waiting: queued runs (database) and this process's TaskEngine queue.",
+            ["queue"],
+            registry=registry,
+        )
+        self.queue_depth.labels("task_engine").set_function(task_queue_depth)
+        self.run_outcomes = Counter(
+            "loopwright_run_outcomes",
+            "Runs that settled in this process, by the status they settled in.",
+            ["status"],
+            registry=registry,
+        )
+        for status in RUN_SETTLED:
+            self.run_outcomes.labels(status.value)  # present at 0 from the first scrape
+        self.run_retries = Counter(
+            "loopwright_run_retries",
+            "Failed runs sent back to their lane for another attempt.",
+            registry=registry,
+        )
+        self.lane_wait = Histogram(
+            "loopwright_lane_wait_seconds",
+            "Time from a run's creation to its first start (lane and worker wait).",
+            buckets=LANE_WAIT_BUCKETS_S,
+            registry=registry,
+        )
+        self.llm_calls = Counter(
+            "loopwright_llm_calls",
+            "LLM calls (each with its retries) by model and outcome: `ok` or a failure class.",
+            ["model", "outcome"],
+            registry=registry,
+        )
+        self.llm_retries = Counter(
+            "loopwright_llm_retries",
+            "LLM call retries by failure class.",
+            ["class"],
+            registry=registry,
+        )
+        self.llm_fallbacks = Counter(
+            "loopwright_llm_fallbacks",
+            "Switches to an agent's fallback model, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.tool_retries = Counter(
+            "loopwright_tool_retries",
+            "Tool executions retried after a transient failure.",
+            ["tool"],
+            registry=registry,
+        )
+        self.loop_detections = Counter(
+            "loopwright_loop_detections",
+            "Tool-loop detections by tier and escalation level.",
+            ["tier", "level"],
+            registry=registry,
+        )
+        self.stagnations = Counter(
+            "loopwright_stagnation_detections",
+            "Runs found making no progress: corrected, or terminated.",
+            ["action"],
+            registry=registry,
+        )
+        self.compactions = Counter(
+            "loopwright_compactions",
+            "Auto-compactions of a run's context (R1).",
+            registry=registry,
+        )
+        self.recovery_actions = Counter(
+            "loopwright_recovery_actions",
+            "Deeper recovery stages fired (R2 deep prune, R3 ask a human).",
+            ["stage"],
+            registry=registry,
+        )
+        registry.register(_BreakerStates(breaker_states))
+        # Event type -> the counter it increments and the payload fields naming its labels.
+        self._counted: dict[str, tuple[Counter, tuple[str, ...]]] = {
+            "agent.llm.retry": (self.llm_retries, ("class",)),
+            "agent.llm.fallback": (self.llm_fallbacks, ("reason",)),
+            "agent.tool.retry": (self.tool_retries, ("tool",)),
+            "agent.loop.detected": (self.loop_detections, ("tier", "level")),
+            "agent.stagnation.detected": (self.stagnations, ("action",)),
+            "agent.compaction.run": (self.compactions, ()),
+            "agent.recovery.fired": (self.recovery_actions, ("stage",)),
+            "agent_run.retry_scheduled": (self.run_retries, ()),
+        }
+
+    def observe_run_events(
+        self, events: Iterable[tuple[str, Mapping[str, Any]]], run: RunRead
+    ) -> None:
+        """Count a committed boundary's events; `run` is the run as that boundary left it.
+        Call it after the commit only: a rolled-back event did not happen."""
+        kinds = set()
+        for kind, data in events:
+            kinds.add(kind)
+            counted = self._counted.get(kind)
+            if counted is not None:
+                counter, fields = counted
+                labels = [str(data.get(field, "unknown")) for field in fields]
+                (counter.labels(*labels) if labels else counter).inc()
+            elif kind == "agent_run.started" and not data.get("resumed"):
+                self._observe_lane_wait(run)
+        # A failure that is retried is not an outcome (the run is queued again), and a
+        # dead-lettered run counts once, as dead_letter, not also as failed.
+        if run.status in RUN_SETTLED and f"agent_run.{run.status.value}" in kinds:
+            self.run_outcomes.labels(run.status.value).inc()
+
+    def llm_call(self, model: str, outcome: str) -> None:
+        """One LLM call ended, after any retries: `outcome` is `ok` or the class it failed
+        with (`LLMCallFailed.error_class`)."""
+        self.llm_calls.labels(model, outcome).inc()
+
+    def set_run_counts(self, counts: Mapping[RunStatus, int]) -> None:
+        """The runs per status as just read from the database (absent statuses are 0)."""
+        for status in RunStatus:
+            self.runs.labels(status.value).set(counts.get(status, 0))
+        self.queue_depth.labels("runs").set(counts.get(RunStatus.QUEUED, 0))
+
+    def _observe_lane_wait(self, run: RunRead) -> None:
+        # A run's first start: `started_at` is set once, by its first claim.
+        if run.started_at is not None:
+            waited_s = (run.started_at - run.created_at).total_seconds()
+            self.lane_wait.observe(max(0.0, waited_s))
+
+
+class _BreakerStates(Collector):
+    """One gauge per breaker and state, 1 for the state it is in (a Prometheus state set),
+    read from the breakers' snapshot at scrape time."""
+
+    def __init__(self, snapshot: Callable[[], Mapping[str, str]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "loopwright_circuit_breaker_state",
+            "Circuit breakers: 1 for the state each one is in.",
+            labels=["breaker", "state"],
+        )
+        for breaker, current in sorted(self._snapshot().items()):
+            for state in BREAKER_STATES:
+                family.add_metric([breaker, state], 1.0 if state == current else 0.0)
+        yield family

@@ -1,0 +1,218 @@
+"""Workflow shapes: definitions (a graph of nodes and edges), node configs, executions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from app.schemas.common import Name, Text
+from app.vocabulary import Complexity, CoordinationTopology, Priority, TaskType
+from app.workflow_states import (
+    EdgeType,
+    ExecutionStatus,
+    JoinStrategy,
+    NodeStatus,
+    NodeType,
+    ReviewTimeoutPolicy,
+)
+
+GraphId = Annotated[
+    str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")
+]
+DEFAULT_REVIEW_TIMEOUT_S = 24 * 3600
+
+
+class Position(BaseModel):
+    """Where the visual editor draws the node; the engine ignores it."""
+
+    x: float
+    y: float
+
+
+class WorkflowNode(BaseModel):
+    """A node; `config` depends on `type` (see the `*Config` schemas)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: GraphId = Field(examples=["review"])
+    type: NodeType
+    label: Text = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+    position: Position | None = None
+
+
+class WorkflowEdge(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: GraphId = Field(examples=["e1"])
+    source: GraphId
+    target: GraphId
+    type: EdgeType = EdgeType.SEQUENTIAL
+    label: Text = ""
+
+
+class TaskStepConfig(BaseModel):
+    """`config` of a `task` node: the task made for it at activation. `title` is required
+    for the workflow to validate; `assigned_to` overrides a preceding agent assignment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: Annotated[str, StringConstraints(max_length=200, strip_whitespace=True)] | None = (
+        Field(None, examples=["Write the release notes"])
+    )
+    description: Text = ""
+    type: TaskType = TaskType.DEVELOPMENT
+    priority: Priority = Priority.MEDIUM
+    estimated_complexity: Complexity = Complexity.MEDIUM
+    coordination_topology: CoordinationTopology = CoordinationTopology.AUTO
+    assigned_to: Name | None = None
+    reviewers: list[Name] = Field(default_factory=list, max_length=100)
+    acceptance_criteria: list[Text] = Field(default_factory=list, max_length=100)
+    budget_limit: float | None = Field(None, ge=0)
+    max_retries: int = Field(1, ge=0, le=100)
+
+
+class AgentAssignmentConfig(BaseModel):
+    """`config` of an `agent_assignment` node: tasks downstream go to `agent_name` (until
+    another assignment); `strategy` and `role` are kept for the routing strategies."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_name: Name | None = Field(None, examples=["sarah_chen"])
+    strategy: Name = "manual"
+    role: Name | None = None
+
+
+class ConditionalConfig(BaseModel):
+    """`config` of a `conditional` node: see `app/engine/conditions.py` for the language."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    condition_expression: str = Field(examples=["env == 'prod'"])
+
+
+class ParallelJoinConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    join_strategy: JoinStrategy = JoinStrategy.ALL
+
+
+class NoConfig(BaseModel):
+    """`start`, `end` and `parallel_split` nodes take no config."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+NODE_CONFIGS: dict[NodeType, type[BaseModel]] = {
+    NodeType.START: NoConfig,
+    NodeType.END: NoConfig,
+    NodeType.TASK: TaskStepConfig,
+    NodeType.AGENT_ASSIGNMENT: AgentAssignmentConfig,
+    NodeType.CONDITIONAL: ConditionalConfig,
+    NodeType.PARALLEL_SPLIT: NoConfig,
+    NodeType.PARALLEL_JOIN: ParallelJoinConfig,
+}
+
+
+class _WorkflowFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name = Field(examples=["Release"])
+    description: Text = ""
+    nodes: list[WorkflowNode] = Field(default_factory=list, max_length=500)
+    edges: list[WorkflowEdge] = Field(default_factory=list, max_length=2_000)
+    review_timeout_s: int = Field(
+        DEFAULT_REVIEW_TIMEOUT_S,
+        ge=60,
+        le=30 * 24 * 3600,
+        description="How long a task review may wait for a person.",
+    )
+    review_timeout_policy: ReviewTimeoutPolicy = Field(
+        ReviewTimeoutPolicy.ESCALATE, description="What happens to a review nobody answered."
+    )
+
+
+class WorkflowCreate(_WorkflowFields):
+    """A new definition. It may be saved unfinished (the editor saves drafts): only its
+    structure is checked here; `POST /v1/workflows/{id}/validate` reports the rest, and
+    activation requires a valid definition."""
+
+
+class WorkflowPatch(BaseModel):
+    """Fields to replace; `version` (or `If-Match`) guards against overwriting a change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name | None = None
+    description: Text | None = None
+    nodes: list[WorkflowNode] | None = Field(None, max_length=500)
+    edges: list[WorkflowEdge] | None = Field(None, max_length=2_000)
+    review_timeout_s: int | None = Field(None, ge=60, le=30 * 24 * 3600)
+    review_timeout_policy: ReviewTimeoutPolicy | None = None
+    version: int | None = Field(None, ge=1, description="The version you last read.")
+
+
+class WorkflowRead(_WorkflowFields):
+    model_config = ConfigDict(extra="forbid", from_attributes=True)
+
+    id: str = Field(examples=["wf_01jd2x7k8m9n0p1q2r3s4t5v6w"])
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class ValidationIssue(BaseModel):
+    """One broken rule, naming the node or edge at fault."""
+
+    rule: str = Field(examples=["conditional_branches"])
+    message: str
+    node_id: str | None = None
+    edge_id: str | None = None
+
+
+class WorkflowValidation(BaseModel):
+    valid: bool
+    errors: list[ValidationIssue]
+
+
+class ActivateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    context: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Values the conditions read (`key`, `a.b`).",
+        examples=[{"env": "prod"}],
+    )
+    project: Name | None = Field(None, description="Set on every task the execution makes.")
+
+
+class ExecutionCancel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Annotated[str, StringConstraints(max_length=2_000)] | None = None
+
+
+class ExecutionRead(BaseModel):
+    """A running or finished activation of a definition. `waits_for` holds, per task node,
+    what its task waits on: a node id, or `{"all": [...]}` / `{"any": [...]}` of those."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str = Field(examples=["wfx_01jd2x7k8m9n0p1q2r3s4t5v6w"])
+    workflow_id: str
+    workflow_version: int
+    status: ExecutionStatus
+    context: dict[str, Any]
+    node_status: dict[str, NodeStatus]
+    node_tasks: dict[str, str] = Field(description="The task made for each task node.")
+    waits_for: dict[str, Any]
+    ready_task_ids: list[str] = Field(
+        description="Tasks whose node is pending and whose dependencies are met."
+    )
+    reason: str | None = None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None

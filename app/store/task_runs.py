@@ -1,0 +1,89 @@
+"""Queries that join tasks to the runs executing them (lane `task:<id>`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import AGENTS, Task
+from app.schemas.runs import RunRead
+from app.schemas.tasks import TaskRead
+from app.states import RUN_SETTLED, TaskStatus
+from app.store import runs as run_store
+
+TASK_LANE_PREFIX = "task:"
+
+
+def task_lane(task_id: str) -> str:
+    return f"{TASK_LANE_PREFIX}{task_id}"
+
+
+def lane_task(lane: str) -> str | None:
+    """The task a lane executes, or None for any other lane."""
+    return lane.removeprefix(TASK_LANE_PREFIX) if lane.startswith(TASK_LANE_PREFIX) else None
+
+
+async def resolve_agent(session: AsyncSession, assignee: str) -> str | None:
+    """The agent an `assigned_to` names (by id, else by name), or None: a person."""
+    row = await session.execute(
+        select(AGENTS.c.id)
+        .where((AGENTS.c.id == assignee) | (AGENTS.c.name == assignee))
+        .order_by((AGENTS.c.id == assignee).desc(), AGENTS.c.id)
+        .limit(1)
+    )
+    return row.scalar_one_or_none()
+
+
+async def unfinished_dependencies(session: AsyncSession, task: TaskRead) -> int:
+    """How many of the task's dependencies are not completed (a missing one counts)."""
+    if not task.dependencies:
+        return 0
+    done = await session.scalar(
+        select(text("count(*)"))
+        .select_from(Task)
+        .where(Task.id.in_(task.dependencies), Task.status == TaskStatus.COMPLETED)
+    )
+    return len(set(task.dependencies)) - int(done or 0)
+
+
+async def dependents(session: AsyncSession, task_id: str) -> list[TaskRead]:
+    """Assigned tasks that list `task_id` among their dependencies."""
+    rows = await session.scalars(
+        select(Task)
+        .where(
+            Task.status == TaskStatus.ASSIGNED,
+            Task.dependencies.op("@>")(text("CAST(:dep AS jsonb)")),
+        )
+        .params(dep=json.dumps([task_id]))
+        .order_by(Task.id)
+    )
+    return [TaskRead.model_validate(r) for r in rows]
+
+
+async def tasks_in(
+    session: AsyncSession, statuses: Sequence[TaskStatus], *, limit: int
+) -> list[TaskRead]:
+    rows = await session.scalars(
+        select(Task).where(Task.status.in_(statuses)).order_by(Task.id).limit(limit)
+    )
+    return [TaskRead.model_validate(r) for r in rows]
+
+
+async def lane_runs(session: AsyncSession, task_id: str) -> list[RunRead]:
+    """The task's runs (its first, its retries, its rework), oldest first."""
+    runs = await run_store.list_runs(
+        session, after_id=None, limit=1_000, filters={"lane": task_lane(task_id)}
+    )
+    return sorted(runs, key=lambda run: (run.created_at, run.id))
+
+
+async def latest_run(session: AsyncSession, task_id: str) -> RunRead | None:
+    runs = await lane_runs(session, task_id)
+    return runs[-1] if runs else None
+
+
+async def unsettled_runs(session: AsyncSession, task_id: str) -> list[RunRead]:
+    return [r for r in await lane_runs(session, task_id) if r.status not in RUN_SETTLED]
