@@ -43,6 +43,7 @@ from app.engine.workflow_observer import ExecutionObserver
 from app.llm.providers import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.loop.executor import LoopDeps, RunLoop
+from app.loop.guards import stagnation_policy
 from app.loop.tool_runner import ToolRunner
 from app.loop.tools.base import Tool
 from app.loop.tools.builtins import BuiltinServices, builtin_tools
@@ -82,6 +83,7 @@ def build_workers(
     providers: Providers,
     committer: GroupCommitter[BoundaryWrite, RunRead | None],
     extra_tools: Sequence[Tool],
+    metrics: Metrics | None = None,
 ) -> WorkerPool:
     """The run workers with their tools: built-ins, http_request under the configured
     address policy, and whatever the embedding application adds."""
@@ -113,6 +115,9 @@ def build_workers(
             factor=settings.workers.retry_factor,
             max_retries=settings.workers.max_retries,
         ),
+        stagnation=stagnation_policy(settings.loop_guards),
+        compaction=settings.compaction,
+        metrics=metrics,
     )
     worker_settings = settings.workers
     return WorkerPool(
@@ -158,7 +163,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     workers = None
     if settings.workers.enabled:
         workers = build_workers(
-            settings, sessionmaker, bus, runs, providers, committer, app.state.tools
+            settings,
+            sessionmaker,
+            bus,
+            runs,
+            providers,
+            committer,
+            app.state.tools,
+            app.state.metrics,
         )
     runtime = Runtime(
         settings=settings,
@@ -182,7 +194,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     task_runs = TaskRuns(
         sessionmaker, task_engine, runs, bus, poll_interval_s=settings.workers.poll_interval_s
     )
-    await task_runs.start()
+    task_runs.start()
     reconciler = Reconciler(
         sessionmaker,
         bus,

@@ -49,7 +49,7 @@ POLL_S = 0.05  # the workers' poll interval (a run that ends wakes them sooner)
 STALL_CHECK_S = 1.0
 STALL_S = 120.0  # no run settled for this long: the scenario is declared stuck
 STATS_SETTLE_S = 0.6  # exiting backends flush their pg_stat counters asynchronously
-ECHO_ARGS = {"note": "x" * 80}  # the echo result is ~100 bytes of JSON
+ECHO_NOTE = "x" * 72  # with the turn number, the echo result is ~100 bytes of JSON
 FLOOR_PAD = "y" * 960  # with the other keys, ~1 KB of JSONB per floor row
 FLOOR_INSERT = "INSERT INTO bench_turns (run_id, turn, body) VALUES ($1, $2, $3::jsonb)"
 
@@ -93,11 +93,16 @@ async def scalar(url: str, sql: str) -> int:
 
 
 def agent_body(scenario: Scenario) -> AgentCreate:
-    """T-1 echo turns then a text answer, each after `latency_ms` of model time."""
-    tool_turn = ScriptedTurn(
-        tool_calls=[ScriptedToolCall(name="echo", input=ECHO_ARGS)],
-        latency_ms=scenario.latency_ms,
-    )
+    """T-1 echo turns then a text answer, each after `latency_ms` of model time. Each turn
+    echoes a note of its own: the same call every turn is what the stagnation detector
+    stops, rightly."""
+    tool_turns = [
+        ScriptedTurn(
+            tool_calls=[ScriptedToolCall(name="echo", input={"note": f"turn {i}: {ECHO_NOTE}"})],
+            latency_ms=scenario.latency_ms,
+        )
+        for i in range(1, scenario.turns)
+    ]
     final = ScriptedTurn(text="Done: every note was echoed.", latency_ms=scenario.latency_ms)
     return AgentCreate(
         name="bench-w1",
@@ -105,7 +110,7 @@ def agent_body(scenario: Scenario) -> AgentCreate:
         model=ModelConfig(
             provider="scripted",
             name="scripted",
-            script=[*([tool_turn] * (scenario.turns - 1)), final],
+            script=[*tool_turns, final],
         ),
         # Room to spare, so the iteration limit never ends a run before its script does.
         limits=Limits(max_iterations=max(25, scenario.turns + 5)),

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -43,6 +44,7 @@ from app.store import task_runs as store
 from app.store import tasks as task_store
 
 log = logging.getLogger(__name__)
+Result = TypeVar("Result")
 
 ACTOR = "task-runs"
 BATCH = 500
@@ -103,15 +105,13 @@ class TaskRuns:
         self._follower: asyncio.Task[None] | None = None
         self._work: set[asyncio.Task[object]] = set()
         self._locks: dict[str, asyncio.Lock] = {}
-        self._cursor = 0  # the runs board is read after this event
+        self._cursor: int | None = None  # the runs board is read after this event
 
     # -- lifecycle -------------------------------------------------------------------
 
-    async def start(self) -> None:
+    def start(self) -> None:
         """Follow the runs board from now on, after one sweep over what came before."""
         self._tasks.add_observer(self._on_task_change)
-        async with self._sessionmaker() as session:
-            self._cursor = await event_store.last_seq(session, RUNS_STREAM)
         self._follower = asyncio.create_task(self._follow(), name="task-runs")
 
     async def stop(self) -> None:
@@ -124,7 +124,7 @@ class TaskRuns:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
         self._follower = None
-        while await _best_effort(self._catch_up()):
+        while self._cursor is not None and await _best_effort(self._catch_up()):
             pass
 
     async def _on_task_change(self, result: MutationResult) -> None:
@@ -238,14 +238,22 @@ class TaskRuns:
             await _best_effort(self.sync(task.id))
 
     async def _follow(self) -> None:
-        await _best_effort(self.sweep())
         with self._bus.subscribe(RUNS_STREAM) as wake:
+            while (cursor := await _best_effort(self._head())) is None:
+                await wake.wait(self._poll_interval_s)  # the database is not reachable yet
+            self._cursor = cursor
+            await _best_effort(self.sweep())
             while True:
                 if not await self._catch_up():
                     await wake.wait(self._poll_interval_s)
 
+    async def _head(self) -> int:
+        async with self._sessionmaker() as session:
+            return await event_store.last_seq(session, RUNS_STREAM)
+
     async def _catch_up(self) -> bool:
         """Sync the tasks of the runs board's new events; True when there may be more."""
+        assert self._cursor is not None
         async with self._sessionmaker() as session:
             events = await event_store.read_events(
                 session, RUNS_STREAM, after=self._cursor, limit=BATCH
@@ -261,7 +269,7 @@ class TaskRuns:
         return len(events) == BATCH
 
 
-async def _best_effort(work: Awaitable[object]) -> object:
+async def _best_effort(work: Awaitable[Result]) -> Result | None:
     """Sync never stops on a failed step (seed 002): log it, go on; None when it failed."""
     try:
         return await work

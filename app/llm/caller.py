@@ -2,13 +2,17 @@
 circuit breaker per model, a fallback model, adaptive `max_tokens`, one credentials
 refresh, and persistent retry mode for unattended runs (seed 001, SPEC C5).
 
-    breaker open? ──▶ fallback model, else fail at once
+    breaker open? ──▶ fallback model; else fail at once (persistent mode: wait for its probe)
     attempt ──▶ ok: return
             └─▶ error: classify ─▶ 401: refresh once, again at once
                                  ─▶ overflow: shrink max_tokens, again at once
                                  ─▶ N overloads in a row: fallback model, again at once
                                  ─▶ retryable and budget left: wait (backoff/retry-after)
                                  ─▶ otherwise: LLMCallFailed
+
+Persistent mode (unattended runs) has no attempt limit, only a cap on the whole call's
+time; its waits are slept in chunks with `heartbeat()` between them (which may raise to
+stop waiting, e.g. when the run's lease is lost or it was cancelled).
 
 Text deltas of an attempt that fails mid-stream have already reached `on_text`; the
 `agent.llm.retry` event tells listeners that the answer starts over.

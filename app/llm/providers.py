@@ -2,7 +2,8 @@
 
 A scripted provider is kept per run (it counts the faults it raised, so a run retried in
 this process gets past them); Anthropic clients are shared per base URL and closed with
-the process.
+the process. A provider serves any model name (each request carries its own), so an
+agent's fallback model (`ModelConfig.fallback_name`) goes through the same provider.
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ class Boundary:
     completed: list[tuple[str, ToolOutcome]] = field(default_factory=list)
     started: list[ToolUseBlock] = field(default_factory=list)  # ledger rows begun here
     opening: list[RunEvent] = field(default_factory=list)  # events before the messages'
+    # A compaction: the new live context, replacing the transcript through this position.
+    context: tuple[int, list[Message]] | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class BoundaryWrite:
     system_prompt_hash: str
     idempotent: dict[str, bool]  # per started tool call
     now: datetime
+    loop_counters: dict[str, Any] = field(default_factory=dict)  # the loop's watchers
 
 
 async def write_boundaries(
@@ -82,6 +85,10 @@ async def write_boundaries(
             for call_id, o in w.boundary.completed
         ],
     )
+    for w, run in live:
+        if w.boundary.context is not None:
+            through, context = w.boundary.context
+            await conversations.replace_context(session, run.conversation_id, through, context)
     await checkpoints.write_many(
         session,
         [
@@ -109,6 +116,7 @@ def _checkpoint(write: BoundaryWrite, run: RunRead, positions: list[int]) -> Che
         persisted_message_count=write.message_count,
         system_prompt_hash=write.system_prompt_hash,
         completed_tool_call_ids=write.completed_tool_call_ids,
+        loop_counters=write.loop_counters,
     )
 
 

@@ -14,35 +14,45 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.config import CompactionSettings
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.retry import RunRetryPolicy, run_retry_delay
 from app.engine.runs import RUNS_STREAM, RunEvent, run_stream
 from app.llm.messages import Message, TextBlock, ToolUseBlock
-from app.llm.provider import LLMRequest, LLMResponse, ProviderError
+from app.llm.provider import LLMRequest, LLMResponse, ProviderError, ToolChoice
 from app.llm.providers import ProviderFactory, ProviderUnavailable
 from app.loop.boundary import Boundary, BoundaryWrite, started_events
+from app.loop.compaction import Compactor
 from app.loop.crashpoints import crash_point
+from app.loop.guards import Guards
+from app.loop.journal import Journal, render_digest, render_full
+from app.loop.loop_detection import with_notes
+from app.loop.stagnation import STOP_REASON, StagnationPolicy
+from app.loop.summary import llm_summariser
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
+from app.loop.tools.journal_tools import JOURNAL_TOOL_NAMES
 from app.loop.transcript import (
     for_provider,
     last_assistant_text,
     pending_tool_uses,
     results_message,
 )
+from app.metrics import Metrics
 from app.observability import log_events
 from app.sanitize import sanitize
 from app.schemas.runs import RunRead
 from app.states import RunStatus
 from app.store import agents as agent_store
-from app.store import conversations, tool_calls
+from app.store import checkpoints, conversations, tool_calls
+from app.store import journal as journal_store
 from app.store import runs as run_store
 from app.store.checkpoints import CheckpointKind
 
@@ -69,6 +79,9 @@ class LoopDeps:
     committer: GroupCommitter[BoundaryWrite, RunRead | None]
     tool_services: Any = None
     run_retry: RunRetryPolicy = field(default_factory=RunRetryPolicy)
+    stagnation: StagnationPolicy = field(default_factory=StagnationPolicy)
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    metrics: Metrics | None = None
 
 
 def prompt_hash(system_prompt: str) -> str:
@@ -85,8 +98,12 @@ class RunLoop:
         self.token = run.lease_token
         self.lease_lost = asyncio.Event()
         self.stop_requested = asyncio.Event()  # shutdown: hand the run back at a boundary
-        self.history: list[Message] = []
+        self.history: list[Message] = []  # the live context: compacted prefix + transcript
+        self.through = -1  # position of the last transcript message the history covers
+        self.transcript_count = 0  # messages of the conversation's transcript
         self.completed_calls: list[str] = []
+        self.guards = Guards()
+        self.forced: ToolChoice | None = None  # the recovery ladder's R3 forces ask_human
 
     # -- entry -----------------------------------------------------------------------
 
@@ -116,13 +133,19 @@ class RunLoop:
         async with deps.sessionmaker() as session:
             agent = await agent_store.get_agent(session, self.run.agent_id)
             stored = await conversations.read_messages(session, self.run.conversation_id)
+            self.history, self.through = await conversations.read_context(
+                session, self.run.conversation_id
+            )
+            latest = await checkpoints.latest(session, self.run.id)
         if agent is None:
             await self._settle(RunStatus.FAILED, error=("agent_missing", "the agent was deleted"))
             return
         self.agent = agent
         self.system_hash = prompt_hash(agent.system_prompt)
-        self.history = [Message(role=m.role, content=m.content) for m in stored]
+        self.transcript_count = len(stored)
+        self.guards = Guards.load(latest.loop_counters if latest else None)
         self.provider = deps.providers(agent, self.run.id)
+        self.compactor = self._compactor()
         started_here = any(m.run_id == self.run.id for m in stored)
         await self._start(started_here)
         if started_here and self.run.system_prompt_hash != self.system_hash:
@@ -133,6 +156,7 @@ class RunLoop:
         while True:
             if await self._stopped_at_boundary():
                 return
+            await self._recover_context()
             response = await self._call_llm(with_tools=True)
             if await self._record_response(response):
                 return
@@ -143,28 +167,39 @@ class RunLoop:
 
     # -- boundaries ------------------------------------------------------------------
 
-    async def _commit(self, boundary: Boundary) -> RunRead:
+    async def _commit(self, boundary: Boundary, guards: Guards | None = None) -> RunRead:
         """Commit one boundary (through the group committer, alongside other runs'), fenced
-        by this worker's lease; then take its messages and results into the loop's state."""
+        by this worker's lease; then take its messages, results and the watchers' new state
+        (`guards`, recorded in its checkpoint) into the loop's state."""
         if self.lease_lost.is_set():  # the heartbeat could not renew: stop here
             raise LeaseLost()
+        guards = guards or self.guards
         completed_ids = [*self.completed_calls, *(call_id for call_id, _ in boundary.completed)]
         write = BoundaryWrite(
             run_id=self.run.id,
             owner=self.owner,
             token=self.token,
             boundary=boundary,
-            message_count=len(self.history) + len(boundary.messages),
+            message_count=self.transcript_count + len(boundary.messages),
             completed_tool_call_ids=completed_ids,
             system_prompt_hash=self.system_hash,
             idempotent={c.id: self._is_idempotent(c) for c in boundary.started},
             now=self.deps.clock(),
+            loop_counters=guards.counters(),
         )
         run = await self.deps.committer.submit(write)
         if run is None:
             raise LeaseLost()
-        log_events([*boundary.opening, *boundary.events], run_id=run.id, lane=run.lane)
+        events = [*boundary.opening, *boundary.events]
+        log_events(events, run_id=run.id, lane=run.lane)
+        if self.deps.metrics is not None:
+            self.deps.metrics.observe_run_events(events, run)
+        if boundary.context is not None:
+            self.history = list(boundary.context[1])
         self.history += boundary.messages
+        self.through += len(boundary.messages)
+        self.transcript_count += len(boundary.messages)
+        self.guards = guards
         self.completed_calls = completed_ids
         self.run = run
         self.deps.bus.publish(run_stream(run.id))
@@ -251,10 +286,7 @@ class RunLoop:
         missing = [c for c in pending if c.id not in answered]
         if missing:
             return await self._run_tools(self.history[-1].content, only=missing, answered=answered)
-        await self._commit(
-            Boundary("tool_result", messages=[results_message(pending, answered, "")])
-        )
-        return True
+        return await self._record_results(pending, answered, [], [])
 
     async def _stopped_at_boundary(self) -> bool:
         """End the run here if it was cancelled or ran out of time or iterations, or hand it
@@ -323,15 +355,27 @@ class RunLoop:
         )
 
     async def _call_llm(self, *, with_tools: bool) -> LLMResponse:
+        """One LLM call over the live context. The run journal goes in twice (seed 000): its
+        digest in the system prompt, and its full text just before the live messages."""
         model = self.agent.model
+        async with self.deps.sessionmaker() as session:
+            stored = await journal_store.read_journal(session, self.run.conversation_id)
+        journal = Journal.model_validate(stored or {})
+        digest = render_digest(journal)
+        system = self.agent.system_prompt
+        if digest:
+            system = f"{system}\n\n{digest}" if system else digest
+        tool_choice = (self.forced or self.guards.tool_choice) if with_tools else None
         request = LLMRequest(
             model=model.name,
-            system=self.agent.system_prompt,
-            messages=for_provider(self.history),
+            system=system,
+            messages=[*render_full(journal), *for_provider(self.history)],
             max_tokens=model.max_output_tokens,
-            tools=self.deps.tools.registry.specs(self.agent.tools) if with_tools else [],
+            tools=self._tool_specs(tool_choice) if with_tools else [],
+            tool_choice=tool_choice,
             timeout_s=self._remaining_s(),
         )
+        self.forced = None
         stream = run_stream(self.run.id)
 
         async def on_text(delta: str) -> None:
@@ -339,6 +383,55 @@ class RunLoop:
 
         async with asyncio.timeout(self._remaining_s()):
             return await self.provider.complete(request, on_text)
+
+    def _tool_specs(self, forced: ToolChoice | None) -> list[Any]:
+        """The agent's tools, the journal tools every agent has, and a tool the loop forces
+        (the ladders' `ask_human`) even when the agent does not list it."""
+        names = dict.fromkeys([*self.agent.tools, *JOURNAL_TOOL_NAMES])
+        if forced is not None and forced.name:
+            names[forced.name] = None
+        return self.deps.tools.registry.specs(names)
+
+    def _compactor(self) -> Compactor:
+        """Compaction for this run: the summary is a background call with the cheap model,
+        on a provider of its own (a scripted one keeps its own place in the script)."""
+        settings = self.deps.compaction
+        summariser = self.deps.providers(self.agent, f"{self.run.id}:summary")
+        return Compactor(
+            settings,
+            llm_summariser(summariser, settings),
+            self.agent.model.context_window,
+            system=self.agent.system_prompt,
+            tools=self._tool_specs(None),
+        )
+
+    async def _recover_context(self) -> None:
+        """Before an LLM call: when the live context outgrew its budget, climb the recovery
+        ladder (R1 compaction, R2 deep prune, R3 ask the human) and commit what it did with
+        a `compaction` checkpoint."""
+        recovery = await self.compactor.recover(
+            self.history,
+            through_position=self.through,
+            iteration=self.run.iteration,
+            state=self.guards.ladder,
+        )
+        if recovery is None:
+            return
+        context = None
+        if recovery.messages is not None:
+            context = (recovery.through_position, recovery.messages)
+        ask = recovery.ask_human
+        await self._commit(
+            Boundary(
+                "compaction",
+                messages=[Message.user_text(ask.instruction)] if ask else [],
+                events=recovery.events,
+                context=context,
+            ),
+            replace(self.guards, ladder=recovery.state),
+        )
+        if ask is not None:
+            self.forced = ask.tool_choice
 
     def _elapsed_s(self) -> float:
         """Time limits bound one execution (a worker's time), as a task's time limit would:
@@ -424,15 +517,35 @@ class RunLoop:
             return False
         crash_point("during_tool")  # the tools ran; their completion is not recorded yet
         results = {**(answered or {}), **{i: (o.content, o.is_error) for i, o in outcomes.items()}}
+        return await self._record_results(calls, results, list(outcomes.items()), events)
+
+    async def _record_results(
+        self,
+        calls: list[ToolUseBlock],
+        results: dict[str, tuple[str, bool]],
+        completed: list[tuple[str, ToolOutcome]],
+        events: list[RunEvent],
+    ) -> bool:
+        """The tool_result boundary of a batch, with what the watchers make of it: their
+        notes ride in the results message; a stagnant run ends here (False)."""
+        verdict = self.guards.after_batch(calls, self.deps.stagnation)
+        message = results_message(calls, results, "Error: no result was recorded")
         await self._commit(
             Boundary(
                 "tool_result",
-                messages=[results_message(calls, results, "Error: no result was recorded")],
-                completed=list(outcomes.items()),
-                events=events,
-            )
+                messages=[with_notes(message, verdict.notes)],
+                completed=completed,
+                events=[*events, *verdict.events],
+            ),
+            verdict.guards,
         )
-        return True
+        if verdict.stop is None:
+            return True
+        log.warning("run %s stopped: stagnation", self.run.id)
+        await self._settle(
+            RunStatus.COMPLETED, stop_reason=STOP_REASON, result=last_assistant_text(self.history)
+        )
+        return False
 
     async def _pause(
         self,
@@ -485,6 +598,8 @@ class RunLoop:
             agent_id=self.agent.id,
             conversation_id=self.run.conversation_id,
             services=self.deps.tool_services,
+            lease_owner=self.owner,
+            lease_token=self.token,
         )
 
         async def on_retry(data: dict[str, Any]) -> None:

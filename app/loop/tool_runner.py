@@ -9,8 +9,9 @@ A failing call climbs the escalation ladder, cheapest rung first:
     degrade   an `optional` tool is withdrawn for the rest of the run
     fail      the last error goes to the model
 
-Each tool has a circuit breaker, consulted before every attempt: while it is open the
-tool is not called at all and the ladder goes straight to its fallback.
+Each tool (or each service a tool reaches, see `Tool.breaker_scope`) has a circuit
+breaker, consulted before every attempt: while it is open the tool is not called at all
+and the ladder goes straight to its fallback.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class ToolRunner:
         on_event: OnEvent,
     ) -> _Tried:
         """Rung one: call the tool, retrying what may be retried, while its breaker lets us."""
-        breaker = self.breakers.get(f"tool:{tool.name}")
+        breaker = self.breakers.get(tool.breaker_name(call.input))
         attempts = 0
         while True:
             if not breaker.allow():

@@ -59,8 +59,8 @@ class TaskStepConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    title: Annotated[str, StringConstraints(max_length=200, strip_whitespace=True)] | None = (
-        Field(None, examples=["Write the release notes"])
+    title: Annotated[str, StringConstraints(max_length=200, strip_whitespace=True)] | None = Field(
+        None, examples=["Write the release notes"]
     )
     description: Text = ""
     type: TaskType = TaskType.DEVELOPMENT

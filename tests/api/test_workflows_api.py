@@ -58,7 +58,16 @@ async def test_create_get_list_delete(client: httpx.AsyncClient) -> None:
     assert workflow["version"] == 1 and workflow["name"] == "Release"
     assert workflow["review_timeout_s"] == 86_400
     assert workflow["review_timeout_policy"] == "escalate"
-    assert [n["id"] for n in workflow["nodes"]] == ["s", "t1", "split", "t2", "t3", "join", "t4", "e"]
+    assert [n["id"] for n in workflow["nodes"]] == [
+        "s",
+        "t1",
+        "split",
+        "t2",
+        "t3",
+        "join",
+        "t4",
+        "e",
+    ]
     assert workflow["nodes"][0]["position"] == {"x": 0, "y": 0}
     assert response.headers["etag"] == '"1"'
     assert response.headers["location"].endswith(f"/v1/workflows/{workflow['id']}")
@@ -99,7 +108,9 @@ async def test_update_with_if_match_or_body_version(client: httpx.AsyncClient) -
     assert by_body.status_code == 200 and by_body.json()["version"] == 3
     assert by_body.json()["review_timeout_policy"] == "auto_deny"
 
-    disagree = await client.patch(url, json={"name": "x", "version": 3}, headers={"If-Match": '"2"'})
+    disagree = await client.patch(
+        url, json={"name": "x", "version": 3}, headers={"If-Match": '"2"'}
+    )
     assert_problem(disagree, 422, "validation_error")
     assert_problem(await client.patch(url, json={"version": 3}), 422, "validation_error")
     assert (await client.get(url)).json()["name"] == "Renamed"

@@ -70,7 +70,7 @@ async def world(clean_db: AsyncEngine) -> AsyncIterator[World]:
         tasks = TaskEngine(h.sessionmaker, h.bus)
         tasks.start()
         bridge = TaskRuns(h.sessionmaker, tasks, h.runs, h.bus, poll_interval_s=0.05)
-        await bridge.start()
+        bridge.start()
         pool = h.new_pool(capacity=2, owner="pool-b")
         pool.start()
         try:

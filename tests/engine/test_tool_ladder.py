@@ -40,7 +40,7 @@ class Lab:
         def tool(name: str, **options: Any) -> Tool:
             async def handler(context: ToolContext, arguments: dict[str, Any]) -> str:
                 self.calls[name] += 1
-                if name in self.down:
+                if name in self.down or arguments.get("host") in self.down:
                     raise ToolFailure(f"{name} upstream answered 503", transient=True)
                 if arguments.get("missing"):
                     raise ToolFailure(f"{name}: no such page")
@@ -57,6 +57,7 @@ class Lab:
             tool("book", fallback="cached_search"),  # side-effecting: no retries
             tool("secret_search", fallback="admin_search", optional=True),
             tool("admin_search"),
+            tool("fetch", breaker_scope=lambda arguments: arguments.get("host")),
         ]
 
     async def _sleep(self, seconds: float) -> None:
@@ -198,6 +199,21 @@ async def test_a_required_tool_without_fallback_fails_with_its_last_error(lab: L
         False,
     )
     assert lab.kinds() == []
+
+
+async def test_a_tool_with_a_breaker_scope_has_one_breaker_per_service(lab: Lab) -> None:
+    lab.down = {"flaky.example"}
+    for _ in range(2):
+        await lab.run("fetch", host="flaky.example")
+    healthy = await lab.run("fetch", host="fine.example")
+    refused = await lab.run("fetch", host="flaky.example")
+    assert (healthy.is_error, refused.is_error) == (False, True)
+    assert "circuit breaker is open" in refused.content
+    assert lab.calls["fetch"] == 3
+    assert lab.runner.breakers.snapshot() == {
+        "tool:fetch:fine.example": "closed",
+        "tool:fetch:flaky.example": "open",
+    }
 
 
 async def test_a_permanent_failure_does_not_count_against_the_breaker(lab: Lab) -> None:

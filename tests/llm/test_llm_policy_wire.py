@@ -1,6 +1,7 @@
 """ResilientModel with the real Anthropic provider against a real local server speaking
 the Messages API: what is retried, after how long, with which model and `max_tokens` (as
-the server received them). Sleep and clock are injected: nothing waits for real."""
+the server received them). Sleep and clock are injected: nothing waits for real. The last
+test drives the service's own `Providers` with a scripted model instead."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from typing import Any
 
 import pytest
 
+from app.config import LLMSettings
 from app.engine.breakers import Breakers, CircuitBreakerPolicy
 from app.llm.anthropic import AnthropicProvider
 from app.llm.caller import LLMCallFailed, ResilientModel
 from app.llm.messages import Message, TextBlock
 from app.llm.policy import LLMRetryPolicy, Purpose
-from app.llm.provider import LLMRequest
+from app.llm.provider import LLMRequest, Provider
+from app.llm.providers import Providers
+from app.schemas.agents import AgentRead, ModelConfig, ScriptedFault, ScriptedTurn
 from tests.support.anthropic_wire import (
     AnthropicWire,
     Drop,
@@ -317,3 +321,43 @@ async def test_persistent_mode_waits_for_an_open_breaker_instead_of_failing(h: H
         "agent.breaker.opened",
         "agent.breaker.closed",
     ]
+
+
+async def test_the_service_providers_serve_an_agents_fallback_model_too() -> None:
+    """`Providers` hands out one provider per agent and run; the fallback model is only
+    another name in the request. A scripted overload storm shows the switch end to end."""
+    overloaded = ScriptedFault(kind="http", status=529, message="Overloaded", times=2)
+    model = ModelConfig(
+        provider="scripted",
+        name=PRIMARY,
+        fallback_name=FALLBACK,
+        script=[ScriptedTurn(text="From the fallback.", fault=overloaded)],
+    )
+    now = datetime.now(UTC)
+    agent = AgentRead(
+        id="agent_1", version=1, created_at=now, updated_at=now, name="a", model=model
+    )
+    providers = Providers(LLMSettings())
+    seen: list[str] = []
+
+    def provider_for(name: str) -> Provider:
+        seen.append(name)
+        return providers(agent, "run_1")
+
+    time = Time()
+    resilient = ResilientModel(
+        provider_for=provider_for,
+        provider_name=agent.model.provider,
+        breakers=Breakers(),
+        policy=LLMRetryPolicy(overloads_before_fallback=2),
+        fallback_model=agent.model.fallback_name,
+        sleep=time.sleep,
+        clock=time,
+    )
+    request = LLMRequest(
+        model=PRIMARY, system="", messages=[Message.user_text("Hi")], max_tokens=99
+    )
+    response = await resilient.complete(request, purpose="main_loop")
+    assert response.content == [TextBlock(text="From the fallback.")]
+    assert seen == [PRIMARY, PRIMARY, FALLBACK]
+    await providers.aclose()

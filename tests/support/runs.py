@@ -32,6 +32,7 @@ from app.loop.executor import LoopDeps, RunLoop
 from app.loop.tool_runner import ToolRunner
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, ToolHandler, define_tool
 from app.loop.tools.builtins import BuiltinServices, builtin_tools
+from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.registry import ToolRegistry
 from app.loop.transcript import for_provider
 from app.models import CHECKPOINTS
@@ -189,7 +190,7 @@ class Harness:
         self.bus = EventBus()
         self.clock = FakeClock()
         self.tools = Toolbox(self.clock)
-        self.registry = ToolRegistry([*builtin_tools(), *self.tools.all()])
+        self.registry = ToolRegistry([*builtin_tools(), *journal_tools(), *self.tools.all()])
         self.sleeps: list[float] = []
         self.runs = RunCommands(self.sessionmaker, self.bus)
         self.agents = AgentCommands(self.sessionmaker)

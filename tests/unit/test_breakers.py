@@ -8,8 +8,8 @@ import pytest
 
 from app.config import ResilienceSettings
 from app.engine.breakers import (
-    BreakerState,
     Breakers,
+    BreakerState,
     CircuitBreaker,
     CircuitBreakerPolicy,
     breaker_event,
@@ -34,7 +34,8 @@ def breaker() -> tuple[CircuitBreaker, Clock]:
 
 # Steps: "ok"/"fail" (allow, then record), "wait N" (advance the clock), "refused" (allow
 # says no). Each step lists the state after it and the transition `record` reported.
-SEQUENCES = {
+Step = tuple[str, BreakerState, BreakerState | None]
+SEQUENCES: dict[str, list[Step]] = {
     "too_few_calls_never_open": [("fail", CLOSED, None), ("fail", CLOSED, None)],
     "half_the_window_failing_opens": [
         ("ok", CLOSED, None),

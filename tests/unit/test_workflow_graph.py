@@ -3,6 +3,7 @@ and the activation plan (branches taken and skipped, joins, assignees)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -106,17 +107,17 @@ def test_every_node_type_and_edge_type_together_validate() -> None:
 BAD_CASES: list[tuple[str, Any, list[tuple[str, str | None]]]] = [
     (
         "duplicate node id",
-        lambda n, e: (n + [node("a")], e),
+        lambda n, e: ([*n, node("a")], e),
         [("duplicate_node_id", "a")],
     ),
     (
         "duplicate edge id",
-        lambda n, e: (n, e + [edge("s", "a")]),
+        lambda n, e: (n, [*e, edge("s", "a")]),
         [("duplicate_edge_id", "s-a")],
     ),
     (
         "edge to a missing node",
-        lambda n, e: (n, e + [edge("a", "ghost")]),
+        lambda n, e: (n, [*e, edge("a", "ghost")]),
         [("unknown_node", "a-ghost")],
     ),
     (
@@ -141,7 +142,7 @@ BAD_CASES: list[tuple[str, Any, list[tuple[str, str | None]]]] = [
     ),
     (
         "two starts",
-        lambda n, e: (n + [node("s2", "start")], e + [edge("s2", "a")]),
+        lambda n, e: ([*n, node("s2", "start")], [*e, edge("s2", "a")]),
         [("start_count", "s2")],
     ),
     (
@@ -151,17 +152,17 @@ BAD_CASES: list[tuple[str, Any, list[tuple[str, str | None]]]] = [
     ),
     (
         "two ends",
-        lambda n, e: (n + [node("e2", "end")], e + [edge("a", "e2")]),
+        lambda n, e: ([*n, node("e2", "end")], [*e, edge("a", "e2")]),
         [("end_count", "e2")],
     ),
     (
         "edge into start",
-        lambda n, e: (n, e + [edge("a", "s")]),
+        lambda n, e: (n, [*e, edge("a", "s")]),
         [("start_incoming", "a-s"), ("cycle", "a-s")],
     ),
     (
         "edge out of end",
-        lambda n, e: (n + [node("b")], e + [edge("e", "b")]),
+        lambda n, e: ([*n, node("b")], [*e, edge("e", "b")]),
         [("end_outgoing", "e-b")],
     ),
     (
@@ -171,7 +172,7 @@ BAD_CASES: list[tuple[str, Any, list[tuple[str, str | None]]]] = [
     ),
     (
         "unreachable node",
-        lambda n, e: (n + [node("lost")], e + [edge("lost", "e")]),
+        lambda n, e: ([*n, node("lost")], [*e, edge("lost", "e")]),
         [("unreachable", "lost")],
     ),
     (
@@ -181,12 +182,12 @@ BAD_CASES: list[tuple[str, Any, list[tuple[str, str | None]]]] = [
     ),
     (
         "cycle",
-        lambda n, e: (n + [node("b")], e + [edge("a", "b"), edge("b", "a")]),
+        lambda n, e: ([*n, node("b")], [*e, edge("a", "b"), edge("b", "a")]),
         [("cycle", "b-a")],
     ),
     (
         "self loop",
-        lambda n, e: (n, e + [edge("a", "a")]),
+        lambda n, e: (n, [*e, edge("a", "a")]),
         [("cycle", "a-a")],
     ),
 ]
@@ -214,7 +215,7 @@ def test_conditional_needs_one_true_and_one_false_edge() -> None:
     assert ("conditional_branches", "c") in rules(nodes, [e for e in edges if e.target != "no"])
     two_true = [edge("c", "no", "conditional_true") if e.target == "no" else e for e in edges]
     assert ("conditional_branches", "c") in rules(nodes, two_true)
-    extra = edges + [edge("c", "after")]
+    extra = [*edges, edge("c", "after")]
     assert ("conditional_branches", "c") in rules(nodes, extra)
 
 
@@ -345,6 +346,6 @@ def test_agent_assignment_flows_downstream_until_another_one() -> None:
         node("e", "end"),
     ]
     order = ["s", "who", "a", "b", "other", "c", "e"]
-    edges = [edge(x, y) for x, y in zip(order, order[1:], strict=False)]
+    edges = [edge(x, y) for x, y in itertools.pairwise(order)]
     plan = plan_execution(Graph.of(nodes, edges), {})
     assert {t.node_id: t.assigned_to for t in plan.tasks} == {"a": "ann", "b": "bob", "c": "cy"}

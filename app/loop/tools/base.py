@@ -54,6 +54,7 @@ class ToolFailure(Exception):
 
 ToolHandler = Callable[[ToolContext, dict[str, Any]], Awaitable[str]]
 IdempotencyRule = bool | Callable[[dict[str, Any]], bool]
+BreakerScope = Callable[[dict[str, Any]], str | None]
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class Tool:
     destructive: bool = True
     requires_permission: bool = True
     pauses_run: bool = False  # ask_human and friends: the run waits for a person
+    # The service a call reaches (an HTTP tool: the host), so that one service's outage
+    # opens the breaker for calls to it only; None: one breaker for the whole tool.
+    breaker_scope: BreakerScope | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def is_idempotent(self, arguments: dict[str, Any]) -> bool:
@@ -80,6 +84,14 @@ class Tool:
             except Exception:  # a rule that cannot decide fails closed
                 return False
         return self.idempotent
+
+    def breaker_name(self, arguments: dict[str, Any]) -> str:
+        """`tool:<name>`, or `tool:<name>:<scope>` for a tool that names its services."""
+        try:
+            scope = self.breaker_scope(arguments) if self.breaker_scope else None
+        except Exception:  # arguments the rule cannot read: the tool-wide breaker
+            scope = None
+        return f"tool:{self.name}:{scope}" if scope else f"tool:{self.name}"
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.input_schema)
@@ -98,6 +110,7 @@ def define_tool(
     destructive: bool = True,
     requires_permission: bool = True,
     pauses_run: bool = False,
+    breaker_scope: BreakerScope | None = None,
 ) -> Tool:
     """Make a tool. Every safety-relevant property must be given explicitly to loosen it."""
     if retries and idempotent is False:
@@ -118,4 +131,5 @@ def define_tool(
         destructive=destructive,
         requires_permission=requires_permission,
         pauses_run=pauses_run,
+        breaker_scope=breaker_scope,
     )

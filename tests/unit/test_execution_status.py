@@ -1,0 +1,84 @@
+"""How the execution observer reads task statuses: the table in its module docstring."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from app.engine.workflow_observer import execution_status_of, node_status_of
+from app.schemas.tasks import TaskRead
+from app.states import TaskStatus
+from app.workflow_states import ExecutionStatus, NodeStatus
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def task(status: TaskStatus, *, retry_count: int = 0, max_retries: int = 1) -> TaskRead:
+    return TaskRead(
+        id="task_1",
+        title="t",
+        created_by="me",
+        status=status,
+        retry_count=retry_count,
+        max_retries=max_retries,
+        version=1,
+        created_at=NOW,
+        updated_at=NOW,
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "retry_count", "expected"),
+    [
+        (TaskStatus.CREATED, 0, NodeStatus.PENDING),
+        (TaskStatus.ASSIGNED, 0, NodeStatus.PENDING),
+        (TaskStatus.BLOCKED, 0, NodeStatus.PENDING),
+        (TaskStatus.INTERRUPTED, 0, NodeStatus.PENDING),
+        (TaskStatus.FAILED, 0, NodeStatus.PENDING),  # one retry left: it will be reassigned
+        (TaskStatus.IN_PROGRESS, 0, NodeStatus.RUNNING),
+        (TaskStatus.IN_REVIEW, 0, NodeStatus.RUNNING),
+        (TaskStatus.COMPLETED, 0, NodeStatus.COMPLETED),
+        (TaskStatus.FAILED, 1, NodeStatus.FAILED),  # retries used up
+        (TaskStatus.CANCELLED, 0, NodeStatus.CANCELLED),
+    ],
+)
+def test_node_status_follows_the_task(
+    status: TaskStatus, retry_count: int, expected: NodeStatus
+) -> None:
+    assert node_status_of(task(status, retry_count=retry_count)) is expected
+
+
+def test_every_task_status_has_a_node_status() -> None:
+    for status in TaskStatus:
+        assert node_status_of(task(status)) in NodeStatus
+
+
+def test_a_deleted_task_counts_as_cancelled() -> None:
+    assert node_status_of(None) is NodeStatus.CANCELLED
+
+
+P, R, C, F, X = (
+    NodeStatus.PENDING,
+    NodeStatus.RUNNING,
+    NodeStatus.COMPLETED,
+    NodeStatus.FAILED,
+    NodeStatus.CANCELLED,
+)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"),
+    [
+        ([C, C, C], ExecutionStatus.COMPLETED),
+        ([C, R, P], ExecutionStatus.RUNNING),
+        ([C, F, R], ExecutionStatus.FAILED),
+        ([C, X, R], ExecutionStatus.CANCELLED),
+        ([F, X], ExecutionStatus.FAILED),  # a failure is reported over a cancel
+        ([], ExecutionStatus.COMPLETED),
+    ],
+)
+def test_execution_status_follows_its_task_nodes(
+    nodes: list[NodeStatus], expected: ExecutionStatus
+) -> None:
+    assert execution_status_of(nodes) is expected
