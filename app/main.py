@@ -30,6 +30,7 @@ from app.config import Settings, load_settings
 from app.db import libpq_url, make_engine, make_sessionmaker
 from app.embedded_pg import start_embedded
 from app.engine.agents import AgentCommands
+from app.engine.breakers import Breakers, CircuitBreakerPolicy
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.pg_listener import PgListener
@@ -40,6 +41,7 @@ from app.engine.task_engine import TaskEngine
 from app.engine.task_runs import TaskRuns
 from app.engine.workers import WorkerPool
 from app.engine.workflow_observer import ExecutionObserver
+from app.llm.policy import LLMRetryPolicy
 from app.llm.providers import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.loop.executor import LoopDeps, RunLoop
@@ -84,9 +86,12 @@ def build_workers(
     committer: GroupCommitter[BoundaryWrite, RunRead | None],
     extra_tools: Sequence[Tool],
     metrics: Metrics | None = None,
+    breakers: Breakers | None = None,
 ) -> WorkerPool:
     """The run workers with their tools: built-ins, http_request under the configured
-    address policy, and whatever the embedding application adds."""
+    address policy, and whatever the embedding application adds. `breakers` are the
+    process's circuit breakers (of tools and models), shared by every run."""
+    breakers = breakers or Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
     tool_settings = settings.tools
     http_policy = HttpToolPolicy(
         allow_private=tool_settings.http_allow_private,
@@ -106,7 +111,7 @@ def build_workers(
         sessionmaker=sessionmaker,
         bus=bus,
         providers=providers,
-        tools=ToolRunner(registry, ToolRetryPolicy()),
+        tools=ToolRunner(registry, ToolRetryPolicy(), breakers=breakers),
         clock=lambda: datetime.now(UTC),
         committer=committer,
         tool_services=BuiltinServices(runs, sessionmaker, bus),
@@ -118,6 +123,8 @@ def build_workers(
         stagnation=stagnation_policy(settings.loop_guards),
         compaction=settings.compaction,
         metrics=metrics,
+        breakers=breakers,
+        llm_policy=LLMRetryPolicy.from_settings(settings.resilience),
     )
     worker_settings = settings.workers
     return WorkerPool(
@@ -156,7 +163,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         max_batch=engine_settings.max_batch,
         queue_full_retry_after_s=engine_settings.queue_full_retry_after_s,
     )
-    app.state.metrics = Metrics(task_queue_depth=lambda: task_engine.queue_depth)
+    breakers = Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
+    app.state.metrics = Metrics(
+        task_queue_depth=lambda: task_engine.queue_depth, breaker_states=breakers.snapshot
+    )
     runs = RunCommands(sessionmaker, bus)
     providers = Providers(settings.llm)
     committer = GroupCommitter(sessionmaker, write_boundaries)
@@ -171,6 +181,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             committer,
             app.state.tools,
             app.state.metrics,
+            breakers,
         )
     runtime = Runtime(
         settings=settings,

@@ -34,6 +34,7 @@ from app.engine.group_commit import GroupCommitter
 from app.engine.runs import RunCommands
 from app.llm.providers import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
+from app.loop.tools.base import Tool, ToolContext, define_tool
 from app.main import build_workers
 from app.schemas.agents import AgentCreate, Limits, ModelConfig, ScriptedToolCall, ScriptedTurn
 from app.schemas.runs import RunCreate, RunRead
@@ -50,6 +51,9 @@ STALL_CHECK_S = 1.0
 STALL_S = 120.0  # no run settled for this long: the scenario is declared stuck
 STATS_SETTLE_S = 0.6  # exiting backends flush their pg_stat counters asynchronously
 ECHO_NOTE = "x" * 72  # with the turn number, the echo result is ~100 bytes of JSON
+# Turns take these idempotent echo tools in turn: one tool called every turn with new
+# arguments is what the tool-loop detector (rightly) calls thrashing and stops.
+ECHO_TOOLS = ("echo_a", "echo_b", "echo_c")
 FLOOR_PAD = "y" * 960  # with the other keys, ~1 KB of JSONB per floor row
 FLOOR_INSERT = "INSERT INTO bench_turns (run_id, turn, body) VALUES ($1, $2, $3::jsonb)"
 
@@ -92,13 +96,36 @@ async def scalar(url: str, sql: str) -> int:
         await conn.close()
 
 
+async def _echo(context: ToolContext, arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, sort_keys=True)
+
+
+def echo_tools() -> list[Tool]:
+    return [
+        define_tool(
+            name,
+            "Return the arguments it is given, as JSON.",
+            {"type": "object"},
+            _echo,
+            idempotent=True,
+            destructive=False,
+            requires_permission=False,
+        )
+        for name in ECHO_TOOLS
+    ]
+
+
 def agent_body(scenario: Scenario) -> AgentCreate:
-    """T-1 echo turns then a text answer, each after `latency_ms` of model time. Each turn
-    echoes a note of its own: the same call every turn is what the stagnation detector
-    stops, rightly."""
+    """T-1 echo turns then a text answer, each after `latency_ms` of model time; each turn
+    echoes a note of its own with the next of the echo tools, as an agent making progress
+    would (repeated calls are what the loop guards stop)."""
     tool_turns = [
         ScriptedTurn(
-            tool_calls=[ScriptedToolCall(name="echo", input={"note": f"turn {i}: {ECHO_NOTE}"})],
+            tool_calls=[
+                ScriptedToolCall(
+                    name=ECHO_TOOLS[i % len(ECHO_TOOLS)], input={"note": f"turn {i}: {ECHO_NOTE}"}
+                )
+            ],
             latency_ms=scenario.latency_ms,
         )
         for i in range(1, scenario.turns)
@@ -106,7 +133,7 @@ def agent_body(scenario: Scenario) -> AgentCreate:
     final = ScriptedTurn(text="Done: every note was echoed.", latency_ms=scenario.latency_ms)
     return AgentCreate(
         name="bench-w1",
-        tools=["echo"],
+        tools=list(ECHO_TOOLS),
         model=ModelConfig(
             provider="scripted",
             name="scripted",
@@ -252,7 +279,7 @@ async def w1_scenario(url: str, database: str, scenario: Scenario, profile_top: 
         database=DatabaseSettings(url=url),
         workers=WorkerSettings(capacity=scenario.capacity, poll_interval_s=POLL_S),
     )
-    pool = build_workers(settings, sessionmaker, bus, runs, providers, committer, [])
+    pool = build_workers(settings, sessionmaker, bus, runs, providers, committer, echo_tools())
     try:
         agent = await AgentCommands(sessionmaker).create(agent_body(scenario))
         log(f"  creating {scenario.runs} runs")

@@ -45,7 +45,9 @@ async def activate_workflow(
     makes one task per task node on the paths the conditions take, with dependencies
     wired through the control nodes; untaken branches are `skipped`."""
     body = body or ActivateRequest()
-    digest = idempotency.request_hash(body.model_dump(mode="json")) if idempotency_key else None
+    digest = None
+    if idempotency_key:  # a key names one activation, of one workflow
+        digest = idempotency.request_hash([workflow_id, body.model_dump(mode="json")])
     activation = await commands.activate(
         workflow_id, body, actor, idempotency_key=idempotency_key, request_hash=digest
     )

@@ -17,6 +17,10 @@ catches what happened while no process was watching) all converge on the same st
     failed with no retry left                    failed     -> execution failed
     cancelled, or deleted                        cancelled  -> execution cancelled
     every task node completed                               -> execution completed
+
+Who wins: only a `running` execution is ever changed, under its row lock. A cancel
+through the API and a pass of the observer therefore take turns; whichever commits
+first ends the execution and the other finds it finished and leaves it alone.
 """
 
 from __future__ import annotations
@@ -130,7 +134,7 @@ class ExecutionObserver:
             await asyncio.gather(loop, return_exceptions=True)
 
     async def _run(self) -> None:
-        await self._pass(None)
+        await self.sync_all()
         while True:
             if not self._changed:
                 if self._stopping:
@@ -141,18 +145,28 @@ class ExecutionObserver:
             changed, self._changed = self._changed, set()
             await self._pass(changed)
 
+    async def sync_all(self) -> None:
+        """Sync every running execution: at start-up, and whenever a sweep is wanted (a
+        pass that failed, say while the database was away, is made good by the next)."""
+        await self._pass(None)
+
     async def _pass(self, task_ids: set[str] | None) -> None:
-        """Sync the running executions that made these tasks (all of them for None)."""
+        """Sync the running executions that made these tasks (all of them for None). The
+        loop must outlive a bad pass, and one execution's failure must not stop the rest."""
         try:
             async with self._sessionmaker() as session:
                 if task_ids is None:
                     execution_ids = await store.running_execution_ids(session)
                 else:
                     execution_ids = await store.running_executions_of_tasks(session, task_ids)
-            for execution_id in execution_ids:
+        except Exception:
+            log.exception("workflow execution observer could not find the executions")
+            return
+        for execution_id in execution_ids:
+            try:
                 await self.sync(execution_id)
-        except Exception:  # the loop must outlive a bad pass; the next change retries
-            log.exception("workflow execution observer pass failed")
+            except Exception:
+                log.exception("workflow execution %s could not be synced", execution_id)
 
     async def sync(self, execution_id: str) -> ExecutionRead | None:
         """Bring one running execution in line with its tasks; None when not running."""

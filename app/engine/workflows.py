@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.bus import EventBus
 from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import CancelTask, CreateTask
+from app.engine.task_mutations import CreateTask, TransitionTask
 from app.engine.workflow_graph import Graph, structural_issues, validate_workflow
 from app.engine.workflow_plan import PlannedTask, leaves, plan_execution
 from app.errors import (
@@ -33,7 +33,7 @@ from app.errors import (
     VersionConflict,
 )
 from app.ids import new_id
-from app.schemas.tasks import TaskCreate
+from app.schemas.tasks import TaskCreate, TaskRead
 from app.schemas.workflows import (
     ActivateRequest,
     ExecutionRead,
@@ -99,6 +99,20 @@ def node_event(
 class Activation:
     execution: ExecutionRead
     replayed: bool = False
+
+
+def cancel_route(task: TaskRead) -> list[TaskStatus]:
+    """The transitions that cancel a task: directly where the task machine allows it, else
+    through `assigned` (blocked, interrupted, failed with a retry left); none for a task
+    that is finished, in review, or was never assigned."""
+    allowed = allowed_targets(
+        task.status, retry_count=task.retry_count, max_retries=task.max_retries
+    )
+    if TaskStatus.CANCELLED in allowed:
+        return [TaskStatus.CANCELLED]
+    if TaskStatus.ASSIGNED in allowed and task.assigned_to:
+        return [TaskStatus.ASSIGNED, TaskStatus.CANCELLED]
+    return []
 
 
 class WorkflowCommands:
@@ -220,7 +234,12 @@ class WorkflowCommands:
                 await idempotency.insert_keys(session, [record], now)
         self._bus.publish(execution_stream(execution.id))
         await self._create_tasks(execution, plan.tasks, node_tasks, body, actor)
-        return Activation(execution)
+        async with self._sessionmaker() as session:
+            latest = await store.get_execution(session, execution.id)
+        if latest is not None and latest.status is ExecutionStatus.CANCELLED:
+            # Cancelled while its tasks were being made: those were not there to cancel.
+            await self._cancel_tasks(latest, actor)
+        return Activation(latest or execution)
 
     async def _replay(
         self, session: AsyncSession, key: str | None, request_hash: str | None
@@ -272,22 +291,24 @@ class WorkflowCommands:
         execution = await self._finish(
             execution_id, ExecutionStatus.CANCELLED, reason or f"cancelled by {actor}"
         )
+        await self._cancel_tasks(execution, actor)
+        return execution
+
+    async def _cancel_tasks(self, execution: ExecutionRead, actor: str) -> None:
+        why = f"workflow execution {execution.id} cancelled"
         async with self._sessionmaker() as session:
             tasks = await store.tasks_by_id(session, execution.node_tasks.values())
         for task in tasks.values():
-            if TaskStatus.CANCELLED not in allowed_targets(
-                task.status, retry_count=task.retry_count, max_retries=task.max_retries
-            ):
-                continue  # finished, or in a state the task machine cannot cancel from
-            try:
-                await self._tasks.submit(
-                    CancelTask(
-                        task.id, actor, reason=f"workflow execution {execution_id} cancelled"
+            version = task.version
+            for target in cancel_route(task):
+                try:
+                    moved = await self._tasks.submit(
+                        TransitionTask(task.id, target, actor, version, why)
                     )
-                )
-            except AppError as exc:  # it moved meanwhile; the execution is cancelled anyway
-                log.warning("could not cancel task %s of %s: %s", task.id, execution_id, exc)
-        return execution
+                except AppError as exc:  # it moved meanwhile; the execution stays cancelled
+                    log.warning("could not cancel task %s of %s: %s", task.id, execution.id, exc)
+                    break
+                version = moved.task.version
 
     async def _finish(
         self, execution_id: str, status: ExecutionStatus, reason: str

@@ -86,6 +86,11 @@ class ResilientModel:
     rng: random.Random = field(default_factory=random.Random)
     clock: Callable[[], datetime] = _utc_now
 
+    def for_purpose(self, purpose: Purpose) -> Provider:
+        """This model as a plain provider making calls of one purpose (a background
+        summariser takes it, and fails fast under load)."""
+        return _PurposeBound(self, purpose)
+
     def breaker(self, model: str) -> CircuitBreaker:
         return self.breakers.get(f"provider:{self.provider_name}:{model}")
 
@@ -234,3 +239,12 @@ class ResilientModel:
             remaining -= chunk
             if remaining > 0 and self.heartbeat is not None:
                 await self.heartbeat()
+
+
+@dataclass(frozen=True)
+class _PurposeBound:
+    model: ResilientModel
+    purpose: Purpose
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+        return await self.model.complete(request, on_text, purpose=self.purpose)

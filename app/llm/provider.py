@@ -42,6 +42,7 @@ class LLMRequest:
     tools: list[ToolSpec] = field(default_factory=list)
     tool_choice: ToolChoice | None = None
     timeout_s: float = 600.0
+    turn: int = 0  # LLM calls the run made before this one (the scripted model's cursor)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ class Providers:
             assert model.script is not None  # the schema requires it
             slot = (agent.id, agent.version, run_id)
             if slot not in self._scripted:
-                self._scripted[slot] = ScriptedProvider(model.script, model=model.name)
+                self._scripted[slot] = ScriptedProvider(model.script)
                 if len(self._scripted) > SCRIPTED_KEPT:
                     self._scripted.popitem(last=False)
             self._scripted.move_to_end(slot)

@@ -1,10 +1,10 @@
 """The scripted provider: plays the turns declared in an agent's model config.
 
-The turn to play is the number of assistant messages since the run's input (the last user
-message that carries text), so every run of a conversation starts the script afresh and a
-resumed run continues where its transcript stops. A turn's `fault` is raised on the first
-`times` attempts at that turn (counted per provider instance, which `Providers` keeps per
-run), then the turn answers.
+The turn to play is the request's `turn` (the LLM calls the run made before this one), so
+every run of a conversation starts the script afresh, a resumed run continues where it
+stopped, and text the loop adds to the transcript (notes, summaries) does not move it.
+A turn's `fault` is raised on the first `times` attempts at that turn (counted per provider
+instance, which `Providers` keeps per run), then the turn answers.
 """
 
 from __future__ import annotations
@@ -13,19 +13,9 @@ import asyncio
 import uuid
 from collections import Counter
 
-from app.llm.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from app.llm.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from app.llm.provider import LLMRequest, LLMResponse, ProviderError, TextSink, Usage
 from app.schemas.agents import ScriptedTurn
-
-
-def _position(messages: list[Message]) -> int:
-    played = 0
-    for message in reversed(messages):
-        if message.role == "assistant":
-            played += 1
-        elif any(not isinstance(b, ToolResultBlock) for b in message.content):
-            break
-    return played
 
 
 def _size(block: Block) -> int:
@@ -42,13 +32,12 @@ def _estimate_tokens(text: str) -> int:
 
 
 class ScriptedProvider:
-    def __init__(self, script: list[ScriptedTurn], *, model: str = "scripted") -> None:
+    def __init__(self, script: list[ScriptedTurn]) -> None:
         self._script = script
-        self._model = model
         self._faults_raised: Counter[int] = Counter()
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
-        position = _position(request.messages)
+        position = request.turn
         turn = self._script[position] if position < len(self._script) else None
         if turn is not None and turn.latency_ms:
             await asyncio.sleep(turn.latency_ms / 1000)
@@ -70,7 +59,7 @@ class ScriptedProvider:
             if any(isinstance(b, ToolUseBlock) for b in content)
             else "end_turn",
             usage=Usage(input_tokens=prompt // 4, output_tokens=_estimate_tokens(text or "x")),
-            model=self._model,
+            model=request.model,  # a fallback model answers under its own name
         )
 
     def _answer(self, turn: ScriptedTurn | None, request: LLMRequest) -> list[Block]:

@@ -21,12 +21,15 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import CompactionSettings
+from app.engine.breakers import Breakers
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.retry import RunRetryPolicy, run_retry_delay
 from app.engine.runs import RUNS_STREAM, RunEvent, run_stream
+from app.llm.caller import LLMCallFailed, ResilientModel
 from app.llm.messages import Message, TextBlock, ToolUseBlock
-from app.llm.provider import LLMRequest, LLMResponse, ProviderError, ToolChoice
+from app.llm.policy import LLMRetryPolicy
+from app.llm.provider import LLMRequest, LLMResponse, Provider, ToolChoice
 from app.llm.providers import ProviderFactory, ProviderUnavailable
 from app.loop.boundary import Boundary, BoundaryWrite, started_events
 from app.loop.compaction import Compactor
@@ -82,6 +85,9 @@ class LoopDeps:
     stagnation: StagnationPolicy = field(default_factory=StagnationPolicy)
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     metrics: Metrics | None = None
+    breakers: Breakers = field(default_factory=Breakers)  # shared with the tool runner
+    llm_policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # between LLM attempts
 
 
 def prompt_hash(system_prompt: str) -> str:
@@ -116,10 +122,8 @@ class RunLoop:
             raise
         except TimeoutError:
             await self._quietly(self._fail_hard_limit())
-        except ProviderError as exc:
-            await self._settle_quietly(
-                RunStatus.FAILED, "provider_error", f"LLM call failed: {exc.message}"
-            )
+        except LLMCallFailed as exc:
+            await self._settle_quietly(RunStatus.FAILED, "provider_error", str(exc))
         except ProviderUnavailable as exc:
             await self._settle_quietly(RunStatus.FAILED, "provider_unavailable", str(exc))
         except Exception as exc:
@@ -144,7 +148,7 @@ class RunLoop:
         self.system_hash = prompt_hash(agent.system_prompt)
         self.transcript_count = len(stored)
         self.guards = Guards.load(latest.loop_counters if latest else None)
-        self.provider = deps.providers(agent, self.run.id)
+        self.llm = self._model(agent.model.provider, deps.providers(agent, self.run.id))
         self.compactor = self._compactor()
         started_here = any(m.run_id == self.run.id for m in stored)
         await self._start(started_here)
@@ -374,6 +378,7 @@ class RunLoop:
             tools=self._tool_specs(tool_choice) if with_tools else [],
             tool_choice=tool_choice,
             timeout_s=self._remaining_s(),
+            turn=self.run.iteration,
         )
         self.forced = None
         stream = run_stream(self.run.id)
@@ -381,25 +386,58 @@ class RunLoop:
         async def on_text(delta: str) -> None:
             self.deps.bus.publish_ephemeral(stream, "message.delta", {"text": delta})
 
-        async with asyncio.timeout(self._remaining_s()):
-            return await self.provider.complete(request, on_text)
+        metrics = self.deps.metrics
+        try:
+            async with asyncio.timeout(self._remaining_s()):
+                response = await self.llm.complete(request, on_text, purpose="main_loop")
+        except LLMCallFailed as exc:
+            if metrics is not None:
+                metrics.llm_call(request.model, exc.error_class)
+            raise
+        if metrics is not None:
+            metrics.llm_call(response.model, "ok")
+        return response
 
     def _tool_specs(self, forced: ToolChoice | None) -> list[Any]:
         """The agent's tools, the journal tools every agent has, and a tool the loop forces
         (the ladders' `ask_human`) even when the agent does not list it."""
         names = dict.fromkeys([*self.agent.tools, *JOURNAL_TOOL_NAMES])
+        for withdrawn in self.guards.degraded:
+            names.pop(withdrawn, None)
         if forced is not None and forced.name:
             names[forced.name] = None
         return self.deps.tools.registry.specs(names)
 
+    def _model(self, provider_name: str, provider: Provider) -> ResilientModel:
+        """The run's model behind seed 001's call policy: retries, breakers, fallback."""
+
+        async def heartbeat() -> None:  # between the chunks of a persistent wait
+            if self.lease_lost.is_set():
+                raise LeaseLost()
+
+        return ResilientModel(
+            provider_for=lambda _model: provider,  # one provider serves every model name
+            provider_name=provider_name,
+            breakers=self.deps.breakers,
+            policy=self.deps.llm_policy,
+            fallback_model=self.agent.model.fallback_name,
+            persistent=self.agent.limits.persistent_retries,
+            on_event=self._event_now,
+            heartbeat=heartbeat,
+            sleep=self.deps.sleep,
+            clock=self.deps.clock,
+        )
+
     def _compactor(self) -> Compactor:
-        """Compaction for this run: the summary is a background call with the cheap model,
-        on a provider of its own (a scripted one keeps its own place in the script)."""
+        """Compaction for this run: the summary is a background call (it fails fast under
+        load) with the cheap model, on a provider of its own (a scripted one keeps its own
+        place in the script)."""
         settings = self.deps.compaction
-        summariser = self.deps.providers(self.agent, f"{self.run.id}:summary")
+        provider = self.deps.providers(self.agent, f"{self.run.id}:summary")
+        summariser = self._model(self.agent.model.provider, provider)
         return Compactor(
             settings,
-            llm_summariser(summariser, settings),
+            llm_summariser(summariser.for_purpose("compaction_summary"), settings),
             self.agent.model.context_window,
             system=self.agent.system_prompt,
             tools=self._tool_specs(None),
@@ -606,12 +644,20 @@ class RunLoop:
             await self._event_now("agent.tool.retry", data)
 
         async with asyncio.timeout(self._remaining_s()):
-            return await self.deps.tools.run(
-                call, context, allowed=set(self.agent.tools), on_retry=on_retry
+            outcome = await self.deps.tools.run(
+                call,
+                context,
+                allowed=set(self.agent.tools),
+                on_retry=on_retry,
+                on_event=self._event_now,
+                unavailable=self.guards.degraded,
             )
+        if outcome.degraded:  # withdrawn from now on; the next checkpoint records it
+            self.guards = replace(self.guards, degraded=self.guards.degraded | {call.name})
+        return outcome
 
     async def _event_now(self, event_type: str, data: dict[str, Any]) -> None:
-        """An event outside any boundary (a tool retry), fenced like the rest."""
+        """An event outside any boundary (a retry, a fallback), fenced like the rest."""
         await self._commit(Boundary(None, events=[(event_type, data)]))
 
     # -- settling --------------------------------------------------------------------

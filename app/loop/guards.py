@@ -1,9 +1,10 @@
 """The loop's watchers and the state they carry from one boundary to the next.
 
 Tool-loop detection, the stagnation detector and the recovery ladder each keep a small
-state; together they ride in every checkpoint's `loop_counters`, so a resumed run goes on
-where its ladders stood. States are values: `after_batch` returns the next ones, which the
-loop adopts only once the boundary that records them has committed.
+state, and the escalation ladder remembers the tools it withdrew (degraded); together they
+ride in every checkpoint's `loop_counters`, so a resumed run goes on where it stood.
+States are values: `after_batch` returns the next ones, which the loop adopts only once
+the boundary that records them has committed.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Guards:
     loops: LoopState = field(default_factory=LoopState)
     stagnation: StagnationState = field(default_factory=StagnationState)
     ladder: LadderState = field(default_factory=LadderState)
+    degraded: frozenset[str] = frozenset()  # optional tools withdrawn for the rest of the run
 
     @classmethod
     def load(cls, counters: Mapping[str, Any] | None) -> Guards:
@@ -57,6 +59,7 @@ class Guards:
             LoopState.from_json(counters.get("loop_detection")),
             StagnationState.from_json(counters.get("stagnation")),
             LadderState.from_json(counters.get("compaction")),
+            frozenset(counters.get("degraded_tools", ())),
         )
 
     def counters(self) -> dict[str, Any]:
@@ -64,6 +67,7 @@ class Guards:
             "loop_detection": self.loops.to_json(),
             "stagnation": self.stagnation.to_json(),
             "compaction": self.ladder.to_json(),
+            "degraded_tools": sorted(self.degraded),
         }
 
     @property
@@ -86,6 +90,4 @@ class Guards:
                 notes.append(verdict.note)
             else:
                 stop = verdict
-        return BatchVerdict(
-            replace(self, loops=loops, stagnation=stagnation), notes, events, stop
-        )
+        return BatchVerdict(replace(self, loops=loops, stagnation=stagnation), notes, events, stop)

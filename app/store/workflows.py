@@ -209,3 +209,15 @@ async def tasks_by_id(session: AsyncSession, task_ids: Iterable[str]) -> dict[st
         return {}
     rows = await session.execute(select(TASKS).where(TASKS.c.id.in_(ids)))
     return {row.id: TaskRead.model_validate(row._mapping) for row in rows}
+
+
+async def workflow_of_task(session: AsyncSession, task_id: str) -> WorkflowRead | None:
+    """The definition whose execution made this task (for its review timeout and policy);
+    None for a task made outside workflows or whose definition was deleted."""
+    row = await session.scalar(
+        select(Workflow)
+        .join(WorkflowExecution, WorkflowExecution.workflow_id == Workflow.id)
+        .join(WorkflowExecutionTask, WorkflowExecutionTask.execution_id == WorkflowExecution.id)
+        .where(WorkflowExecutionTask.task_id == task_id)
+    )
+    return WorkflowRead.model_validate(row) if row else None

@@ -58,7 +58,13 @@ async def test_an_anthropic_agent_runs_through_the_messages_api(
     first, second = wire.requests
     assert first.body["model"] == "claude-wire-test" and first.body["stream"] is True
     assert first.body["system"] == "Be brief."
-    assert [t["name"] for t in first.body["tools"]] == ["echo"]
+    # The agent's tool, then the journal tools every agent has.
+    assert [t["name"] for t in first.body["tools"]] == [
+        "echo",
+        "get_run_journal",
+        "update_run_journal",
+        "append_run_journal_entry",
+    ]
     assert second.body["messages"][-1] == {
         "role": "user",
         "content": [

@@ -195,6 +195,13 @@ async def test_activation_with_an_idempotency_key_happens_once(client: httpx.Asy
     assert len((await client.get("/v1/tasks")).json()["items"]) == 4
     other = await client.post(url, json={"context": {"a": 2}}, headers=headers)
     assert_problem(other, 409, "idempotency_key_reused")
+    elsewhere = await create(client, diamond(name="Elsewhere"))
+    moved = await client.post(
+        f"/v1/workflow-executions/activate/{elsewhere['id']}",
+        json={"context": {"a": 1}},
+        headers=headers,
+    )
+    assert_problem(moved, 409, "idempotency_key_reused")
 
 
 @pytest.mark.parametrize(
@@ -295,6 +302,7 @@ async def test_cancel_cancels_the_open_tasks(client: httpx.AsyncClient) -> None:
     execution = await activate(client, workflow["id"], context={"env": "prod"})
     ids = execution["node_tasks"]
     await move(client, ids["deploy"], "in_progress")
+    await move(client, ids["notify"], "blocked")  # cancelled by way of `assigned`
 
     response = await client.post(
         f"/v1/workflow-executions/{execution['id']}/cancel", json={"reason": "release pulled"}

@@ -335,13 +335,13 @@ async def test_at_max_iterations_the_run_completes_with_an_iteration_limit_event
     assert_valid_transcript(await h.transcript(done.conversation_id))
 
 
-async def test_a_provider_fault_fails_the_run_with_provider_error(h):
-    overloaded = ScriptedFault(status=529, message="overloaded")
-    agent = await h.agent(ScriptedTurn(text="never", fault=overloaded))
+async def test_a_provider_fault_that_is_not_retryable_fails_the_run_with_provider_error(h):
+    refused = ScriptedFault(status=400, message="invalid request: bad schema")
+    agent = await h.agent(ScriptedTurn(text="never", fault=refused))
     done = await h.finish(agent, "Hello?")
     assert done.status is RunStatus.FAILED
     assert done.error is not None
     assert done.error.code == "provider_error"
-    assert "overloaded" in done.error.message
+    assert "bad schema" in done.error.message and "1 attempt" in done.error.message
     assert await h.transcript(done.conversation_id) == [Message.user_text("Hello?")]
     assert (await h.event_types(done.id))[-1] == "agent_run.failed"

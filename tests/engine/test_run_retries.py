@@ -19,9 +19,11 @@ POLICY = RunRetryPolicy(base_delay_s=0.0, max_retries=2)
 
 
 def overloaded(times: int) -> ScriptedTurn:
-    return ScriptedTurn(
-        text="recovered", fault=ScriptedFault(status=529, message="overloaded", times=times)
-    )
+    """A turn whose first `times` calls fail in a way the LLM call policy does not retry
+    (the server says so), so each failure fails the run's attempt."""
+    no_retry = {"x-should-retry": "false"}
+    fault = ScriptedFault(status=503, headers=no_retry, message="overloaded", times=times)
+    return ScriptedTurn(text="recovered", fault=fault)
 
 
 @pytest.fixture

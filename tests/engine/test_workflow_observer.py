@@ -85,3 +85,9 @@ async def test_a_pass_with_nothing_new_writes_nothing(
     assert first is not None and again is not None
     assert first.version == again.version == execution.version
     assert again.ready_task_ids == [execution.node_tasks["a"]]
+
+    async with sessionmaker() as session:  # where the review gate finds its timeout policy
+        owner = await store.workflow_of_task(session, execution.node_tasks["b"])
+        assert owner is not None and owner.id == workflow.id
+        assert owner.review_timeout_s == 86_400 and owner.review_timeout_policy == "escalate"
+        assert await store.workflow_of_task(session, "task_elsewhere") is None

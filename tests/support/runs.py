@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import LLMSettings
 from app.db import libpq_url, make_sessionmaker
 from app.engine.agents import AgentCommands
+from app.engine.breakers import Breakers, CircuitBreakerPolicy
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.pg_listener import PgListener
@@ -184,7 +185,10 @@ class Harness:
         *,
         retry_policy: ToolRetryPolicy | None = None,
         run_retry: RunRetryPolicy | None = None,
+        breaker_policy: CircuitBreakerPolicy | None = None,
+        **loop_options: Any,
     ) -> None:
+        """`loop_options` go to `LoopDeps` (compaction and stagnation settings, ...)."""
         self.engine = engine
         self.sessionmaker = make_sessionmaker(engine)
         self.bus = EventBus()
@@ -198,18 +202,26 @@ class Harness:
         self.llm_calls: dict[str, list[Recorded]] = {}  # agent id -> what its model saw
         self.claims: list[tuple[str, str]] = []  # (run id, owner), in claim order
         self._scripted = Providers(LLMSettings())  # kept per run, as the service does
+        # The breakers of tools and models, on the injected clock.
+        self.breakers = Breakers(breaker_policy, clock=lambda: self.clock.now.timestamp())
         self.committer = GroupCommitter(self.sessionmaker, write_boundaries)
         self.deps = LoopDeps(
             sessionmaker=self.sessionmaker,
             bus=self.bus,
             providers=self._provider,
             tools=ToolRunner(
-                self.registry, retry_policy or ToolRetryPolicy((0.0, 0.0, 0.0)), self._sleep
+                self.registry,
+                retry_policy or ToolRetryPolicy((0.0, 0.0, 0.0)),
+                self._sleep,
+                breakers=self.breakers,
             ),
             clock=self.clock,
             committer=self.committer,
             tool_services=BuiltinServices(self.runs, self.sessionmaker, self.bus),
             run_retry=run_retry or RunRetryPolicy(max_retries=0),
+            breakers=self.breakers,
+            sleep=self._sleep,
+            **loop_options,
         )
         self._pools: list[WorkerPool] = []
         self._background: list[asyncio.Task[None]] = []

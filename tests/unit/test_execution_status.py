@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from app.engine.workflow_observer import execution_status_of, node_status_of
+from app.engine.workflows import cancel_route
 from app.schemas.tasks import TaskRead
 from app.states import TaskStatus
 from app.workflow_states import ExecutionStatus, NodeStatus
@@ -14,8 +15,15 @@ from app.workflow_states import ExecutionStatus, NodeStatus
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def task(status: TaskStatus, *, retry_count: int = 0, max_retries: int = 1) -> TaskRead:
+def task(
+    status: TaskStatus,
+    *,
+    retry_count: int = 0,
+    max_retries: int = 1,
+    assigned_to: str | None = None,
+) -> TaskRead:
     return TaskRead(
+        assigned_to=assigned_to,
         id="task_1",
         title="t",
         created_by="me",
@@ -82,3 +90,27 @@ def test_execution_status_follows_its_task_nodes(
     nodes: list[NodeStatus], expected: ExecutionStatus
 ) -> None:
     assert execution_status_of(nodes) is expected
+
+
+S = TaskStatus
+
+
+@pytest.mark.parametrize(
+    ("status", "retry_count", "assigned_to", "route"),
+    [
+        (S.ASSIGNED, 0, "ann", [S.CANCELLED]),
+        (S.IN_PROGRESS, 0, "ann", [S.CANCELLED]),
+        (S.BLOCKED, 0, "ann", [S.ASSIGNED, S.CANCELLED]),
+        (S.INTERRUPTED, 0, "ann", [S.ASSIGNED, S.CANCELLED]),
+        (S.FAILED, 0, "ann", [S.ASSIGNED, S.CANCELLED]),
+        (S.FAILED, 1, "ann", []),  # failed for good: nothing more will run
+        (S.CREATED, 0, None, []),  # nobody will run it
+        (S.IN_REVIEW, 0, "ann", []),  # its work is done; the review decides
+        (S.COMPLETED, 0, "ann", []),
+        (S.CANCELLED, 0, "ann", []),
+    ],
+)
+def test_cancelling_a_workflow_cancels_each_task_by_an_allowed_route(
+    status: TaskStatus, retry_count: int, assigned_to: str | None, route: list[TaskStatus]
+) -> None:
+    assert cancel_route(task(status, retry_count=retry_count, assigned_to=assigned_to)) == route

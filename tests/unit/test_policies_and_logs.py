@@ -9,11 +9,13 @@ import random
 import pytest
 
 from app.engine.retry import ToolRetryPolicy, tool_retry_delay
-from app.llm.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from app.llm.scripted import _position
+from app.llm.messages import Message, ToolResultBlock, ToolUseBlock
+from app.llm.provider import LLMRequest
+from app.llm.scripted import ScriptedProvider
 from app.loop.transcript import for_provider, pending_tool_uses
 from app.observability import JsonFormatter, log_events
 from app.sanitize import sanitize
+from app.schemas.agents import ScriptedTurn
 
 
 @pytest.mark.parametrize(("retry", "base"), [(1, 0.5), (2, 2.0), (3, 8.0)])
@@ -57,11 +59,17 @@ def _result(i: str) -> Message:
     return Message(role="user", content=[ToolResultBlock(tool_use_id=i, content="ok")])
 
 
-def test_the_scripted_turn_counts_assistant_messages_since_the_last_input() -> None:
-    first_run = [Message.user_text("a"), _use("1"), _result("1"), _use("2"), _result("2")]
-    assert _position(first_run) == 2
-    assert _position([*first_run, Message(role="assistant", content=[TextBlock(text="x")])]) == 3
-    assert _position([*first_run, Message.user_text("next run")]) == 0
+async def test_the_scripted_model_plays_the_turn_the_request_names() -> None:
+    model = ScriptedProvider([ScriptedTurn(text="first"), ScriptedTurn(text="second")])
+    history = [Message.user_text("a"), _use("1"), _result("1"), Message.user_text("a note")]
+
+    async def play(turn: int) -> str | None:
+        request = LLMRequest(model="m", system="", messages=history, max_tokens=10, turn=turn)
+        return Message(role="assistant", content=(await model.complete(request)).content).text
+
+    # Text the loop adds (a note, a summary) does not move the script: the turn does.
+    assert [await play(0), await play(1)] == ["first", "second"]
+    assert await play(2) == "(the script has no more turns)"
 
 
 def test_transcripts_close_pending_calls_and_merge_user_messages() -> None:
