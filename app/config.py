@@ -14,6 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.workflow_states import ReviewTimeoutPolicy
+
 
 def _default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -100,6 +102,32 @@ class ReconcilerSettings(BaseModel):
     cancel_timeout_s: float = Field(
         180.0, ge=0, le=86_400, description="A waiting run's cancel request older than this wins."
     )
+
+
+class ApprovalSettings(BaseModel):
+    """Review gates and gated tool calls (a workflow's own review timeout wins for reviews)."""
+
+    sweep_interval_s: float = Field(
+        30.0, gt=0, le=86_400, description="How often expired approvals are looked for."
+    )
+    review_timeout_s: int = Field(
+        86_400, ge=60, le=30 * 86_400, description="How long a task review waits for a person."
+    )
+    review_timeout_policy: ReviewTimeoutPolicy = Field(
+        ReviewTimeoutPolicy.ESCALATE, description="What an unanswered task review becomes."
+    )
+    tool_timeout_s: int = Field(
+        86_400, ge=60, le=30 * 86_400, description="How long a gated tool call waits."
+    )
+    tool_timeout_policy: ReviewTimeoutPolicy = Field(
+        ReviewTimeoutPolicy.ESCALATE, description="What an unanswered tool approval becomes."
+    )
+
+    @model_validator(mode="after")
+    def _no_side_effect_by_timer(self) -> ApprovalSettings:
+        if self.tool_timeout_policy is ReviewTimeoutPolicy.AUTO_APPROVE:
+            raise ValueError("tool_timeout_policy cannot be auto_approve: a timer never consents")
+        return self
 
 
 class LLMSettings(BaseModel):
@@ -254,6 +282,7 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
     reconciler: ReconcilerSettings = Field(default_factory=ReconcilerSettings)
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)

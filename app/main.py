@@ -1,10 +1,11 @@
 """`create_app(settings)` and the lifespan: the composition root of a process.
 
 Start order: database (embedded when no URL) → migrations → bus and NOTIFY listener →
-TaskEngine → group committer → reconciler (its first pass reconciles at boot) → workers.
+TaskEngine and its observers (executions, task runs, review gate) → approval sweep →
+group committer → reconciler (its first pass reconciles at boot) → workers.
 Shutdown runs in reverse: streams are told to end, workers stop claiming and give running
-loops their grace period, the reconciler and committer stop, the TaskEngine drains its
-queue, the listener stops, the pool is disposed.
+loops their grace period, the reconciler, approval sweep and committer stop, the
+TaskEngine drains its queue, the listener stops, the pool is disposed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import migrate
-from app.api import agents, health, problems, tasks, workflow_executions, workflows
+from app.api import agents, approvals, health, problems, tasks, workflow_executions, workflows
 from app.api import metrics as metrics_api
 from app.api import runs as runs_api
 from app.api.body_limit import BodyLimit
@@ -30,12 +31,15 @@ from app.config import Settings, load_settings
 from app.db import libpq_url, make_engine, make_sessionmaker
 from app.embedded_pg import start_embedded
 from app.engine.agents import AgentCommands
+from app.engine.approval_timeouts import ApprovalTimeoutScheduler
+from app.engine.approvals import ApprovalCommands
 from app.engine.breakers import Breakers, CircuitBreakerPolicy
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.pg_listener import PgListener
 from app.engine.reconciler import Reconciler
 from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
+from app.engine.review_gate import ReviewGate
 from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
 from app.engine.task_runs import TaskRuns
@@ -87,6 +91,7 @@ def build_workers(
     extra_tools: Sequence[Tool],
     metrics: Metrics | None = None,
     breakers: Breakers | None = None,
+    approvals: ApprovalCommands | None = None,
 ) -> WorkerPool:
     """The run workers with their tools: built-ins, http_request under the configured
     address policy, and whatever the embedding application adds. `breakers` are the
@@ -125,6 +130,7 @@ def build_workers(
         metrics=metrics,
         breakers=breakers,
         llm_policy=LLMRetryPolicy.from_settings(settings.resilience),
+        approvals=approvals,
     )
     worker_settings = settings.workers
     return WorkerPool(
@@ -170,6 +176,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     runs = RunCommands(sessionmaker, bus)
     providers = Providers(settings.llm)
     committer = GroupCommitter(sessionmaker, write_boundaries)
+    approval_commands = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
     workers = None
     if settings.workers.enabled:
         workers = build_workers(
@@ -182,6 +189,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             app.state.tools,
             app.state.metrics,
             breakers,
+            approval_commands,
         )
     runtime = Runtime(
         settings=settings,
@@ -206,6 +214,15 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         sessionmaker, task_engine, runs, bus, poll_interval_s=settings.workers.poll_interval_s
     )
     task_runs.start()
+    review_gate = ReviewGate(sessionmaker, task_engine, approval_commands)
+    review_gate.start()
+    approval_sweep = ApprovalTimeoutScheduler(
+        sessionmaker,
+        approval_commands,
+        review_gate,
+        interval_s=settings.approvals.sweep_interval_s,
+    )
+    approval_sweep.start()  # its first tick also catches up after a restart
     reconciler = Reconciler(
         sessionmaker,
         bus,
@@ -225,6 +242,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         if workers is not None:
             await workers.stop(settings.workers.grace_s)
         await reconciler.stop()
+        await approval_sweep.stop()
+        await review_gate.stop()
         await committer.stop()
         await task_runs.stop()
         await task_engine.stop(engine_settings.drain_timeout_s)
@@ -257,5 +276,6 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[Tool] = ()) 
     app.include_router(runs_api.router)
     app.include_router(workflows.router)
     app.include_router(workflow_executions.router)
+    app.include_router(approvals.router)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app

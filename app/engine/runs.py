@@ -334,6 +334,12 @@ class RunCommands:
                 raise NotFound("run", run_id)
             if run.status is not RunStatus.WAITING_ON_HUMAN or not run.waiting_for:
                 raise InvalidTransition(run.status, RunStatus.QUEUED, RUN_ALLOWED[run.status])
+            if run.waiting_for.get("reason") == "approval":
+                approval = run.waiting_for.get("approval_id")
+                raise Conflict(
+                    f"the run waits on approval {approval!r}: approve or reject it at "
+                    f"/v1/approvals/{approval}"
+                )
             call_id = run.waiting_for.get("tool_call_id")
             values: dict[str, Any] = {"status": RunStatus.QUEUED, "waiting_for": None}
             if retry_call:

@@ -5,6 +5,8 @@ A task assigned to an agent whose dependencies are all completed becomes a run o
 
     run dispatched, running, waiting   task → in_progress (an agent run owns it)
     run completed                      task → in_review (the review gate)
+    review rejected                    task → in_progress, and a rework run is dispatched
+                                       with the reviewer's reason
     run failed or dead-lettered        task → failed, then → assigned while retries remain,
                                        which dispatches a new run
     run handed back at shutdown        task → interrupted; → in_progress when it runs again
@@ -12,7 +14,10 @@ A task assigned to an agent whose dependencies are all completed becomes a run o
     task cancelled                     its queued and active runs are cancelled
 
 `assigned` therefore always means "no run works on this yet": a settled run behind an
-assigned task is history, and the task is due a new run.
+assigned task is history, and the task is due a new run. Likewise a task `in_progress`
+whose newest run completed and was rejected in review is due its rework run (it is never
+sent back to review for work already rejected). A task whose workflow execution stopped
+running gets no new run.
 
 Sync is best effort, as the seed asks (a failure is logged, the agent is never blocked),
 and convergent: each pass compares the task with its lane's newest run and walks only
@@ -31,6 +36,7 @@ from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.approval_states import ApprovalStatus
 from app.engine.bus import EventBus
 from app.engine.runs import RUNS_STREAM, LaneBusy, RunCommands
 from app.engine.task_engine import MutationResult, TaskEngine
@@ -39,9 +45,11 @@ from app.errors import AppError
 from app.schemas.runs import RunCreate, RunRead
 from app.schemas.tasks import TaskRead
 from app.states import TERMINAL, RunStatus, TaskStatus
+from app.store import approvals as approval_store
 from app.store import events as event_store
 from app.store import task_runs as store
 from app.store import tasks as task_store
+from app.store import workflows as workflow_store
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -132,8 +140,9 @@ class TaskRuns:
         task = result.task
         if result.change is None:
             return
-        if task.status is T.ASSIGNED:
-            work: Awaitable[object] = self.sync(task.id)
+        came_from = result.change.before.status if result.change.before else None
+        if task.status is T.ASSIGNED or (task.status, came_from) == (T.IN_PROGRESS, T.IN_REVIEW):
+            work: Awaitable[object] = self.sync(task.id)  # ready, or sent back for rework
         elif task.status is T.COMPLETED:
             work = self._sync_dependents(task.id)
         elif task.status is T.CANCELLED:
@@ -163,6 +172,11 @@ class TaskRuns:
                     return
             if run is None:
                 return
+            if task.status is T.IN_PROGRESS and run.status is R.COMPLETED:
+                rejection = await self._rejection(task.id, run.id)
+                if rejection is not None:
+                    await self._dispatch(task, run, rejection)
+                    return
             if interrupted_run == run.id and run.status is R.QUEUED:
                 route: tuple[TaskStatus, ...] = (
                     (T.INTERRUPTED,) if task.status is T.IN_PROGRESS else ()
@@ -184,6 +198,8 @@ class TaskRuns:
             agent_id = await store.resolve_agent(session, task.assigned_to or "")
             if agent_id is None or await store.unfinished_dependencies(session, task):
                 return None  # a person's task, or one still waiting on others
+            if await _execution_stopped(session, task.id):
+                return None  # its workflow execution was cancelled, failed or completed
         body = RunCreate(
             agent_id=agent_id,
             # Retries and rework continue the task's conversation.
@@ -199,6 +215,14 @@ class TaskRuns:
             return None  # another process dispatched it
         log.info("task %s dispatched as run %s", task.id, run.id)
         return run
+
+    async def _rejection(self, task_id: str, run_id: str) -> str | None:
+        """The reviewer's reason when the review of this run rejected it (rework is due)."""
+        async with self._sessionmaker() as session:
+            review = await approval_store.latest_review(session, task_id)
+        if review is None or review.status is not ApprovalStatus.REJECTED:
+            return None
+        return review.reason if review.run_id == run_id else None
 
     async def _move(self, task: TaskRead, to: TaskStatus, why: str) -> TaskRead:
         mutation = TransitionTask(task.id, to, ACTOR, expected_version=task.version, reason=why)
@@ -267,6 +291,13 @@ class TaskRuns:
             run_id = str(event.data["run_id"]) if handed_back else None
             await _best_effort(self.sync(task_id, interrupted_run=run_id))
         return len(events) == BATCH
+
+
+async def _execution_stopped(session: AsyncSession, task_id: str) -> bool:
+    """True for a task of a workflow execution that is no longer running."""
+    if await workflow_store.workflow_of_task(session, task_id) is None:
+        return False  # not a workflow's task
+    return not await workflow_store.running_executions_of_tasks(session, [task_id])
 
 
 async def _best_effort(work: Awaitable[Result]) -> Result | None:

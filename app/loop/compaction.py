@@ -171,13 +171,14 @@ class Compactor:
     context_window: int
     system: str = ""
     tools: Sequence[ToolSpec] = ()
+    prefix: Sequence[Message] = ()  # sent before the live messages (the run journal)
 
     @property
     def budget(self) -> int:
         return int(self.context_window * self.settings.threshold_ratio)
 
     def estimate(self, messages: Sequence[Message]) -> int:
-        return tokens.count_request(self.system, messages, self.tools)
+        return tokens.count_request(self.system, [*self.prefix, *messages], self.tools)
 
     async def recover(
         self,

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import CompactionSettings
+from app.engine.approvals import ApprovalCommands
 from app.engine.breakers import Breakers
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
@@ -31,12 +32,13 @@ from app.llm.messages import Message, TextBlock, ToolUseBlock
 from app.llm.policy import LLMRetryPolicy
 from app.llm.provider import LLMRequest, LLMResponse, Provider, ToolChoice
 from app.llm.providers import ProviderFactory, ProviderUnavailable
+from app.loop import approval_gate
 from app.loop.boundary import Boundary, BoundaryWrite, started_events
 from app.loop.compaction import Compactor
 from app.loop.crashpoints import crash_point
 from app.loop.guards import Guards
 from app.loop.journal import Journal, render_digest, render_full
-from app.loop.loop_detection import with_notes
+from app.loop.loop_detection import ASK_HUMAN, with_notes
 from app.loop.stagnation import STOP_REASON, StagnationPolicy
 from app.loop.summary import llm_summariser
 from app.loop.tool_runner import ToolOutcome, ToolRunner
@@ -68,6 +70,15 @@ SUMMARY_PROMPT = (
 RESULT_PREVIEW_CHARS = 2_000
 
 
+@dataclass(frozen=True)
+class Frame:
+    """The fixed part of an iteration's request around the live messages: the system prompt
+    with the journal digest, and the rendered journal."""
+
+    system: str
+    journal: list[Message]
+
+
 class LeaseLost(Exception):
     """Another worker owns this run now (or it was settled meanwhile): stop writing."""
 
@@ -88,6 +99,7 @@ class LoopDeps:
     breakers: Breakers = field(default_factory=Breakers)  # shared with the tool runner
     llm_policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # between LLM attempts
+    approvals: ApprovalCommands | None = None  # None: calls that need approval are refused
 
 
 def prompt_hash(system_prompt: str) -> str:
@@ -109,7 +121,6 @@ class RunLoop:
         self.transcript_count = 0  # messages of the conversation's transcript
         self.completed_calls: list[str] = []
         self.guards = Guards()
-        self.forced: ToolChoice | None = None  # the recovery ladder's R3 forces ask_human
 
     # -- entry -----------------------------------------------------------------------
 
@@ -160,8 +171,9 @@ class RunLoop:
         while True:
             if await self._stopped_at_boundary():
                 return
-            await self._recover_context()
-            response = await self._call_llm(with_tools=True)
+            frame = await self._frame()
+            await self._recover_context(frame)
+            response = await self._call_llm(frame, with_tools=True)
             if await self._record_response(response):
                 return
             crash_point("after_llm_response")
@@ -271,11 +283,16 @@ class RunLoop:
             record = ledger.get(call.id)
             if record is not None and record.completed_at is not None and record.result is not None:
                 answered[call.id] = (record.result, record.is_error)
-        unsafe = [
-            c
+        cut_short = [
+            c.id
             for c in pending
             if c.id not in answered and c.id in ledger and not ledger[c.id].idempotent
         ]
+        if cut_short:  # calls an approval held back never ran: they may simply go again
+            async with self.deps.sessionmaker() as session:
+                never_ran = await approval_gate.held_back(session, self.run.id, cut_short)
+            cut_short = [c for c in cut_short if c not in never_ran]
+        unsafe = [c for c in pending if c.id in cut_short]
         if unsafe:
             call = unsafe[0]
             await self._pause(
@@ -347,7 +364,7 @@ class RunLoop:
                 events=[("agent.exhaustion.soft_time_limit", {})],
             )
         )
-        response = await self._call_llm(with_tools=False)
+        response = await self._call_llm(await self._frame(), with_tools=False)
         text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
         message = Message(role="assistant", content=[TextBlock(text=text or "(no summary)")])
         await self._settle(
@@ -358,10 +375,10 @@ class RunLoop:
             extra=self._after_call(response),
         )
 
-    async def _call_llm(self, *, with_tools: bool) -> LLMResponse:
-        """One LLM call over the live context. The run journal goes in twice (seed 000): its
-        digest in the system prompt, and its full text just before the live messages."""
-        model = self.agent.model
+    async def _frame(self) -> Frame:
+        """What surrounds the live messages in this iteration's request. The run journal
+        goes in twice (seed 000): its digest in the system prompt, and its full text just
+        before the live messages."""
         async with self.deps.sessionmaker() as session:
             stored = await journal_store.read_journal(session, self.run.conversation_id)
         journal = Journal.model_validate(stored or {})
@@ -369,18 +386,22 @@ class RunLoop:
         system = self.agent.system_prompt
         if digest:
             system = f"{system}\n\n{digest}" if system else digest
-        tool_choice = (self.forced or self.guards.tool_choice) if with_tools else None
+        return Frame(system, render_full(journal))
+
+    async def _call_llm(self, frame: Frame, *, with_tools: bool) -> LLMResponse:
+        """One LLM call over the live context, in its frame."""
+        model = self.agent.model
+        tool_choice = self.guards.tool_choice if with_tools else None
         request = LLMRequest(
             model=model.name,
-            system=system,
-            messages=[*render_full(journal), *for_provider(self.history)],
+            system=frame.system,
+            messages=[*frame.journal, *for_provider(self.history)],
             max_tokens=model.max_output_tokens,
             tools=self._tool_specs(tool_choice) if with_tools else [],
             tool_choice=tool_choice,
             timeout_s=self._remaining_s(),
             turn=self.run.iteration,
         )
-        self.forced = None
         stream = run_stream(self.run.id)
 
         async def on_text(delta: str) -> None:
@@ -443,22 +464,25 @@ class RunLoop:
             tools=self._tool_specs(None),
         )
 
-    async def _recover_context(self) -> None:
-        """Before an LLM call: when the live context outgrew its budget, climb the recovery
-        ladder (R1 compaction, R2 deep prune, R3 ask the human) and commit what it did with
-        a `compaction` checkpoint."""
-        recovery = await self.compactor.recover(
+    async def _recover_context(self, frame: Frame) -> None:
+        """Before an LLM call: when the request (its frame counted too) outgrew its budget,
+        climb the recovery ladder (R1 compaction, R2 deep prune, R3 ask the human) and
+        commit what it did with a `compaction` checkpoint. R3's forced `ask_human` is kept
+        in the guards, so a crash before the call does not lose it."""
+        compactor = replace(self.compactor, system=frame.system, prefix=frame.journal)
+        recovery = await compactor.recover(
             self.history,
             through_position=self.through,
             iteration=self.run.iteration,
             state=self.guards.ladder,
         )
-        if recovery is None:
+        if recovery is None or not recovery.steps:  # within budget, or no recovery left
             return
         context = None
         if recovery.messages is not None:
             context = (recovery.through_position, recovery.messages)
         ask = recovery.ask_human
+        loops = replace(self.guards.loops, force_tool=ASK_HUMAN) if ask else self.guards.loops
         await self._commit(
             Boundary(
                 "compaction",
@@ -466,10 +490,8 @@ class RunLoop:
                 events=recovery.events,
                 context=context,
             ),
-            replace(self.guards, ladder=recovery.state),
+            replace(self.guards, ladder=recovery.state, loops=loops),
         )
-        if ask is not None:
-            self.forced = ask.tool_choice
 
     def _elapsed_s(self) -> float:
         """Time limits bound one execution (a worker's time), as a task's time limit would:
@@ -533,8 +555,8 @@ class RunLoop:
         pause: tuple[ToolUseBlock, ToolOutcome] | None = None
         for call in to_run:
             outcome = await self._run_one(call)
-            if outcome.pauses_run and pause is None:
-                pause = (call, outcome)
+            if outcome.pauses_run:  # the first pause wins; later ones ask again on resume
+                pause = pause or (call, outcome)
                 continue
             outcomes[call.id] = outcome
         events = [
@@ -551,7 +573,14 @@ class RunLoop:
         ]
         if pause is not None:
             call, question = pause
-            await self._pause(call, question.content, outcomes, reason="ask_human", event=None)
+            await self._pause(
+                call,
+                question.content,
+                outcomes,
+                reason="ask_human",
+                event=None,
+                waiting_for=question.waiting_for,
+            )
             return False
         crash_point("during_tool")  # the tools ran; their completion is not recorded yet
         results = {**(answered or {}), **{i: (o.content, o.is_error) for i, o in outcomes.items()}}
@@ -593,9 +622,16 @@ class RunLoop:
         *,
         reason: str,
         event: tuple[str, dict[str, Any]] | None,
+        waiting_for: dict[str, Any] | None = None,
     ) -> None:
         """Wait on a human: the lane stays held, the lease is given up, and the answer will
-        become the result of `call`."""
+        become the result of `call` (or, for an approval, decide whether it runs)."""
+        waiting = waiting_for or {
+            "tool_call_id": call.id,
+            "tool": call.name,
+            "question": question,
+            "reason": reason,
+        }
         events = [
             (
                 "tool_call.completed",
@@ -605,19 +641,16 @@ class RunLoop:
         ]
         if event is not None:
             events.append(event)
-        events.append(("agent_run.waiting_on_human", {"question": question, "reason": reason}))
+        events.append(
+            ("agent_run.waiting_on_human", {"question": question, "reason": waiting["reason"]})
+        )
         await self._commit(
             Boundary(
                 "human_pause",
                 completed=list(outcomes.items()),
                 run_values={
                     "status": RunStatus.WAITING_ON_HUMAN,
-                    "waiting_for": {
-                        "tool_call_id": call.id,
-                        "tool": call.name,
-                        "question": question,
-                        "reason": reason,
-                    },
+                    "waiting_for": waiting,
                     "lease_owner": None,
                     "lease_expires_at": None,
                 },
@@ -630,6 +663,17 @@ class RunLoop:
         return tool is not None and tool.is_idempotent(call.input)
 
     async def _run_one(self, call: ToolUseBlock) -> ToolOutcome:
+        gated = await approval_gate.gate(
+            call,
+            self.deps.tools.registry.get(call.name),
+            run=self.run,
+            allowed=self.agent.tools,
+            auto_approved=self.agent.auto_approve,
+            approvals=self.deps.approvals,
+        )
+        if isinstance(gated, ToolOutcome):
+            return gated
+        call = gated  # with the arguments a person approved, if one was asked
         context = ToolContext(
             run_id=self.run.id,
             tool_call_id=call.id,

@@ -84,6 +84,12 @@ class Guards:
             notes.append(detection.note)
             events.append(detection.event)
         stop = None
+        if detection is not None and verdict is not None and verdict.action == "correct":
+            # The loop ladder already corrects this batch (and escalates towards a person):
+            # stagnation adds no second note and spends no correction on it. A stop for
+            # stagnation, its corrections spent earlier, still stands.
+            stagnation = replace(stagnation, corrections=self.stagnation.corrections)
+            verdict = None
         if verdict is not None:
             events.append(verdict.event)
             if verdict.action == "correct":

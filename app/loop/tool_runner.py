@@ -48,6 +48,7 @@ class ToolOutcome:
     attempts: int
     pauses_run: bool = False  # the content is a question for a human, not a result
     degraded: bool = False  # the tool is withdrawn for the rest of the run
+    waiting_for: dict[str, Any] | None = None  # what a pausing call waits on (an approval)
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,12 @@ class _AgentFields(BaseModel):
     skills: list[Name] = Field(default_factory=list, max_length=100)
     system_prompt: Text = Field("You are a helpful assistant.")
     tools: list[ToolName] = Field(default_factory=list, max_length=100)
+    auto_approve: list[ToolName] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Side-effecting tools this agent may run without a person's approval. "
+        "Any other call that can change the world waits for an approval first.",
+    )
     model: ModelConfig
     limits: Limits = Field(default_factory=Limits)
     max_concurrent_tasks: int = Field(1, ge=1, le=1_000)
@@ -128,6 +134,7 @@ class AgentPatch(BaseModel):
     skills: list[Name] | None = Field(None, max_length=100)
     system_prompt: Text | None = None
     tools: list[ToolName] | None = Field(None, max_length=100)
+    auto_approve: list[ToolName] | None = Field(None, max_length=100)
     model: ModelConfig | None = None
     limits: Limits | None = None
     max_concurrent_tasks: int | None = Field(None, ge=1, le=1_000)

@@ -15,15 +15,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import LLMSettings
+from app.config import ApprovalSettings, LLMSettings
 from app.db import libpq_url, make_sessionmaker
 from app.engine.agents import AgentCommands
+from app.engine.approvals import ApprovalCommands
 from app.engine.breakers import Breakers, CircuitBreakerPolicy
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.pg_listener import PgListener
 from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.runs import RUNS_STREAM, RunCommands, run_stream
+from app.engine.task_engine import TaskEngine
 from app.engine.workers import WorkerPool
 from app.llm.messages import Message, ToolResultBlock
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink
@@ -197,6 +199,11 @@ class Harness:
         self.registry = ToolRegistry([*builtin_tools(), *journal_tools(), *self.tools.all()])
         self.sleeps: list[float] = []
         self.runs = RunCommands(self.sessionmaker, self.bus)
+        # Tool approvals; its TaskEngine (for reviews) starts only in tests that need one.
+        self.task_engine = TaskEngine(self.sessionmaker, self.bus)
+        self.approvals = ApprovalCommands(
+            self.sessionmaker, self.bus, self.task_engine, ApprovalSettings(), clock=self.clock
+        )
         self.agents = AgentCommands(self.sessionmaker)
         self.models: dict[str, Provider] = {}  # agent id -> a model other than its script
         self.llm_calls: dict[str, list[Recorded]] = {}  # agent id -> what its model saw
@@ -221,6 +228,7 @@ class Harness:
             run_retry=run_retry or RunRetryPolicy(max_retries=0),
             breakers=self.breakers,
             sleep=self._sleep,
+            approvals=self.approvals,
             **loop_options,
         )
         self._pools: list[WorkerPool] = []
@@ -295,12 +303,16 @@ class Harness:
         tools: Sequence[str] | None = None,
         limits: Limits | None = None,
         name: str = "scripted-agent",
+        auto_approve: Sequence[str] | None = None,
     ) -> AgentRead:
-        """A scripted agent; by default it may use every tool the registry knows."""
+        """A scripted agent; by default it may use every tool the registry knows, without
+        asking for approvals (tests of approvals name the tools that need none)."""
+        names = list(self.registry.names() if tools is None else tools)
         return await self.agents.create(
             AgentCreate(
                 name=name,
-                tools=list(self.registry.names() if tools is None else tools),
+                tools=names,
+                auto_approve=list(names if auto_approve is None else auto_approve),
                 model=ModelConfig(provider="scripted", name="scripted", script=list(script)),
                 limits=limits or Limits(),
             )

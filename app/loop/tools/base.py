@@ -9,7 +9,7 @@ definition says otherwise.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,9 @@ class Tool:
     destructive: bool = True
     requires_permission: bool = True
     pauses_run: bool = False  # ask_human and friends: the run waits for a person
+    # None: a call that is not idempotent (it may change the world) waits for a person's
+    # approval unless the agent lists the tool in `auto_approve`; True/False: always/never.
+    requires_approval: bool | None = None
     # The service a call reaches (an HTTP tool: the host), so that one service's outage
     # opens the breaker for calls to it only; None: one breaker for the whole tool.
     breaker_scope: BreakerScope | None = None
@@ -84,6 +87,13 @@ class Tool:
             except Exception:  # a rule that cannot decide fails closed
                 return False
         return self.idempotent
+
+    def needs_approval(self, arguments: dict[str, Any], auto_approved: Collection[str]) -> bool:
+        """Fail closed: a side-effecting call asks a person first, unless the tool says it
+        never needs to or the agent's operator allowed it (`auto_approve`)."""
+        if self.requires_approval is not None:
+            return self.requires_approval
+        return self.name not in auto_approved and not self.is_idempotent(arguments)
 
     def breaker_name(self, arguments: dict[str, Any]) -> str:
         """`tool:<name>`, or `tool:<name>:<scope>` for a tool that names its services."""
@@ -110,6 +120,7 @@ def define_tool(
     destructive: bool = True,
     requires_permission: bool = True,
     pauses_run: bool = False,
+    requires_approval: bool | None = None,
     breaker_scope: BreakerScope | None = None,
 ) -> Tool:
     """Make a tool. Every safety-relevant property must be given explicitly to loosen it."""
@@ -131,5 +142,6 @@ def define_tool(
         destructive=destructive,
         requires_permission=requires_permission,
         pauses_run=pauses_run,
+        requires_approval=requires_approval,
         breaker_scope=breaker_scope,
     )

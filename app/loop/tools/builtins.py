@@ -118,9 +118,11 @@ def builtin_tools() -> list[Tool]:
                 "required": ["question"],
             },
             _ask_human,
+            idempotent=True,  # asking again (after a crash) is harmless
             pauses_run=True,
             destructive=False,
             requires_permission=False,
+            requires_approval=False,  # it is itself a question to a person
         ),
         define_tool(
             "spawn_child_runs",

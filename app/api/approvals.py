@@ -1,0 +1,118 @@
+"""`/v1/approvals`: what waits on a person, and their answers. Answers go to the
+ApprovalCommands; lists and reads go straight to the store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Query, Response
+from sse_starlette import EventSourceResponse
+
+from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, get_principal
+from app.api.headers import IfMatchHeader, etag, expected_version
+from app.api.pagination import decode_cursor, page, present
+from app.api.runs import LastEventIdHeader, LastEventIdQuery
+from app.api.streams import open_stream, resume_point
+from app.approval_states import ApprovalKind, ApprovalStatus
+from app.engine.approvals import APPROVALS_STREAM, ApprovalCommands
+from app.errors import NotFound
+from app.schemas.approvals import ApprovalRead, ApproveRequest, RejectRequest
+from app.schemas.common import Page
+from app.store import approvals as store
+
+router = APIRouter(
+    prefix="/v1/approvals", tags=["approvals"], dependencies=[Depends(get_principal)]
+)
+
+
+def get_approval_commands(runtime: RuntimeDep) -> ApprovalCommands:
+    return ApprovalCommands(
+        runtime.sessionmaker, runtime.bus, runtime.tasks, runtime.settings.approvals
+    )
+
+
+ApprovalCommandsDep = Annotated[ApprovalCommands, Depends(get_approval_commands)]
+
+
+def _respond(response: Response, approval: ApprovalRead) -> ApprovalRead:
+    response.headers["ETag"] = etag(approval.version)
+    return approval
+
+
+@router.get("", response_model=Page[ApprovalRead], summary="List approvals")
+async def list_approvals(
+    session: SessionDep,
+    status: ApprovalStatus | None = None,
+    kind: ApprovalKind | None = None,
+    task_id: Annotated[str | None, Query(max_length=200)] = None,
+    run_id: Annotated[str | None, Query(max_length=200)] = None,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Page[ApprovalRead]:
+    """Oldest first; `status=pending` is the reviewer's inbox."""
+    filters = present(status=status, kind=kind, task_id=task_id, run_id=run_id)
+    rows = await store.list_approvals(
+        session, after_id=decode_cursor(cursor), limit=limit + 1, filters=filters
+    )
+    return page(rows, limit)
+
+
+@router.get(
+    "/events",
+    response_class=EventSourceResponse,
+    summary="Stream approval changes (SSE)",
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def stream_approval_events(
+    runtime: RuntimeDep,
+    last_event_id: LastEventIdHeader = None,
+    last_event_id_query: LastEventIdQuery = None,
+) -> EventSourceResponse:
+    """Events `approval.requested`, `approval.approved`, `approval.rejected`,
+    `approval.escalated`, `approval.cancelled`, each with the approval; the `id` is the
+    event's sequence number. Without a resume point only new events are sent."""
+    after = resume_point(last_event_id, last_event_id_query)
+    return await open_stream(runtime, APPROVALS_STREAM, after)
+
+
+@router.get("/{approval_id}", response_model=ApprovalRead, summary="Get an approval")
+async def get_approval(approval_id: str, session: SessionDep, response: Response) -> ApprovalRead:
+    approval = await store.get_approval(session, approval_id)
+    if approval is None:
+        raise NotFound("approval", approval_id)
+    return _respond(response, approval)
+
+
+@router.post("/{approval_id}/approve", response_model=ApprovalRead, summary="Approve")
+async def approve(
+    approval_id: str,
+    response: Response,
+    commands: ApprovalCommandsDep,
+    actor: PrincipalDep,
+    body: Annotated[ApproveRequest | None, Body()] = None,
+    if_match: IfMatchHeader = None,
+) -> ApprovalRead:
+    """A task review completes its task; a tool call runs with exactly the arguments
+    shown. 409 `invalid_transition` when the approval was already decided."""
+    body = body or ApproveRequest()
+    approval = await commands.approve(
+        approval_id, actor, comment=body.comment, expected_version=expected_version(if_match)
+    )
+    return _respond(response, approval)
+
+
+@router.post("/{approval_id}/reject", response_model=ApprovalRead, summary="Reject")
+async def reject(
+    approval_id: str,
+    body: RejectRequest,
+    response: Response,
+    commands: ApprovalCommandsDep,
+    actor: PrincipalDep,
+    if_match: IfMatchHeader = None,
+) -> ApprovalRead:
+    """A task review sends its task back to `in_progress` and its agent reworks it with
+    `reason`; a tool call does not run and the agent is told `reason`."""
+    approval = await commands.reject(
+        approval_id, actor, reason=body.reason, expected_version=expected_version(if_match)
+    )
+    return _respond(response, approval)

@@ -1,0 +1,82 @@
+"""The approval sweep (seed 002's ApprovalTimeoutScheduler): on a tick, pending approvals
+past their expiry get their timeout policy, and what a crash or a race left half done is
+finished.
+
+Each tick, in order:
+1. expiry: `auto_approve`, `auto_deny` or `escalate` (see `ApprovalCommands.expire_due`);
+2. reviews: every task in review has its review, and follows it once decided;
+3. withdrawals: pending approvals whose task left review, or whose run ended, are cancelled;
+4. releases: a run still waiting on an approval that was decided goes back to the queue.
+
+Several processes may sweep at once: expiry locks with SKIP LOCKED, the other steps are
+idempotent commands. The first tick runs at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.approvals import ApprovalCommands, ExpiryReport
+from app.engine.review_gate import ReviewGate
+from app.observability import log_events
+from app.store import approvals as store
+
+log = logging.getLogger(__name__)
+
+BATCH = 500
+STALE = "the task left review, or the run ended, before anyone decided"
+
+
+class ApprovalTimeoutScheduler:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        approvals: ApprovalCommands,
+        gate: ReviewGate,
+        *,
+        interval_s: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._approvals = approvals
+        self._gate = gate
+        self.interval_s = interval_s
+        self._sleep = sleep
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="approval-sweep")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the database may be away; the next tick tries again
+                log.exception("approval sweep failed")
+            await self._sleep(self.interval_s)
+
+    async def run_once(self) -> ExpiryReport:
+        report = await self._approvals.expire_due(limit=BATCH)
+        await self._gate.sweep()
+        async with self._sessionmaker() as session:
+            stale = await store.stale_pending(session, limit=BATCH)
+            answered = await store.answered_waits(session, limit=BATCH)
+        for approval_id in stale:
+            await self._approvals.cancel(approval_id, STALE)
+        for run_id in answered:
+            await self._approvals.release_answered(run_id)
+        if report != ExpiryReport():
+            log_events([("approval.sweep", report.__dict__)])
+        return report

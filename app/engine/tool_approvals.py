@@ -1,0 +1,101 @@
+"""Gated tool calls: the agent loop's side of an approval, and the release of a waiting
+run once its approval is decided.
+
+How the loop uses a tool approval:
+
+1. Before running a call that needs consent, the loop calls
+   `ApprovalCommands.request_tool_approval(run, call_id, tool, arguments, question)`. It is
+   idempotent by (run, call): the same approval comes back however often it is asked,
+   decided or not.
+2. `pending` → the loop pauses the run with `waiting_for=waiting_for(approval)`
+   (`reason == "approval"`, `approval_id`, `tool_call_id`, `tool`, `question`).
+3. A decision (a person's, or the expiry policy's) releases the run in the decision's own
+   transaction: the run goes back to the head of its lane's queue. Approved: the call's
+   ledger row is dropped, so on resume the call counts as never started, the loop asks
+   again (step 1) and gets the `approved` approval: it runs the tool with
+   `approval.arguments` (exactly what the person saw).
+   Rejected: the call is completed in the ledger with `rejection_result(approval)` as an
+   error, which the loop replays like any recorded result; a loop that finds the call
+   unrecorded and the approval `rejected` uses that same text.
+4. A decision that lands between step 1 and the pause being written finds no run to
+   release; the approval sweep releases it on its next tick (`release_answered`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.approval_states import ApprovalStatus
+from app.engine.runs import emit
+from app.schemas.approvals import ApprovalRead
+from app.schemas.runs import RunRead
+from app.states import RunStatus
+from app.store import runs as run_store
+from app.store import tool_calls
+
+WAIT_REASON = "approval"
+
+
+def waiting_for(approval: ApprovalRead) -> dict[str, Any]:
+    """A run's `waiting_for` while it waits on this tool approval."""
+    return {
+        "reason": WAIT_REASON,
+        "approval_id": approval.id,
+        "tool_call_id": approval.tool_call_id,
+        "tool": approval.tool,
+        "question": approval.question,
+    }
+
+
+def rejection_result(approval: ApprovalRead) -> str:
+    """What the agent reads as the result of a call a person (or the policy) refused."""
+    return f"A reviewer rejected this call, so it did not run. Reason: {approval.reason}"
+
+
+async def release_run(
+    session: AsyncSession, approval: ApprovalRead, now: datetime
+) -> RunRead | None:
+    """Send the run waiting on this decided tool approval back to the head of its lane:
+    approved, its call runs as never started; rejected, the call's result is the refusal.
+    None when the run is not (or no longer) waiting on this approval."""
+    assert approval.run_id is not None and approval.tool_call_id is not None
+    run = await run_store.get_run(session, approval.run_id, lock=True)
+    if (
+        run is None
+        or run.status is not RunStatus.WAITING_ON_HUMAN
+        or not run.waiting_for
+        or run.waiting_for.get("approval_id") != approval.id
+    ):
+        return None
+    if approval.status is ApprovalStatus.APPROVED:
+        await tool_calls.forget(session, run.id, approval.tool_call_id)
+    else:
+        await tool_calls.complete(
+            session,
+            run.id,
+            approval.tool_call_id,
+            result=rejection_result(approval),
+            is_error=True,
+            attempts=1,
+            now=now,
+        )
+    changed = await run_store.update_run(
+        session,
+        run.id,
+        read_version=run.version,
+        values={"status": RunStatus.QUEUED, "waiting_for": None},
+    )
+    assert changed is not None  # the row is locked
+    await emit(
+        session,
+        changed,
+        "agent_run.approval_decided",
+        now,
+        approval_id=approval.id,
+        tool_call_id=approval.tool_call_id,
+        decision=approval.status.value,
+    )
+    return changed

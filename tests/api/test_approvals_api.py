@@ -1,0 +1,237 @@
+"""Approvals through real HTTP: a task entering review is listed as a pending approval;
+approving completes it, rejecting (a reason is required) sends it back and an agent's
+task gets a rework run with that reason; decided approvals refuse a second answer; the
+approvals stream replays what a disconnected client missed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from tests.support.api import assert_problem, create_task
+from tests.support.sse import SseMessage, SseReader
+
+TIMEOUT_S = 20
+
+
+async def in_review(client: httpx.AsyncClient, title: str) -> dict[str, Any]:
+    """A person's task, worked and handed in for review through the task API."""
+    task = await create_task(client, title=title, assigned_to="ann")
+    for status in ("in_progress", "in_review"):
+        moved = await client.post(f"/v1/tasks/{task['id']}/transitions", json={"to": status})
+        assert moved.status_code == 200, moved.text
+    return task
+
+
+async def requested(
+    client: httpx.AsyncClient, task_id: str, review_round: int = 1
+) -> dict[str, Any]:
+    """The task's review once asked (in the background), read from the approvals stream."""
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        client.stream("GET", "/v1/approvals/events", headers={"Last-Event-ID": "0"}) as stream,
+    ):
+        reader = SseReader(stream)
+        while True:
+            [message] = await reader.take(1)
+            approval: dict[str, Any] = message.data["approval"]
+            if (
+                message.event == "approval.requested"
+                and approval["task_id"] == task_id
+                and approval["review_round"] == review_round
+            ):
+                return approval
+
+
+async def task_status(client: httpx.AsyncClient, task_id: str) -> str:
+    return str((await client.get(f"/v1/tasks/{task_id}")).json()["status"])
+
+
+async def test_a_review_is_listed_read_and_approved_once(client: httpx.AsyncClient) -> None:
+    task = await in_review(client, "Write the release notes")
+    review = await requested(client, task["id"])
+    assert (review["kind"], review["status"], review["run_id"]) == ("task_review", "pending", None)
+    assert (review["timeout_s"], review["timeout_policy"]) == (86_400, "escalate")
+
+    inbox = (await client.get("/v1/approvals", params={"status": "pending"})).json()
+    assert [a["id"] for a in inbox["items"]] == [review["id"]]
+    got = await client.get(f"/v1/approvals/{review['id']}")
+    assert got.status_code == 200 and got.headers["ETag"] == '"1"'
+    assert got.json() == review
+
+    approved = await client.post(
+        f"/v1/approvals/{review['id']}/approve",
+        json={"comment": "Ship it."},
+        headers={"If-Match": '"1"'},
+    )
+    assert approved.status_code == 200, approved.text
+    assert approved.headers["ETag"] == '"2"'
+    body = approved.json()
+    assert (body["status"], body["comment"], body["decided_by"]) == (
+        "approved",
+        "Ship it.",
+        "local",
+    )
+    assert body["decided_at"] is not None
+    assert await task_status(client, task["id"]) == "completed"
+    assert (await client.get("/v1/approvals", params={"status": "pending"})).json()["items"] == []
+
+    again = await client.post(f"/v1/approvals/{review['id']}/approve")
+    problem = assert_problem(again, 409, "invalid_transition")
+    assert (problem["current"], problem["target"], problem["allowed"]) == (
+        "approved",
+        "approved",
+        [],
+    )
+    late = await client.post(f"/v1/approvals/{review['id']}/reject", json={"reason": "Too late"})
+    assert_problem(late, 409, "invalid_transition")
+
+
+async def test_a_rejection_needs_a_reason_and_sends_the_task_back(
+    client: httpx.AsyncClient,
+) -> None:
+    task = await in_review(client, "Fix the login bug")
+    review = await requested(client, task["id"])
+    url = f"/v1/approvals/{review['id']}/reject"
+    for body in ({}, {"reason": ""}, {"reason": "   "}):
+        assert_problem(await client.post(url, json=body), 422, "validation_error")
+    stale = await client.post(url, json={"reason": "No test."}, headers={"If-Match": '"7"'})
+    assert assert_problem(stale, 409, "version_conflict")["current_version"] == 1
+
+    rejected = await client.post(url, json={"reason": "No test covers the fix."})
+    assert rejected.status_code == 200, rejected.text
+    assert (rejected.json()["status"], rejected.json()["reason"]) == (
+        "rejected",
+        "No test covers the fix.",
+    )
+    assert await task_status(client, task["id"]) == "in_progress"
+    trail = (await client.get(f"/v1/tasks/{task['id']}/transitions")).json()
+    assert (trail[-1]["from_status"], trail[-1]["to_status"], trail[-1]["reason"]) == (
+        "in_review",
+        "in_progress",
+        "No test covers the fix.",
+    )
+
+    # Handed in again: a new round, a new review.
+    await client.post(f"/v1/tasks/{task['id']}/transitions", json={"to": "in_review"})
+    second = await requested(client, task["id"], review_round=2)
+    assert second["id"] != review["id"] and second["status"] == "pending"
+
+
+async def test_unknown_approvals_are_404_and_filters_page_by_cursor(
+    client: httpx.AsyncClient,
+) -> None:
+    for response in (
+        await client.get("/v1/approvals/apr_missing"),
+        await client.post("/v1/approvals/apr_missing/approve"),
+        await client.post("/v1/approvals/apr_missing/reject", json={"reason": "no"}),
+    ):
+        assert assert_problem(response, 404, "not_found")["resource"] == "approval"
+
+    first = await in_review(client, "One")
+    second = await in_review(client, "Two")
+    ids = [(await requested(client, t["id"]))["id"] for t in (first, second)]
+    page = (await client.get("/v1/approvals", params={"limit": 1})).json()
+    assert [a["id"] for a in page["items"]] == sorted(ids)[:1]
+    rest = (await client.get("/v1/approvals", params={"cursor": page["next_cursor"]})).json()
+    assert [a["id"] for a in rest["items"]] == sorted(ids)[1:] and rest["next_cursor"] is None
+    by_task = (await client.get("/v1/approvals", params={"task_id": second["id"]})).json()
+    assert [a["task_id"] for a in by_task["items"]] == [second["id"]]
+    tools = (await client.get("/v1/approvals", params={"kind": "tool_call"})).json()
+    assert tools["items"] == []
+    bad = await client.get("/v1/approvals", params={"status": "maybe"})
+    assert_problem(bad, 422, "validation_error")
+
+
+async def test_the_approvals_stream_replays_what_a_client_missed(
+    client: httpx.AsyncClient,
+) -> None:
+    task = await in_review(client, "Publish the post")
+    review = await requested(client, task["id"])
+    async with asyncio.timeout(TIMEOUT_S):
+        async with client.stream(
+            "GET", "/v1/approvals/events", headers={"Last-Event-ID": "0"}
+        ) as stream:
+            [seen] = await SseReader(stream).take(1)
+        assert (seen.event, seen.id) == ("approval.requested", "1")
+
+        # While nobody listens: the review is rejected, the task handed in again.
+        await client.post(f"/v1/approvals/{review['id']}/reject", json={"reason": "Typos."})
+        await client.post(f"/v1/tasks/{task['id']}/transitions", json={"to": "in_review"})
+        async with client.stream(
+            "GET", "/v1/approvals/events", params={"last_event_id": seen.id}
+        ) as resumed:
+            missed: list[SseMessage] = await SseReader(resumed).take(2)
+    assert [(m.id, m.event) for m in missed] == [
+        ("2", "approval.rejected"),
+        ("3", "approval.requested"),
+    ]
+    assert missed[0].data["approval"]["reason"] == "Typos."
+    assert missed[1].data["approval"]["review_round"] == 2
+
+
+async def test_an_agent_reworks_a_rejected_task_with_the_reason(
+    client: httpx.AsyncClient,
+) -> None:
+    agent = await client.post(
+        "/v1/agents",
+        json={
+            "name": "drafter",
+            "tools": ["echo"],
+            "model": {
+                "provider": "scripted",
+                "name": "scripted",
+                "script": [{"text": "Here is the draft."}],
+            },
+        },
+    )
+    assert agent.status_code == 201, agent.text
+    task = await create_task(client, title="Draft the memo", assigned_to="drafter")
+    review = await requested(client, task["id"])
+    rejected = await client.post(
+        f"/v1/approvals/{review['id']}/reject", json={"reason": "Cite the budget."}
+    )
+    assert rejected.status_code == 200, rejected.text
+
+    second = await requested(client, task["id"], review_round=2)  # after the rework run
+    runs = (await client.get("/v1/runs", params={"lane": f"task:{task['id']}"})).json()["items"]
+    assert [r["status"] for r in runs] == ["completed", "completed"]
+    assert (review["run_id"], second["run_id"]) == (runs[0]["id"], runs[1]["id"])
+    assert "Cite the budget." in runs[1]["input"]
+    approved = await client.post(f"/v1/approvals/{second['id']}/approve")
+    assert approved.status_code == 200, approved.text
+    assert await task_status(client, task["id"]) == "completed"
+
+
+async def test_a_workflow_s_review_timeout_and_policy_win_over_the_defaults(
+    client: httpx.AsyncClient,
+) -> None:
+    workflow = await client.post(
+        "/v1/workflows",
+        json={
+            "name": "Reviewed",
+            "review_timeout_s": 120,
+            "review_timeout_policy": "auto_deny",
+            "nodes": [
+                {"id": "s", "type": "start"},
+                {"id": "t", "type": "task", "config": {"title": "Check", "assigned_to": "ann"}},
+                {"id": "e", "type": "end"},
+            ],
+            "edges": [
+                {"id": "e1", "source": "s", "target": "t"},
+                {"id": "e2", "source": "t", "target": "e"},
+            ],
+        },
+    )
+    assert workflow.status_code == 201, workflow.text
+    execution = await client.post(f"/v1/workflow-executions/activate/{workflow.json()['id']}")
+    assert execution.status_code == 201, execution.text
+    task_id = execution.json()["node_tasks"]["t"]
+    for status in ("in_progress", "in_review"):
+        moved = await client.post(f"/v1/tasks/{task_id}/transitions", json={"to": status})
+        assert moved.status_code == 200, moved.text
+    review = await requested(client, task_id)
+    assert (review["timeout_s"], review["timeout_policy"]) == (120, "auto_deny")
+    assert review["workflow_execution_id"] == execution.json()["id"]

@@ -1,0 +1,460 @@
+"""The review gate on the real database, with a real TaskEngine, TaskRuns and worker pool:
+a task whose run completes waits in review on an approval; approving completes it,
+rejecting sends it back with the reason for a rework run; the sweeps finish what a crash
+left half done; unanswered reviews meet their timeout policy on an injected clock. Also
+the tool-call side: asking is idempotent and a decision releases the waiting run."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.approval_states import ApprovalKind, ApprovalStatus
+from app.config import ApprovalSettings
+from app.engine.approval_timeouts import ApprovalTimeoutScheduler
+from app.engine.approvals import (
+    APPROVALS_STREAM,
+    TIMEOUT_ACTOR,
+    ApprovalCommands,
+    ExpiryReport,
+)
+from app.engine.review_gate import ReviewGate
+from app.engine.task_engine import TASK_STREAM, TaskEngine
+from app.engine.task_mutations import CreateTask, TransitionTask
+from app.engine.task_runs import TaskRuns, run_input
+from app.engine.tool_approvals import rejection_result, waiting_for
+from app.engine.workers import WorkerPool
+from app.engine.workflows import WorkflowCommands
+from app.schemas.approvals import ApprovalRead
+from app.schemas.runs import RunRead
+from app.schemas.tasks import TaskCreate, TaskRead
+from app.schemas.workflows import ActivateRequest, WorkflowCreate
+from app.states import RunStatus, TaskStatus
+from app.store import approvals as approval_store
+from app.store import runs as run_store
+from app.store import task_runs as task_run_store
+from app.store import tasks as task_store
+from app.store import tool_calls
+from app.store import workflows as workflow_store
+from app.workflow_states import ExecutionStatus, ReviewTimeoutPolicy
+from tests.support.runs import SAFETY_S, Harness, call, say
+
+T = TaskStatus
+A = ApprovalStatus
+DAY_S = 86_400
+
+
+@dataclass
+class World:
+    h: Harness
+    tasks: TaskEngine
+    bridge: TaskRuns
+    approvals: ApprovalCommands
+    gate: ReviewGate
+    sweep: ApprovalTimeoutScheduler
+    pool: WorkerPool
+
+    async def create(self, title: str, assignee: str) -> TaskRead:
+        body = TaskCreate.model_validate({"title": title, "assigned_to": assignee})
+        return (await self.tasks.submit(CreateTask(body, actor="tester"))).task
+
+    async def task(self, task_id: str) -> TaskRead:
+        async with self.h.sessionmaker() as session:
+            found = await task_store.get_task(session, task_id)
+        assert found is not None
+        return found
+
+    async def reach(self, task_id: str, status: TaskStatus) -> TaskRead:
+        with self.h.bus.subscribe(TASK_STREAM) as wake:
+            async with asyncio.timeout(SAFETY_S):
+                while (task := await self.task(task_id)).status is not status:
+                    await wake.wait(0.05)
+        return task
+
+    async def reviews(self, task_id: str) -> list[ApprovalRead]:
+        async with self.h.sessionmaker() as session:
+            return await approval_store.list_approvals(
+                session, after_id=None, limit=100, filters={"task_id": task_id}
+            )
+
+    async def review(self, task_id: str, review_round: int) -> ApprovalRead:
+        """The task's review of this round once it exists (woken by the approvals stream)."""
+        with self.h.bus.subscribe(APPROVALS_STREAM) as wake:
+            async with asyncio.timeout(SAFETY_S):
+                while True:
+                    found = [
+                        r for r in await self.reviews(task_id) if r.review_round == review_round
+                    ]
+                    if found:
+                        return found[0]
+                    await wake.wait(0.05)
+
+    async def runs(self, task_id: str) -> list[RunRead]:
+        async with self.h.sessionmaker() as session:
+            return await task_run_store.lane_runs(session, task_id)
+
+    async def trail(self, task_id: str) -> list[tuple[TaskStatus | None, TaskStatus]]:
+        async with self.h.sessionmaker() as session:
+            records = await task_store.list_transitions(session, task_id)
+        return [(r.from_status, r.to_status) for r in records][1:]
+
+
+OpenWorld = Callable[..., Awaitable[World]]
+
+
+@pytest.fixture
+async def open_world(clean_db: AsyncEngine) -> AsyncIterator[OpenWorld]:
+    """Build a world; `live=False` leaves TaskRuns and the pool stopped (as after a crash)
+    for tests that drive each step; other keywords are approval settings."""
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def build(live: bool = True, **settings: object) -> World:
+            h = await stack.enter_async_context(Harness.open(clean_db))
+            tasks = TaskEngine(h.sessionmaker, h.bus)
+            tasks.start()
+            stack.push_async_callback(tasks.stop)
+            bridge = TaskRuns(h.sessionmaker, tasks, h.runs, h.bus, poll_interval_s=0.05)
+            approvals = ApprovalCommands(
+                h.sessionmaker,
+                h.bus,
+                tasks,
+                ApprovalSettings.model_validate(settings),
+                clock=h.clock,
+            )
+            gate = ReviewGate(h.sessionmaker, tasks, approvals)
+            gate.start()
+            stack.push_async_callback(gate.stop)
+            pool = h.new_pool(capacity=2, owner="pool-b")
+            if live:
+                bridge.start()
+                stack.push_async_callback(bridge.stop)
+                pool.start()
+                stack.push_async_callback(pool.stop, SAFETY_S)
+            sweep = ApprovalTimeoutScheduler(h.sessionmaker, approvals, gate)
+            return World(h, tasks, bridge, approvals, gate, sweep, pool)
+
+        yield build
+
+
+@pytest.fixture
+async def world(open_world: OpenWorld) -> World:
+    return await open_world()
+
+
+async def test_a_completed_run_waits_in_review_and_approval_completes_the_task(
+    world: World,
+) -> None:
+    await world.h.agent(say("The report is written."), name="writer")
+    task = await world.create("Write the report", "writer")
+    await world.reach(task.id, T.IN_REVIEW)
+    review = await world.review(task.id, 1)
+    [run] = await world.runs(task.id)
+    assert (review.kind, review.status, review.run_id, review.task_id) == (
+        ApprovalKind.TASK_REVIEW,
+        A.PENDING,
+        run.id,
+        task.id,
+    )
+    # No workflow: the configured defaults, 24 hours then escalate.
+    assert (review.timeout_s, review.timeout_policy) == (DAY_S, ReviewTimeoutPolicy.ESCALATE)
+    assert review.expires_at - review.created_at == timedelta(days=1)
+    assert "Write the report" in review.question
+
+    approved = await world.approvals.approve(review.id, "ann", comment="Looks good.")
+    assert (approved.status, approved.decided_by, approved.comment) == (
+        A.APPROVED,
+        "ann",
+        "Looks good.",
+    )
+    done = await world.task(task.id)
+    assert done.status is T.COMPLETED
+    assert await world.trail(task.id) == [
+        (T.ASSIGNED, T.IN_PROGRESS),
+        (T.IN_PROGRESS, T.IN_REVIEW),
+        (T.IN_REVIEW, T.COMPLETED),
+    ]
+    assert len(await world.runs(task.id)) == 1  # approval dispatches nothing
+    types = [e.type for e in await world.h.stream(APPROVALS_STREAM)]
+    assert types == ["approval.requested", "approval.approved"]
+
+
+async def test_a_rejection_sends_the_reason_to_a_rework_run_then_asks_again(
+    world: World,
+) -> None:
+    agent = await world.h.agent(say("Here is the summary."), name="summariser")
+    task = await world.create("Summarise Q3", "summariser")
+    first = await world.review(task.id, 1)
+    rejected = await world.approvals.reject(first.id, "ann", reason="The Q3 numbers are missing.")
+    assert (rejected.status, rejected.reason) == (A.REJECTED, "The Q3 numbers are missing.")
+
+    second = await world.review(task.id, 2)  # the rework run completed: review again
+    assert second.status is A.PENDING
+    original, rework = await world.runs(task.id)
+    assert second.run_id == rework.id and first.run_id == original.id
+    assert rework.input == run_input(task, "The Q3 numbers are missing.")
+    assert rework.conversation_id == original.conversation_id  # rework continues the work
+    seen = world.h.llm_calls[agent.id][-1].request.messages
+    assert any("The Q3 numbers are missing." in str(m.content) for m in seen)
+    assert await world.trail(task.id) == [
+        (T.ASSIGNED, T.IN_PROGRESS),
+        (T.IN_PROGRESS, T.IN_REVIEW),
+        (T.IN_REVIEW, T.IN_PROGRESS),
+        (T.IN_PROGRESS, T.IN_REVIEW),
+    ]
+
+
+async def test_the_sweeps_finish_a_rejection_whose_effects_a_crash_lost(
+    open_world: OpenWorld,
+) -> None:
+    world = await open_world(live=False)
+    await world.h.agent(say("Draft one."), name="drafter")
+    task = await world.create("Draft the letter", "drafter")
+    await world.bridge.sync(task.id)  # TaskRuns, driven by hand: dispatch, run, review
+    await world.h.drain()
+    await world.bridge.sync(task.id)
+    review = await world.review(task.id, 1)
+
+    # The decision committed, then the process died: the task never left review.
+    async with world.h.sessionmaker() as session, session.begin():
+        await approval_store.update_approval(
+            session,
+            review.id,
+            read_version=review.version,
+            values={"status": A.REJECTED, "reason": "Too formal.", "decided_by": "ann"},
+        )
+    assert await world.sweep.run_once() == ExpiryReport()
+    assert (await world.task(task.id)).status is T.IN_PROGRESS
+    assert len(await world.runs(task.id)) == 1  # TaskRuns is down: no rework yet
+
+    await world.bridge.sweep()  # after the restart
+    original, rework = await world.runs(task.id)
+    assert (original.status, rework.status) == (RunStatus.COMPLETED, RunStatus.QUEUED)
+    assert rework.input == run_input(task, "Too formal.")
+    await world.bridge.sweep()  # convergent: nothing more to do
+    assert len(await world.runs(task.id)) == 2
+    assert (await world.task(task.id)).status is T.IN_PROGRESS
+
+
+async def test_a_task_that_leaves_review_by_hand_withdraws_its_review(world: World) -> None:
+    await world.h.agent(say("Done."), name="hand")
+    task = await world.create("Tidy up", "hand")
+    review = await world.review(task.id, 1)
+    await world.tasks.submit(TransitionTask(task.id, T.IN_PROGRESS, "ann", reason="more to do"))
+    with world.h.bus.subscribe(APPROVALS_STREAM) as wake:
+        async with asyncio.timeout(SAFETY_S):
+            while (await world.reviews(task.id))[0].status is A.PENDING:
+                await wake.wait(0.05)
+    [withdrawn] = await world.reviews(task.id)
+    assert (withdrawn.id, withdrawn.status) == (review.id, A.CANCELLED)
+
+
+@pytest.mark.parametrize(
+    ("policy", "status", "task_status"),
+    [
+        (ReviewTimeoutPolicy.AUTO_APPROVE, A.APPROVED, T.COMPLETED),
+        (ReviewTimeoutPolicy.AUTO_DENY, A.REJECTED, T.IN_PROGRESS),
+    ],
+)
+async def test_an_unanswered_review_meets_its_policy_at_expiry(
+    open_world: OpenWorld,
+    policy: ReviewTimeoutPolicy,
+    status: ApprovalStatus,
+    task_status: TaskStatus,
+) -> None:
+    world = await open_world(live=False, review_timeout_s=3600, review_timeout_policy=policy)
+    await world.h.agent(say("Done."), name="timely")
+    task = await world.create("Answer the ticket", "timely")
+    await world.bridge.sync(task.id)
+    await world.h.drain()
+    await world.bridge.sync(task.id)
+    review = await world.review(task.id, 1)
+    assert (review.timeout_s, review.timeout_policy) == (3600, policy)
+
+    world.h.clock.advance(3599)
+    assert await world.sweep.run_once() == ExpiryReport()
+    world.h.clock.advance(1)
+    report = await world.sweep.run_once()
+    assert report == ExpiryReport(
+        approved=int(status is A.APPROVED), rejected=int(status is A.REJECTED)
+    )
+    [decided] = await world.reviews(task.id)
+    assert (decided.status, decided.decided_by) == (status, TIMEOUT_ACTOR)
+    if status is A.REJECTED:
+        assert decided.reason == "review timed out"
+    assert (await world.task(task.id)).status is task_status
+
+
+async def test_an_unanswered_review_escalates_and_waits_again(
+    open_world: OpenWorld,
+) -> None:
+    world = await open_world(live=False, review_timeout_s=600)
+    await world.h.agent(say("Done."), name="escalated")
+    task = await world.create("Sign the release", "escalated")
+    await world.bridge.sync(task.id)
+    await world.h.drain()
+    await world.bridge.sync(task.id)
+    review = await world.review(task.id, 1)
+
+    world.h.clock.advance(600)
+    assert await world.sweep.run_once() == ExpiryReport(escalated=1)
+    [escalated] = await world.reviews(task.id)
+    assert (escalated.status, escalated.escalations) == (A.PENDING, 1)
+    assert escalated.expires_at == world.h.clock.now + timedelta(seconds=600)
+    assert (await world.task(task.id)).status is T.IN_REVIEW
+
+    world.h.clock.advance(599)
+    assert await world.sweep.run_once() == ExpiryReport()
+    world.h.clock.advance(1)
+    assert await world.sweep.run_once() == ExpiryReport(escalated=1)
+    events = [
+        e for e in await world.h.stream(APPROVALS_STREAM) if e.data["approval_id"] == review.id
+    ]
+    assert [e.type for e in events] == [
+        "approval.requested",
+        "approval.escalated",
+        "approval.escalated",
+    ]
+    assert events[-1].data["approval"]["escalations"] == 2
+
+
+async def ask_for_tool(world: World, question: str) -> tuple[RunRead, ApprovalRead]:
+    """A run paused on a tool call, and that call's approval (not yet pointed at)."""
+    agent = await world.h.agent(call("ask_human", question=question), say("Noted."))
+    run = await world.h.start(agent)
+    [paused] = await world.h.wait_until_settled([run.id])
+    call_id = str((paused.waiting_for or {})["tool_call_id"])
+    asked = await world.approvals.request_tool_approval(
+        paused, call_id, "wire_money", {"amount": 100}, question
+    )
+    return paused, asked
+
+
+async def point_at(world: World, run: RunRead, approval: ApprovalRead) -> None:
+    """The loop's pause on the approval, as it will write it."""
+    async with world.h.sessionmaker() as session, session.begin():
+        assert await run_store.update_run(
+            session, run.id, read_version=run.version, values={"waiting_for": waiting_for(approval)}
+        )
+
+
+async def test_a_tool_approval_is_asked_once_and_its_rejection_reaches_the_agent(
+    world: World,
+) -> None:
+    # The loop's pause on an approval is the lead's to build: a run paused by `ask_human`
+    # stands in, pointed at the approval the way the loop will point it.
+    paused, asked = await ask_for_tool(world, "Wire the money?")
+    again = await world.approvals.request_tool_approval(
+        paused, str(asked.tool_call_id), "wire_money", {"amount": 1_000_000}, "Wire it?"
+    )
+    assert again == asked and asked.arguments == {"amount": 100}  # the first ask stands
+    await point_at(world, paused, asked)
+
+    rejected = await world.approvals.reject(asked.id, "ann", reason="Not before the board meets.")
+    [finished] = await world.h.wait_until_settled([paused.id])
+    assert finished.status is RunStatus.COMPLETED
+    async with world.h.sessionmaker() as session:
+        record = (await tool_calls.for_run(session, paused.id))[str(asked.tool_call_id)]
+    assert (record.result, record.is_error) == (rejection_result(rejected), True)
+    seen = world.h.llm_calls[paused.agent_id][-1].request.messages
+    assert any("Not before the board meets." in str(m.content) for m in seen)
+    assert "agent_run.approval_decided" in await world.h.event_types(paused.id)
+
+
+async def test_an_approved_tool_call_runs_as_never_started(world: World) -> None:
+    paused, asked = await ask_for_tool(world, "Wire the money today?")
+    await point_at(world, paused, asked)
+    await world.pool.stop(grace_s=SAFETY_S)  # hold the run where the decision leaves it
+    approved = await world.approvals.approve(asked.id, "ann", expected_version=asked.version)
+    released = await world.h.run(paused.id)
+    assert (released.status, released.waiting_for) == (RunStatus.QUEUED, None)
+    call_id = str(asked.tool_call_id)
+    async with world.h.sessionmaker() as session:
+        assert call_id not in await tool_calls.for_run(session, paused.id)
+    # On resume the loop asks again and gets the decision, with the arguments to run.
+    answer = await world.approvals.request_tool_approval(released, call_id, "wire_money", {}, "")
+    assert (answer.id, answer.status, answer.arguments) == (
+        approved.id,
+        A.APPROVED,
+        {"amount": 100},
+    )
+
+
+async def test_no_run_is_dispatched_for_a_task_of_a_stopped_execution(
+    open_world: OpenWorld,
+) -> None:
+    world = await open_world(live=False)
+    await world.h.agent(say("Done."), name="worker")
+    commands = WorkflowCommands(world.h.sessionmaker, world.h.bus, world.tasks)
+    workflow = await commands.create(
+        WorkflowCreate.model_validate(
+            {
+                "name": "one step",
+                "nodes": [
+                    {"id": "s", "type": "start"},
+                    {"id": "t", "type": "task", "config": {"title": "Go", "assigned_to": "worker"}},
+                    {"id": "e", "type": "end"},
+                ],
+                "edges": [
+                    {"id": "e1", "source": "s", "target": "t"},
+                    {"id": "e2", "source": "t", "target": "e"},
+                ],
+            }
+        )
+    )
+    stopped, running = [
+        (await commands.activate(workflow.id, ActivateRequest(), "tester")).execution
+        for _ in range(2)
+    ]
+    async with world.h.sessionmaker() as session, session.begin():
+        assert await workflow_store.update_execution(
+            session,
+            stopped.id,
+            read_version=stopped.version,
+            values={"status": ExecutionStatus.FAILED, "reason": "another branch failed"},
+        )
+    await world.bridge.sweep()
+    assert await world.runs(stopped.node_tasks["t"]) == []
+    assert len(await world.runs(running.node_tasks["t"])) == 1
+
+
+async def test_an_unanswered_tool_approval_is_denied_at_expiry_and_the_run_goes_on(
+    open_world: OpenWorld,
+) -> None:
+    world = await open_world(tool_timeout_s=60, tool_timeout_policy="auto_deny")
+    paused, asked = await ask_for_tool(world, "Wire the money?")
+    await point_at(world, paused, asked)
+    world.h.clock.advance(60)
+    assert await world.sweep.run_once() == ExpiryReport(rejected=1)
+    [finished] = await world.h.wait_until_settled([paused.id])
+    assert finished.status is RunStatus.COMPLETED
+    async with world.h.sessionmaker() as session:
+        denied = await approval_store.get_approval(session, asked.id)
+    assert denied is not None
+    assert (denied.status, denied.reason, denied.decided_by) == (
+        A.REJECTED,
+        "approval timed out",
+        TIMEOUT_ACTOR,
+    )
+
+
+async def test_a_decision_made_before_the_run_paused_still_releases_it(world: World) -> None:
+    paused, asked = await ask_for_tool(world, "Wire the money now?")
+    await world.approvals.reject(asked.id, "ann", reason="Wrong account.")
+    await point_at(world, paused, asked)  # the pause lands after the decision
+    assert (await world.h.run(paused.id)).status is RunStatus.WAITING_ON_HUMAN
+    await world.sweep.run_once()
+    [finished] = await world.h.wait_until_settled([paused.id])
+    assert finished.status is RunStatus.COMPLETED
+    seen = world.h.llm_calls[finished.agent_id][-1].request.messages
+    assert any("Wrong account." in str(m.content) for m in seen)
+
+
+def test_a_timer_never_consents_to_a_tool_call() -> None:
+    with pytest.raises(ValueError, match="auto_approve"):
+        ApprovalSettings(tool_timeout_policy=ReviewTimeoutPolicy.AUTO_APPROVE)
