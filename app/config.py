@@ -133,6 +133,11 @@ class ApprovalSettings(BaseModel):
 class LLMSettings(BaseModel):
     anthropic_api_key: SecretStr | None = Field(None, description="Key for `anthropic` models.")
     anthropic_base_url: str | None = Field(None, description="Messages API base URL override.")
+    anthropic_api_key_file: Path | None = Field(
+        None,
+        description="A file holding the key (a mounted secret); read again after a 401, so "
+        "a rotated key is picked up without a restart. Takes precedence over the key.",
+    )
 
 
 class ResilienceSettings(BaseModel):

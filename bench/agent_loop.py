@@ -32,6 +32,7 @@ from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.runs import RunCommands
+from app.llm import tokens
 from app.llm.providers import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.loop.tools.base import Tool, ToolContext, define_tool
@@ -84,6 +85,9 @@ class Row:
     p99_ms: float
     commits_per_turn_pg: float | None
     commits_per_turn_proc: float | None
+    # This process's CPU time per turn: steadier than turns/s when other work shares the
+    # cores (Postgres is not in it).
+    cpu_ms_per_turn: float
     peak_rss_mb: float
     problems: list[str] = field(default_factory=list)
 
@@ -289,15 +293,16 @@ async def w1_scenario(url: str, database: str, scenario: Scenario, profile_top: 
         await sa_engine.dispose()
         before, per_read = await commits_baseline(url, database)
 
+        tokens.encoding()  # loaded once per process (~0.3 s), as a server does at start-up
         log(f"  running {scenario.runs} runs x {scenario.turns} turns on {scenario.capacity}")
         profiler = cProfile.Profile() if profile_top else None
         committer.start()
         if profiler is not None:
             profiler.enable()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         pool.start()
         await committer.wait_all_settled()
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         if profiler is not None:
             profiler.disable()
         proc_commits = committer.commits
@@ -335,6 +340,7 @@ async def w1_scenario(url: str, database: str, scenario: Scenario, profile_top: 
         p99_ms=percentile(latencies, 0.99) * 1000,
         commits_per_turn_pg=pg_commits / turns,
         commits_per_turn_proc=proc_commits / turns,
+        cpu_ms_per_turn=cpu / turns * 1000,
         peak_rss_mb=peak_rss_mb(),
         problems=problems,
     )
@@ -375,11 +381,11 @@ async def floor_scenario(url: str, database: str, scenario: Scenario) -> Row:
                         continue
                     latencies.append(time.perf_counter() - begun)
 
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         await asyncio.gather(
             *(client(range(c, scenario.runs, scenario.capacity)) for c in range(scenario.capacity))
         )
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         await pool.close()
         pg_commits = await xact_commits(url, database) - before - per_read
         stored = await scalar(url, "SELECT count(*) FROM bench_turns")
@@ -408,6 +414,7 @@ async def floor_scenario(url: str, database: str, scenario: Scenario) -> Row:
         p99_ms=percentile(latencies, 0.99) * 1000,
         commits_per_turn_pg=pg_commits / turns,
         commits_per_turn_proc=None,
+        cpu_ms_per_turn=cpu / turns * 1000,
         peak_rss_mb=peak_rss_mb(),
         problems=problems,
     )
@@ -477,18 +484,18 @@ def render(rows: Sequence[Row], totals: dict[str, Any]) -> str:
     header = (
         f"{'scenario':<12} {'R':>5} {'T':>3} {'C':>4} {'wall s':>7} {'turns/s':>8} "
         f"{'runs/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'commits/turn':>12} "
-        f"{'commits/turn':>12} {'peak RSS':>8}"
+        f"{'commits/turn':>12} {'CPU ms':>7} {'peak RSS':>8}"
     )
     subheader = f"{'':<12} {'':>5} {'':>3} {'':>4} {'':>7} {'':>8} {'':>7} {'':>7} {'':>7} "
-    subheader += f"{'(pg)':>12} {'(proc)':>12} {'MB':>8}"
+    subheader += f"{'(pg)':>12} {'(proc)':>12} {'/turn':>7} {'MB':>8}"
     lines = [header, subheader, "-" * len(header)]
     for r in sorted(rows, key=lambda r: r.kind != "W1"):
         lines.append(
             f"{r.scenario:<12} {r.runs:>5} {r.turns:>3} {r.capacity:>4} {r.wall_s:>7.2f} "
             f"{r.turns_per_s:>8.0f} {num(r.runs_per_s, '.1f'):>7} {r.p50_ms:>7.2f} "
             f"{r.p99_ms:>7.2f} {num(r.commits_per_turn_pg, '.3f'):>12} "
-            f"{num(r.commits_per_turn_proc, '.3f'):>12} {r.peak_rss_mb:>8.1f}"
-            + ("  BAD" if r.problems else "")
+            f"{num(r.commits_per_turn_proc, '.3f'):>12} {r.cpu_ms_per_turn:>7.2f} "
+            f"{r.peak_rss_mb:>8.1f}" + ("  BAD" if r.problems else "")
         )
 
     def x(value: float | None, aim: str) -> str:

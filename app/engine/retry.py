@@ -1,9 +1,18 @@
-"""Retry policies as data, and the pure function that spaces attempts."""
+"""Retry policies as data, and the pure functions that space attempts and decide what a
+failed run becomes."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from app.schemas.runs import RunRead
+from app.states import RunStatus
+from app.store.checkpoints import CheckpointKind
+
+RunEvent = tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -46,3 +55,47 @@ class RunRetryPolicy:
 def run_retry_delay(policy: RunRetryPolicy, retry: int) -> float:
     """Seconds before retry number `retry` (1-based)."""
     return float(policy.base_delay_s * policy.factor**retry)
+
+
+@dataclass(frozen=True)
+class FailedRun:
+    """What a failure makes of a run: columns to write, its events in order, and the kind
+    of checkpoint that closes it (None while it will be retried)."""
+
+    values: dict[str, Any]
+    events: list[RunEvent]
+    checkpoint: CheckpointKind | None
+
+
+def after_failure(
+    policy: RunRetryPolicy,
+    run: RunRead,
+    error: dict[str, Any],
+    failed: dict[str, Any],
+    now: datetime,
+    *,
+    retryable: bool = True,
+) -> FailedRun:
+    """Seed 004: a failure goes to the run's error log, then the run is retried after a
+    backoff (back to the queue, keeping its place in its lane) or, once its retries are
+    used up, dead-lettered. Without retries configured, or for a failure no later attempt
+    can fix (`retryable=False`: a refused request), it stays failed."""
+    values: dict[str, Any] = {
+        "error_log": [*run.error_log, {"attempt": run.attempt, **error, "at": now.isoformat()}]
+    }
+    failure: RunEvent = ("agent_run.failed", failed)
+    if policy.max_retries == 0 or not retryable:
+        return FailedRun(values, [failure], "final")
+    if run.attempt <= policy.max_retries:
+        delay_s = run_retry_delay(policy, run.attempt)
+        values.update(
+            status=RunStatus.QUEUED,
+            attempt=run.attempt + 1,
+            not_before=now + timedelta(seconds=delay_s),
+            finished_at=None,
+        )
+        retry = {"attempt": run.attempt + 1, "delay_s": delay_s}
+        return FailedRun(values, [failure, ("agent_run.retry_scheduled", retry)], None)
+    values["status"] = RunStatus.DEAD_LETTER
+    dead = ("agent_run.dead_letter", {"attempts": run.attempt})
+    return FailedRun(values, [failure, dead], "final")

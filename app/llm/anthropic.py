@@ -3,6 +3,7 @@ our transcript translated to its wire shapes and every failure reported as Provi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, cast
 
@@ -47,11 +48,30 @@ class AnthropicProvider:
     """
 
     def __init__(
-        self, api_key: str, *, base_url: str | None = None, timeout_s: float = 600.0
+        self,
+        api_key: str,
+        *,
+        base_url: str | None = None,
+        timeout_s: float = 600.0,
+        key_source: Callable[[], str] | None = None,
     ) -> None:
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
+        self._base_url = base_url
+        self._timeout_s = timeout_s
+        self._key_source = key_source
+        self._client = self._new_client(api_key)
+
+    def _new_client(self, api_key: str) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=self._base_url, max_retries=0, timeout=self._timeout_s
         )
+
+    async def refresh_credentials(self) -> None:
+        """After a 401 (seed 001): read the key again from its source (a rotated secret
+        file) and start a new client, which also drops connections a reset left behind."""
+        if self._key_source is None:
+            return
+        old, self._client = self._client, self._new_client(self._key_source())
+        await old.close()
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -50,6 +50,11 @@ SERVICE_FAULTS: frozenset[ErrorClass] = frozenset(
     }
 )
 CAPACITY: frozenset[ErrorClass] = frozenset({"rate_limited", "overloaded"})
+# Failures no later attempt of the same request can fix: a run that meets one is not
+# retried with backoff (seed 001: client errors are not retried).
+PERMANENT_FAILURES: frozenset[str] = frozenset(
+    {"context_overflow", "bad_request", "auth", "forbidden", "not_found"}
+)
 
 _CLASS_BY_STATUS: dict[int, ErrorClass] = {
     401: "auth",

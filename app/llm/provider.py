@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from app.llm.messages import Block, Message
 
@@ -85,3 +85,10 @@ class Provider(Protocol):
         """Stream one completion, passing text deltas to `on_text` as they arrive, and
         return the whole message."""
         ...
+
+
+@runtime_checkable
+class RefreshesCredentials(Protocol):
+    """A provider that can fetch its credentials again (after a 401)."""
+
+    async def refresh_credentials(self) -> None: ...

@@ -42,15 +42,27 @@ class Providers:
                     self._scripted.popitem(last=False)
             self._scripted.move_to_end(slot)
             return self._scripted[slot]
+        base_url = model.base_url or self._settings.anthropic_base_url
+        if base_url not in self._anthropic:
+            self._anthropic[base_url] = AnthropicProvider(
+                self._anthropic_key(), base_url=base_url, key_source=self._anthropic_key
+            )
+        return self._anthropic[base_url]
+
+    def _anthropic_key(self) -> str:
+        """The key file's current content when one is configured, else the key."""
+        key_file = self._settings.anthropic_api_key_file
+        if key_file is not None:
+            try:
+                return key_file.read_text().strip()
+            except OSError as exc:
+                raise ProviderUnavailable(f"cannot read the Anthropic key file: {exc}") from exc
         key = self._settings.anthropic_api_key
         if key is None:
             raise ProviderUnavailable(
                 "no Anthropic API key is configured (LOOPWRIGHT_LLM__ANTHROPIC_API_KEY)"
             )
-        base_url = model.base_url or self._settings.anthropic_base_url
-        if base_url not in self._anthropic:
-            self._anthropic[base_url] = AnthropicProvider(key.get_secret_value(), base_url=base_url)
-        return self._anthropic[base_url]
+        return key.get_secret_value()
 
     async def aclose(self) -> None:
         for provider in self._anthropic.values():

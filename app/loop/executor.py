@@ -15,7 +15,7 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -25,12 +25,18 @@ from app.engine.approvals import ApprovalCommands
 from app.engine.breakers import Breakers
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
-from app.engine.retry import RunRetryPolicy, run_retry_delay
+from app.engine.retry import RunRetryPolicy, after_failure
 from app.engine.runs import RUNS_STREAM, RunEvent, run_stream
 from app.llm.caller import LLMCallFailed, ResilientModel
 from app.llm.messages import Message, TextBlock, ToolUseBlock
-from app.llm.policy import LLMRetryPolicy
-from app.llm.provider import LLMRequest, LLMResponse, Provider, ToolChoice
+from app.llm.policy import PERMANENT_FAILURES, LLMRetryPolicy
+from app.llm.provider import (
+    LLMRequest,
+    LLMResponse,
+    Provider,
+    RefreshesCredentials,
+    ToolChoice,
+)
 from app.llm.providers import ProviderFactory, ProviderUnavailable
 from app.loop import approval_gate
 from app.loop.boundary import Boundary, BoundaryWrite, started_events
@@ -134,7 +140,10 @@ class RunLoop:
         except TimeoutError:
             await self._quietly(self._fail_hard_limit())
         except LLMCallFailed as exc:
-            await self._settle_quietly(RunStatus.FAILED, "provider_error", str(exc))
+            retryable = exc.error_class not in PERMANENT_FAILURES  # a refused request is final
+            await self._settle_quietly(
+                RunStatus.FAILED, "provider_error", str(exc), retryable=retryable
+            )
         except ProviderUnavailable as exc:
             await self._settle_quietly(RunStatus.FAILED, "provider_unavailable", str(exc))
         except Exception as exc:
@@ -444,6 +453,9 @@ class RunLoop:
             fallback_model=self.agent.model.fallback_name,
             persistent=self.agent.limits.persistent_retries,
             on_event=self._event_now,
+            refresh_credentials=(
+                provider.refresh_credentials if isinstance(provider, RefreshesCredentials) else None
+            ),
             heartbeat=heartbeat,
             sleep=self.deps.sleep,
             clock=self.deps.clock,
@@ -716,6 +728,7 @@ class RunLoop:
         messages: list[Message] | None = None,
         extra: dict[str, Any] | None = None,
         event: tuple[str, dict[str, Any]] | None = None,
+        retryable: bool = True,
     ) -> None:
         now = self.deps.clock()
         values: dict[str, Any] = {
@@ -727,14 +740,17 @@ class RunLoop:
         }
         if error is not None:
             values["error"] = {"code": error[0], "message": sanitize(error[1])}
-        outcome = f"agent_run.{status.value}"
         data: dict[str, Any] = {"stop_reason": stop_reason}
         if error is not None:
             data["error"] = values["error"]
-        events = [event] if event else []
+        events = [*([event] if event else []), (f"agent_run.{status.value}", data)]
         kind: CheckpointKind | None = "final"
         if status is RunStatus.FAILED:
-            kind, outcome, data = self._after_failure(values, events, outcome, data, now)
+            failed = after_failure(
+                self.deps.run_retry, self.run, values["error"], data, now, retryable=retryable
+            )
+            values.update(failed.values)
+            events, kind = events[:-1] + failed.events, failed.checkpoint
         crash_point("before_final")
         closing = []
         pending = pending_tool_uses(self.history)
@@ -747,42 +763,17 @@ class RunLoop:
                 kind,
                 messages=[*closing, *(messages or [])],
                 run_values=values,
-                events=[*events, (outcome, data)],
+                events=events,
             )
         )
 
-    def _after_failure(
-        self,
-        values: dict[str, Any],
-        events: list[RunEvent],
-        failed: str,
-        data: dict[str, Any],
-        now: datetime,
-    ) -> tuple[CheckpointKind | None, str, dict[str, Any]]:
-        """A failure is logged, then retried after a backoff (the run goes back to the queue,
-        keeping its place in its lane) or, once its retries are used up, dead-lettered.
-        Without retries configured it simply stays failed."""
-        entry = {"attempt": self.run.attempt, **values["error"], "at": now.isoformat()}
-        values["error_log"] = [*self.run.error_log, entry]
-        policy = self.deps.run_retry
-        if policy.max_retries == 0:
-            return "final", failed, data
-        events.append((failed, data))
-        if self.run.attempt <= policy.max_retries:
-            delay_s = run_retry_delay(policy, self.run.attempt)
-            values.update(
-                status=RunStatus.QUEUED,
-                attempt=self.run.attempt + 1,
-                not_before=now + timedelta(seconds=delay_s),
-                finished_at=None,
-            )
-            retry = {"attempt": self.run.attempt + 1, "delay_s": delay_s}
-            return None, "agent_run.retry_scheduled", retry
-        values["status"] = RunStatus.DEAD_LETTER
-        return "final", "agent_run.dead_letter", {"attempts": self.run.attempt}
-
-    async def _settle_quietly(self, status: RunStatus, code: str, message: str) -> None:
-        await self._quietly(self._settle(status, stop_reason=code, error=(code, message)))
+    async def _settle_quietly(
+        self, status: RunStatus, code: str, message: str, *, retryable: bool = True
+    ) -> None:
+        settling = self._settle(
+            status, stop_reason=code, error=(code, message), retryable=retryable
+        )
+        await self._quietly(settling)
 
     async def _quietly(self, settling: Awaitable[None]) -> None:
         try:

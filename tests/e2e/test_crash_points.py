@@ -78,6 +78,7 @@ def test_a_crash_at_each_boundary_resumes_to_the_right_outcome(
                 json={
                     "name": "payer",
                     "tools": ["charge_card"],
+                    "auto_approve": ["charge_card"],  # this test is about crashes
                     "model": {"provider": "scripted", "name": "s", "script": SCRIPT},
                 },
             ).json()

@@ -82,3 +82,13 @@ async def test_a_backing_off_run_holds_its_place_in_the_lane(clean_db: AsyncEngi
         waiting = await h.run(first.id)
         assert waiting.status is RunStatus.QUEUED and waiting.not_before is not None
         assert (await h.run(later.id)).status is RunStatus.QUEUED  # not run ahead of it
+
+
+async def test_a_refused_request_fails_the_run_at_once_without_retries(h: Harness) -> None:
+    """A 400 says the request itself is wrong: no later attempt can fix it (seed 001)."""
+    refused = ScriptedFault(status=400, message="invalid request: bad schema", times=1)
+    agent = await h.agent(ScriptedTurn(text="never", fault=refused))
+    done = await h.finish(agent)
+    assert (done.status, done.attempt) == (RunStatus.FAILED, 1)
+    assert [e["code"] for e in done.error_log] == ["provider_error"]
+    assert "agent_run.retry_scheduled" not in await h.event_types(done.id)

@@ -9,9 +9,19 @@ from typing import Any
 import anthropic
 import pytest
 
+from app.config import LLMSettings
 from app.llm.anthropic import AnthropicProvider
 from app.llm.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from app.llm.provider import LLMRequest, ProviderError, ToolChoice, ToolSpec, Usage
+from app.llm.provider import (
+    LLMRequest,
+    ProviderError,
+    RefreshesCredentials,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+)
+from app.llm.providers import Providers
+from app.schemas.agents import AgentRead
 from tests.support.anthropic_wire import (
     AnthropicWire,
     Delay,
@@ -379,3 +389,38 @@ async def test_wire_answers_without_stream_too(wire: AnthropicWire) -> None:
     assert [b.type for b in message.content] == ["text", "tool_use"]
     assert message.stop_reason == "tool_use"
     assert wire.requests[0].body.get("stream") in (None, False)
+
+
+async def test_refreshing_credentials_reads_the_rotated_key_file(
+    wire: AnthropicWire, tmp_path: Any
+) -> None:
+    key_file = tmp_path / "anthropic.key"
+    key_file.write_text("sk-ant-old\n")
+    wire.plan(HttpError(401, "authentication_error", "invalid x-api-key"), Reply.text("hi"))
+    settings = LLMSettings(anthropic_api_key_file=key_file, anthropic_base_url=wire.url)
+    providers = Providers(settings)
+    agent = AgentRead.model_validate(
+        {
+            "id": "agent_1",
+            "name": "a",
+            "version": 1,
+            "model": {"provider": "anthropic", "name": MODEL},
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z",
+        }
+    )
+    provider = providers(agent, "run_1")
+    assert isinstance(provider, RefreshesCredentials)
+    try:
+        with pytest.raises(ProviderError) as refused:
+            await provider.complete(ask())
+        assert refused.value.status == 401
+        key_file.write_text("sk-ant-new\n")  # the secret was rotated
+        await provider.refresh_credentials()
+        response = await provider.complete(ask())
+    finally:
+        await providers.aclose()
+    assert response.content == [TextBlock(text="hi")]
+    sent = [" ".join(r.headers.values()) for r in wire.requests]  # the SDK picks the header
+    assert ["sk-ant-old" in h for h in sent] == [True, False]
+    assert ["sk-ant-new" in h for h in sent] == [False, True]
