@@ -36,6 +36,7 @@ from app.llm.provider import (
     Provider,
     RefreshesCredentials,
     ToolChoice,
+    ToolSpec,
 )
 from app.llm.providers import ProviderFactory, ProviderUnavailable
 from app.loop import approval_gate
@@ -43,13 +44,12 @@ from app.loop.boundary import Boundary, BoundaryWrite, started_events
 from app.loop.compaction import Compactor
 from app.loop.crashpoints import crash_point
 from app.loop.guards import Guards
-from app.loop.journal import Journal, render_digest, render_full
 from app.loop.loop_detection import ASK_HUMAN, with_notes
+from app.loop.prompt import Frame, offered_tools, read_frame
 from app.loop.stagnation import STOP_REASON, StagnationPolicy
 from app.loop.summary import llm_summariser
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
-from app.loop.tools.journal_tools import JOURNAL_TOOL_NAMES
 from app.loop.transcript import (
     for_provider,
     last_assistant_text,
@@ -63,7 +63,6 @@ from app.schemas.runs import RunRead
 from app.states import RunStatus
 from app.store import agents as agent_store
 from app.store import checkpoints, conversations, tool_calls
-from app.store import journal as journal_store
 from app.store import runs as run_store
 from app.store.checkpoints import CheckpointKind
 
@@ -74,15 +73,6 @@ SUMMARY_PROMPT = (
     "what you found, and what remains to be done."
 )
 RESULT_PREVIEW_CHARS = 2_000
-
-
-@dataclass(frozen=True)
-class Frame:
-    """The fixed part of an iteration's request around the live messages: the system prompt
-    with the journal digest, and the rendered journal."""
-
-    system: str
-    journal: list[Message]
 
 
 class LeaseLost(Exception):
@@ -373,7 +363,10 @@ class RunLoop:
                 events=[("agent.exhaustion.soft_time_limit", {})],
             )
         )
-        response = await self._call_llm(await self._frame(), with_tools=False)
+        response = await self._call_llm(
+            await self._frame(),
+            with_tools=False,
+        )
         text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
         message = Message(role="assistant", content=[TextBlock(text=text or "(no summary)")])
         await self._settle(
@@ -383,19 +376,6 @@ class RunLoop:
             messages=[message],
             extra=self._after_call(response),
         )
-
-    async def _frame(self) -> Frame:
-        """What surrounds the live messages in this iteration's request. The run journal
-        goes in twice (seed 000): its digest in the system prompt, and its full text just
-        before the live messages."""
-        async with self.deps.sessionmaker() as session:
-            stored = await journal_store.read_journal(session, self.run.conversation_id)
-        journal = Journal.model_validate(stored or {})
-        digest = render_digest(journal)
-        system = self.agent.system_prompt
-        if digest:
-            system = f"{system}\n\n{digest}" if system else digest
-        return Frame(system, render_full(journal))
 
     async def _call_llm(self, frame: Frame, *, with_tools: bool) -> LLMResponse:
         """One LLM call over the live context, in its frame."""
@@ -428,15 +408,12 @@ class RunLoop:
             metrics.llm_call(response.model, "ok")
         return response
 
-    def _tool_specs(self, forced: ToolChoice | None) -> list[Any]:
-        """The agent's tools, the journal tools every agent has, and a tool the loop forces
-        (the ladders' `ask_human`) even when the agent does not list it."""
-        names = dict.fromkeys([*self.agent.tools, *JOURNAL_TOOL_NAMES])
-        for withdrawn in self.guards.degraded:
-            names.pop(withdrawn, None)
-        if forced is not None and forced.name:
-            names[forced.name] = None
-        return self.deps.tools.registry.specs(names)
+    async def _frame(self) -> Frame:
+        return await read_frame(self.deps.sessionmaker, self.agent, self.run.conversation_id)
+
+    def _tool_specs(self, forced: ToolChoice | None) -> list[ToolSpec]:
+        registry = self.deps.tools.registry
+        return offered_tools(registry, self.agent, withdrawn=self.guards.degraded, forced=forced)
 
     def _model(self, provider_name: str, provider: Provider) -> ResilientModel:
         """The run's model behind seed 001's call policy: retries, breakers, fallback."""

@@ -1,0 +1,60 @@
+"""What an LLM call of a run is made of, around its live messages: the frame (the system
+prompt with the run journal's digest, and the rendered journal) and the tools offered.
+
+The journal goes in twice (seed 000): its ~500-character digest in the system prompt, and
+its full text as a user/assistant pair just before the live messages. The system prompt's
+hash (resume drift) is taken of the agent's prompt alone, since the digest changes with
+every journal write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.llm.messages import Message
+from app.llm.provider import ToolChoice, ToolSpec
+from app.loop.journal import Journal, render_digest, render_full
+from app.loop.tools.journal_tools import JOURNAL_TOOL_NAMES
+from app.loop.tools.registry import ToolRegistry
+from app.schemas.agents import AgentRead
+from app.store import journal as journal_store
+
+
+@dataclass(frozen=True)
+class Frame:
+    system: str
+    journal: list[Message]
+
+
+async def read_frame(
+    sessionmaker: async_sessionmaker[AsyncSession], agent: AgentRead, conversation_id: str
+) -> Frame:
+    async with sessionmaker() as session:
+        stored = await journal_store.read_journal(session, conversation_id)
+    journal = Journal.model_validate(stored or {})
+    digest = render_digest(journal)
+    system = agent.system_prompt
+    if digest:
+        system = f"{system}\n\n{digest}" if system else digest
+    return Frame(system, render_full(journal))
+
+
+def offered_tools(
+    registry: ToolRegistry,
+    agent: AgentRead,
+    *,
+    withdrawn: Collection[str] = (),
+    forced: ToolChoice | None = None,
+) -> list[ToolSpec]:
+    """The agent's tools, the journal tools every agent has, less the ones the escalation
+    ladder withdrew, plus a tool the loop forces (the ladders' `ask_human`) even when the
+    agent does not list it."""
+    names = dict.fromkeys([*agent.tools, *JOURNAL_TOOL_NAMES])
+    for name in withdrawn:
+        names.pop(name, None)
+    if forced is not None and forced.name:
+        names[forced.name] = None
+    return registry.specs(names)
