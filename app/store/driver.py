@@ -32,8 +32,12 @@ class Driver:
         self._adapted = adapted  # SQLAlchemy's DB-API adapter around the asyncpg connection
         self._connection: asyncpg.Connection[Any] = adapted.driver_connection
 
-    def in_transaction(self) -> bool:
-        return bool(self._connection.is_in_transaction())
+    async def begin(self) -> None:
+        """SQLAlchemy sends BEGIN lazily, with a transaction's first statement: if none went
+        through it yet, BEGIN is sent here, as its adapter sends it (so the adapter commits
+        or rolls back this transaction as its own)."""
+        if not self._connection.is_in_transaction():
+            await self._adapted._start_transaction()
 
     async def execute(self, statement: str, *args: Any) -> None:
         try:
@@ -58,14 +62,11 @@ class Driver:
 
 
 async def driver_connection(session: AsyncSession) -> Driver:
-    """The driver under the session's transaction. SQLAlchemy sends BEGIN lazily, with the
-    transaction's first statement; if none went through it yet, a no-op one does, so that
-    what is sent here belongs to the transaction."""
+    """The driver under the session's transaction, begun."""
     connection = await session.connection()
     raw = await connection.get_raw_connection()
     driver = Driver(connection.dialect, raw.dbapi_connection)
-    if not driver.in_transaction():
-        await connection.exec_driver_sql("SELECT 1")
+    await driver.begin()
     return driver
 
 
