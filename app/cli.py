@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import sys
@@ -31,6 +32,14 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings.model_validate(merged)
 
 
+def _freeze_startup_heap() -> None:
+    """What is loaded by now (modules, the app) lives as long as the process: move it out
+    of the garbage collector's sight, so its passes scan only what requests and runs
+    allocate (they took a tenth of a busy worker's CPU)."""
+    gc.collect()
+    gc.freeze()
+
+
 def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -40,8 +49,10 @@ def _serve(args: argparse.Namespace) -> None:
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    app = create_app(settings)
+    _freeze_startup_heap()
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.server.host,
         port=settings.server.port,
         log_level=settings.log_level.lower(),
@@ -58,6 +69,7 @@ def _worker(args: argparse.Namespace) -> None:
     settings = load_settings()
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
+    _freeze_startup_heap()
 
     async def run() -> None:
         stop = asyncio.Event()

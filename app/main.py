@@ -45,6 +45,7 @@ from app.engine.task_engine import TaskEngine
 from app.engine.task_runs import TaskRuns
 from app.engine.workers import WorkerPool
 from app.engine.workflow_observer import ExecutionObserver
+from app.llm import tokens
 from app.llm.policy import LLMRetryPolicy
 from app.llm.providers import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
@@ -232,6 +233,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         cancel_timeout_s=settings.reconciler.cancel_timeout_s,
     )
     committer.start()
+    # The tokenizer (compaction's estimates) loads once, here, not in a run's first turn.
+    await asyncio.to_thread(tokens.encoding)
     reconciler.start()  # its first pass runs now: the boot reconciliation
     if workers is not None:
         workers.start()

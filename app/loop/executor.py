@@ -50,6 +50,7 @@ from app.loop.stagnation import STOP_REASON, StagnationPolicy
 from app.loop.summary import llm_summariser
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
+from app.loop.tools.journal_tools import JOURNAL_WRITERS
 from app.loop.transcript import (
     for_provider,
     last_assistant_text,
@@ -117,6 +118,7 @@ class RunLoop:
         self.transcript_count = 0  # messages of the conversation's transcript
         self.completed_calls: list[str] = []
         self.guards = Guards()
+        self.frame: Frame | None = None  # the journal's part of the prompt, while unchanged
 
     # -- entry -----------------------------------------------------------------------
 
@@ -409,7 +411,13 @@ class RunLoop:
         return response
 
     async def _frame(self) -> Frame:
-        return await read_frame(self.deps.sessionmaker, self.agent, self.run.conversation_id)
+        """Read once, and again only after a journal tool wrote (nothing else changes the
+        journal while the run holds its lane)."""
+        if self.frame is None:
+            self.frame = await read_frame(
+                self.deps.sessionmaker, self.agent, self.run.conversation_id
+            )
+        return self.frame
 
     def _tool_specs(self, forced: ToolChoice | None) -> list[ToolSpec]:
         registry = self.deps.tools.registry
@@ -685,6 +693,8 @@ class RunLoop:
                 on_event=self._event_now,
                 unavailable=self.guards.degraded,
             )
+        if call.name in JOURNAL_WRITERS and not outcome.is_error:
+            self.frame = None  # the journal changed: the next call reads it again
         if outcome.degraded:  # withdrawn from now on; the next checkpoint records it
             self.guards = replace(self.guards, degraded=self.guards.degraded | {call.name})
         return outcome

@@ -138,6 +138,7 @@ async def _append(context: ToolContext, arguments: dict[str, Any]) -> str:
 
 
 JOURNAL_TOOL_NAMES = ("get_run_journal", "update_run_journal", "append_run_journal_entry")
+JOURNAL_WRITERS = frozenset(JOURNAL_TOOL_NAMES[1:])
 
 
 def journal_tools() -> list[Tool]:
