@@ -202,7 +202,7 @@ class RunLoop:
             system_prompt_hash=self.system_hash,
             idempotent={c.id: self._is_idempotent(c) for c in boundary.started},
             now=self.deps.clock(),
-            loop_counters=guards.counters(),
+            loop_counters=guards.counters,
         )
         run = await self.deps.committer.submit(write)
         if run is None:

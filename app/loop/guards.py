@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from app.config import LoopGuardSettings
@@ -62,7 +63,10 @@ class Guards:
             frozenset(counters.get("degraded_tools", ())),
         )
 
+    @cached_property
     def counters(self) -> dict[str, Any]:
+        """The JSON of every checkpoint's `loop_counters` (built once per state: states
+        are values, and most boundaries carry the same one)."""
         return {
             "loop_detection": self.loops.to_json(),
             "stagnation": self.stagnation.to_json(),

@@ -67,15 +67,24 @@ _BOUNDARY_COLUMNS = (
     "not_before",
     "error_log",
 )
+# Statements that update many run rows lock them first, in id order: two of them (a
+# group's boundaries, a heartbeat's renewals) then wait for each other, never deadlock.
 _UPDATE_LEASED_MANY = f"""
+    WITH v AS (
+        SELECT * FROM jsonb_to_recordset($1::text::jsonb)
+            AS v(id text, owner text, token bigint, doc jsonb)
+    ), locked AS (
+        SELECT q.id FROM runs AS q WHERE q.id IN (SELECT id FROM v)
+        ORDER BY q.id FOR NO KEY UPDATE
+    )
     UPDATE runs AS r
     SET ({", ".join(_BOUNDARY_COLUMNS)}) = (
             SELECT {", ".join("p." + c for c in _BOUNDARY_COLUMNS)}
             FROM jsonb_populate_record(r, v.doc) AS p),
         version = r.version + 1, updated_at = now()
-    FROM jsonb_to_recordset($1::text::jsonb) AS v(id text, owner text, token bigint, doc jsonb)
-    WHERE r.id = v.id AND r.lease_owner = v.owner AND r.lease_token = v.token
-      AND r.status = 'running'
+    FROM v, locked
+    WHERE r.id = v.id AND locked.id = r.id AND r.lease_owner = v.owner
+      AND r.lease_token = v.token AND r.status = 'running'
     RETURNING r.*
 """
 
@@ -157,11 +166,13 @@ async def renew_leases(
         return set()
     rows = await session.execute(
         text(
+            "WITH locked AS (SELECT q.id FROM runs AS q WHERE q.id = ANY(CAST(:ids AS text[])) "
+            "ORDER BY q.id FOR NO KEY UPDATE) "
             "UPDATE runs AS r SET heartbeat_at = now(), "
             "lease_expires_at = now() + make_interval(secs => :ttl) "
-            "FROM unnest(CAST(:ids AS text[]), CAST(:tokens AS bigint[])) AS l(id, token) "
-            "WHERE r.id = l.id AND r.lease_token = l.token AND r.lease_owner = :owner "
-            "AND r.status = 'running' RETURNING r.id"
+            "FROM unnest(CAST(:ids AS text[]), CAST(:tokens AS bigint[])) AS l(id, token), "
+            "locked WHERE r.id = l.id AND locked.id = r.id AND r.lease_token = l.token "
+            "AND r.lease_owner = :owner AND r.status = 'running' RETURNING r.id"
         ),
         {
             "ids": [run_id for run_id, _ in leases],
