@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.approvals import ApprovalCommands, ExpiryReport
+from app.engine.periodic import Periodic
 from app.engine.review_gate import ReviewGate
 from app.observability import log_events
 from app.store import approvals as store
@@ -44,28 +45,14 @@ class ApprovalTimeoutScheduler:
         self._sessionmaker = sessionmaker
         self._approvals = approvals
         self._gate = gate
-        self.interval_s = interval_s
-        self._sleep = sleep
-        self._task: asyncio.Task[None] | None = None
+        self._ticks = Periodic("approval-sweep", self.run_once, interval_s, sleep=sleep)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="approval-sweep")
+        """The first pass runs now (at start-up), then one every `interval_s`."""
+        self._ticks.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the database may be away; the next tick tries again
-                log.exception("approval sweep failed")
-            await self._sleep(self.interval_s)
+        await self._ticks.stop()
 
     async def run_once(self) -> ExpiryReport:
         report = await self._approvals.expire_due(limit=BATCH)

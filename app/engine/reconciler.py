@@ -13,18 +13,16 @@ Rows are taken with SKIP LOCKED, so reconcilers of several processes share the w
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.bus import EventBus
+from app.engine.periodic import Periodic
 from app.engine.runs import RUNS_STREAM, RunCommands, emit
 from app.observability import log_events
 from app.states import RunStatus
@@ -74,22 +72,14 @@ class Reconciler:
         self.cancel_timeout_s = cancel_timeout_s
         self._batch = batch
         self._clock = clock
-        self._task: asyncio.Task[None] | None = None
+        self._ticks = Periodic("reconciler", self.run_once, interval_s)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="reconciler")
+        """The first pass runs now (at start-up), then one every `interval_s`."""
+        self._ticks.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(SQLAlchemyError, OSError):
-                await self.run_once()
-            await asyncio.sleep(self.interval_s)
+        await self._ticks.stop()
 
     async def run_once(self) -> ReconcileReport:
         now = self._clock()
