@@ -25,7 +25,7 @@ from app.engine.approvals import ApprovalCommands
 from app.engine.breakers import Breakers
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
-from app.engine.retry import RunRetryPolicy, after_failure
+from app.engine.retry import RunRetryPolicy
 from app.engine.runs import RUNS_STREAM, RunEvent, run_stream
 from app.llm.caller import LLMCallFailed, ResilientModel
 from app.llm.messages import Message, TextBlock, ToolUseBlock
@@ -46,6 +46,13 @@ from app.loop.crashpoints import crash_point
 from app.loop.guards import Guards
 from app.loop.loop_detection import ASK_HUMAN, with_notes
 from app.loop.prompt import Frame, offered_tools, read_frame
+from app.loop.run_boundaries import (
+    completed_events,
+    hand_back,
+    human_pause,
+    settled,
+    waiting_on_call,
+)
 from app.loop.stagnation import STOP_REASON, StagnationPolicy
 from app.loop.summary import llm_summariser
 from app.loop.tool_runner import ToolOutcome, ToolRunner
@@ -59,13 +66,10 @@ from app.loop.transcript import (
 )
 from app.metrics import Metrics
 from app.observability import log_events
-from app.sanitize import sanitize
 from app.schemas.runs import RunRead
 from app.states import RunStatus
 from app.store import agents as agent_store
 from app.store import checkpoints, conversations, tool_calls
-from app.store import runs as run_store
-from app.store.checkpoints import CheckpointKind
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +77,6 @@ SUMMARY_PROMPT = (
     "Your time for this task is up. Without calling tools, summarise what you have done, "
     "what you found, and what remains to be done."
 )
-RESULT_PREVIEW_CHARS = 2_000
 
 
 class LeaseLost(Exception):
@@ -254,18 +257,9 @@ class RunLoop:
         )
         reason = "system_prompt_changed"
         await self._commit(
-            Boundary(
-                "human_pause",
-                run_values={
-                    "status": RunStatus.WAITING_ON_HUMAN,
-                    "waiting_for": {"reason": reason, "question": question},
-                    "lease_owner": None,
-                    "lease_expires_at": None,
-                },
-                events=[
-                    ("agent_run.resume_unsafe", {"reason": reason}),
-                    ("agent_run.waiting_on_human", {"question": question, "reason": reason}),
-                ],
+            human_pause(
+                {"reason": reason, "question": question},
+                events=[("agent_run.resume_unsafe", {"reason": reason})],
             )
         )
 
@@ -296,13 +290,13 @@ class RunLoop:
         unsafe = [c for c in pending if c.id in cut_short]
         if unsafe:
             call = unsafe[0]
-            await self._pause(
-                call,
+            question = (
                 "A side-effecting tool call was interrupted before it finished; it may or may "
-                "not have taken effect. Reply with its result to continue.",
-                {},
-                reason="resume_unsafe",
-                event=("agent_run.resume_unsafe", {"tool_call_id": call.id, "tool": call.name}),
+                "not have taken effect. Reply with its result to continue."
+            )
+            unsafe_event = ("agent_run.resume_unsafe", {"tool_call_id": call.id, "tool": call.name})
+            await self._commit(
+                human_pause(waiting_on_call(call, question, "resume_unsafe"), events=[unsafe_event])
             )
             return False
         missing = [c for c in pending if c.id not in answered]
@@ -314,17 +308,7 @@ class RunLoop:
         """End the run here if it was cancelled or ran out of time or iterations, or hand it
         back to the queue if this worker is shutting down."""
         if self.stop_requested.is_set() and not self.run.cancel_requested:
-            await self._commit(
-                Boundary(
-                    None,
-                    run_values={
-                        "status": RunStatus.QUEUED,
-                        "lease_owner": None,
-                        "lease_expires_at": None,
-                    },
-                    events=[("agent_run.interrupted", {"worker": self.owner, "at_boundary": True})],
-                )
-            )
+            await self._commit(hand_back(self.owner))
             return True
         if self.run.cancel_requested:
             await self._settle(RunStatus.CANCELLED, stop_reason="cancelled")
@@ -556,32 +540,16 @@ class RunLoop:
                 pause = pause or (call, outcome)
                 continue
             outcomes[call.id] = outcome
-        events = [
-            (
-                "tool_call.completed",
-                {
-                    "tool_call_id": call_id,
-                    "is_error": o.is_error,
-                    "attempts": o.attempts,
-                    "result": o.content[:RESULT_PREVIEW_CHARS],
-                },
-            )
-            for call_id, o in outcomes.items()
-        ]
         if pause is not None:
             call, question = pause
-            await self._pause(
-                call,
-                question.content,
-                outcomes,
-                reason="ask_human",
-                event=None,
-                waiting_for=question.waiting_for,
-            )
+            waiting = question.waiting_for or waiting_on_call(call, question.content, "ask_human")
+            await self._commit(human_pause(waiting, completed=outcomes))
             return False
         crash_point("during_tool")  # the tools ran; their completion is not recorded yet
         results = {**(answered or {}), **{i: (o.content, o.is_error) for i, o in outcomes.items()}}
-        return await self._record_results(calls, results, list(outcomes.items()), events)
+        return await self._record_results(
+            calls, results, list(outcomes.items()), completed_events(outcomes)
+        )
 
     async def _record_results(
         self,
@@ -610,50 +578,6 @@ class RunLoop:
             RunStatus.COMPLETED, stop_reason=STOP_REASON, result=last_assistant_text(self.history)
         )
         return False
-
-    async def _pause(
-        self,
-        call: ToolUseBlock,
-        question: str,
-        outcomes: dict[str, ToolOutcome],
-        *,
-        reason: str,
-        event: tuple[str, dict[str, Any]] | None,
-        waiting_for: dict[str, Any] | None = None,
-    ) -> None:
-        """Wait on a human: the lane stays held, the lease is given up, and the answer will
-        become the result of `call` (or, for an approval, decide whether it runs)."""
-        waiting = waiting_for or {
-            "tool_call_id": call.id,
-            "tool": call.name,
-            "question": question,
-            "reason": reason,
-        }
-        events = [
-            (
-                "tool_call.completed",
-                {"tool_call_id": i, "is_error": o.is_error, "attempts": o.attempts},
-            )
-            for i, o in outcomes.items()
-        ]
-        if event is not None:
-            events.append(event)
-        events.append(
-            ("agent_run.waiting_on_human", {"question": question, "reason": waiting["reason"]})
-        )
-        await self._commit(
-            Boundary(
-                "human_pause",
-                completed=list(outcomes.items()),
-                run_values={
-                    "status": RunStatus.WAITING_ON_HUMAN,
-                    "waiting_for": waiting,
-                    "lease_owner": None,
-                    "lease_expires_at": None,
-                },
-                events=events,
-            )
-        )
 
     def _is_idempotent(self, call: ToolUseBlock) -> bool:
         tool = self.deps.tools.registry.get(call.name)
@@ -717,42 +641,22 @@ class RunLoop:
         event: tuple[str, dict[str, Any]] | None = None,
         retryable: bool = True,
     ) -> None:
-        now = self.deps.clock()
-        values: dict[str, Any] = {
-            "status": status,
-            "stop_reason": stop_reason,
-            "result": result,
-            **run_store.finished(now),
-            **(extra or {}),
-        }
-        if error is not None:
-            values["error"] = {"code": error[0], "message": sanitize(error[1])}
-        data: dict[str, Any] = {"stop_reason": stop_reason}
-        if error is not None:
-            data["error"] = values["error"]
-        events = [*([event] if event else []), (f"agent_run.{status.value}", data)]
-        kind: CheckpointKind | None = "final"
-        if status is RunStatus.FAILED:
-            failed = after_failure(
-                self.deps.run_retry, self.run, values["error"], data, now, retryable=retryable
-            )
-            values.update(failed.values)
-            events, kind = events[:-1] + failed.events, failed.checkpoint
-        crash_point("before_final")
-        closing = []
-        pending = pending_tool_uses(self.history)
-        if pending:  # keep the transcript valid for the conversation's next run
-            closing = [
-                results_message(pending, {}, "Error: the run ended before this call finished")
-            ]
-        await self._commit(
-            Boundary(
-                kind,
-                messages=[*closing, *(messages or [])],
-                run_values=values,
-                events=events,
-            )
+        boundary = settled(
+            self.run,
+            self.history,
+            status,
+            self.deps.clock(),
+            policy=self.deps.run_retry,
+            stop_reason=stop_reason,
+            result=result,
+            error=error,
+            messages=messages,
+            extra=extra,
+            event=event,
+            retryable=retryable,
         )
+        crash_point("before_final")
+        await self._commit(boundary)
 
     async def _settle_quietly(
         self, status: RunStatus, code: str, message: str, *, retryable: bool = True

@@ -1,0 +1,112 @@
+"""The boundaries that take a run out of `running`: a pause for a person, a hand-back to
+the queue at shutdown, and settling (with the failure policy of seed 004). Pure: they
+build what `RunLoop._commit` writes, from what the loop knows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from app.engine.retry import RunRetryPolicy, after_failure
+from app.engine.runs import RunEvent
+from app.llm.messages import Message, ToolUseBlock
+from app.loop.boundary import Boundary
+from app.loop.tool_runner import ToolOutcome
+from app.loop.transcript import pending_tool_uses, results_message
+from app.sanitize import sanitize
+from app.schemas.runs import RunRead
+from app.states import RunStatus
+from app.store import runs as run_store
+from app.store.checkpoints import CheckpointKind
+
+RESULT_PREVIEW_CHARS = 2_000
+_LEASE_GIVEN_UP = {"lease_owner": None, "lease_expires_at": None}
+
+
+def completed_events(outcomes: dict[str, ToolOutcome]) -> list[RunEvent]:
+    return [
+        (
+            "tool_call.completed",
+            {
+                "tool_call_id": call_id,
+                "is_error": o.is_error,
+                "attempts": o.attempts,
+                "result": o.content[:RESULT_PREVIEW_CHARS],
+            },
+        )
+        for call_id, o in outcomes.items()
+    ]
+
+
+def waiting_on_call(call: ToolUseBlock, question: str, reason: str) -> dict[str, Any]:
+    """A run's `waiting_for` when a person's answer becomes the result of `call`."""
+    return {"tool_call_id": call.id, "tool": call.name, "question": question, "reason": reason}
+
+
+def human_pause(
+    waiting_for: dict[str, Any],
+    *,
+    completed: dict[str, ToolOutcome] | None = None,
+    events: list[RunEvent] | None = None,
+) -> Boundary:
+    """Wait on a person: the lane stays held, the lease is given up. `completed`: the
+    batch's other results, kept."""
+    completed = completed or {}
+    waiting = ("agent_run.waiting_on_human", {k: waiting_for[k] for k in ("question", "reason")})
+    return Boundary(
+        "human_pause",
+        completed=list(completed.items()),
+        run_values={"status": RunStatus.WAITING_ON_HUMAN, "waiting_for": waiting_for}
+        | _LEASE_GIVEN_UP,
+        events=[*completed_events(completed), *(events or []), waiting],
+    )
+
+
+def hand_back(owner: str) -> Boundary:
+    """Shutdown: the run goes back to the head of its lane's queue, for any worker."""
+    return Boundary(
+        None,
+        run_values={"status": RunStatus.QUEUED} | _LEASE_GIVEN_UP,
+        events=[("agent_run.interrupted", {"worker": owner, "at_boundary": True})],
+    )
+
+
+def settled(
+    run: RunRead,
+    history: list[Message],
+    status: RunStatus,
+    now: datetime,
+    *,
+    policy: RunRetryPolicy,
+    stop_reason: str | None = None,
+    result: str | None = None,
+    error: tuple[str, str] | None = None,
+    messages: list[Message] | None = None,
+    extra: dict[str, Any] | None = None,
+    event: RunEvent | None = None,
+    retryable: bool = True,
+) -> Boundary:
+    """The run's last boundary (or, for a failure with retries left, its return to the
+    queue). Calls left unanswered are closed, so the conversation's transcript stays valid
+    for its next run."""
+    values: dict[str, Any] = {
+        "status": status,
+        "stop_reason": stop_reason,
+        "result": result,
+        **run_store.finished(now),
+        **(extra or {}),
+    }
+    data: dict[str, Any] = {"stop_reason": stop_reason}
+    if error is not None:
+        values["error"] = data["error"] = {"code": error[0], "message": sanitize(error[1])}
+    events = [*([event] if event else []), (f"agent_run.{status.value}", data)]
+    kind: CheckpointKind | None = "final"
+    if status is RunStatus.FAILED:
+        failed = after_failure(policy, run, values["error"], data, now, retryable=retryable)
+        values.update(failed.values)
+        events, kind = events[:-1] + failed.events, failed.checkpoint
+    closing = []
+    pending = pending_tool_uses(history)
+    if pending:
+        closing = [results_message(pending, {}, "Error: the run ended before this call finished")]
+    return Boundary(kind, messages=[*closing, *(messages or [])], run_values=values, events=events)
