@@ -174,7 +174,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.metrics = Metrics(
         task_queue_depth=lambda: task_engine.queue_depth, breaker_states=breakers.snapshot
     )
-    runs = RunCommands(sessionmaker, bus)
+    runs = RunCommands(sessionmaker, bus, metrics=app.state.metrics)
     providers = Providers(settings.llm)
     committer = GroupCommitter(sessionmaker, write_boundaries)
     approval_commands = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)

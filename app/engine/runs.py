@@ -17,6 +17,7 @@ from app.errors import Conflict, IdempotencyKeyReused, InvalidTransition, NotFou
 from app.ids import new_id
 from app.llm.messages import Message
 from app.loop.transcript import pending_tool_uses, results_message
+from app.metrics import Metrics
 from app.observability import log_events
 from app.schemas.runs import RunCreate, RunRead
 from app.states import RUN_ALLOWED, RunStatus
@@ -105,16 +106,22 @@ class RunCommands:
         bus: EventBus,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: Metrics | None = None,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._bus = bus
         self._clock = clock
+        self._metrics = metrics
 
     def _published(self, *runs: RunRead, event: str | None = None) -> None:
-        """After commit: wake readers of the runs' streams and log what happened."""
+        """After commit: wake readers of the runs' streams, log and count what happened
+        (a run settled here, cancelled before a loop held it, is an outcome too)."""
         for run in runs:
             self._bus.publish(run_stream(run.id))
-            log_events([(event or _cancel_event(run), {})], run_id=run.id, lane=run.lane)
+            events: list[RunEvent] = [(event or _cancel_event(run), {})]
+            log_events(events, run_id=run.id, lane=run.lane)
+            if self._metrics is not None:
+                self._metrics.observe_run_events(events, run)
         self._bus.publish(RUNS_STREAM)
 
     async def create(

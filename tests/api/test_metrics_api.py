@@ -78,6 +78,29 @@ async def test_a_scrape_shows_the_outcomes_and_lane_waits_of_this_processs_loops
     assert value(samples, "loopwright_lane_wait_seconds_bucket", le="+Inf") == 2
 
 
+async def test_runs_cancelled_before_any_loop_held_them_are_outcomes_too(
+    client: httpx.AsyncClient,
+) -> None:
+    asks = await make_agent(
+        client,
+        scripted(
+            {"tool_calls": [{"name": "ask_human", "input": {"question": "ok?"}}]},
+            {"text": "thanks"},
+            tools=["ask_human"],
+        ),
+    )
+    holder = await start(client, agent_id=asks, lane="team:cancels")
+    assert (await settle(client, holder["id"]))["status"] == "waiting_on_human"
+    queued = await start(client, agent_id=asks, lane="team:cancels")
+    for run in (queued, holder):  # one waits in the queue, one on a person
+        response = await client.post(f"/v1/runs/{run['id']}/cancel")
+        assert response.json()["status"] == "cancelled"
+
+    samples = await scrape(client)
+
+    assert value(samples, "loopwright_run_outcomes_total", status="cancelled") == 2
+
+
 async def test_metrics_are_not_part_of_the_openapi_document(client: httpx.AsyncClient) -> None:
     paths = (await client.get("/openapi.json")).json()["paths"]
     assert "/metrics" not in paths and "/healthz" in paths
