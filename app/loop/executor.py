@@ -45,7 +45,7 @@ from app.loop.compaction import Compactor
 from app.loop.crashpoints import crash_point
 from app.loop.guards import Guards
 from app.loop.loop_detection import ASK_HUMAN, with_notes
-from app.loop.prompt import Frame, offered_tools, read_frame
+from app.loop.prompt import Frame, frame_of, offered_tools, read_frame
 from app.loop.run_boundaries import (
     completed_events,
     hand_back,
@@ -70,6 +70,7 @@ from app.schemas.runs import RunRead
 from app.states import RunStatus
 from app.store import agents as agent_store
 from app.store import checkpoints, conversations, tool_calls
+from app.store import journal as journal_store
 
 log = logging.getLogger(__name__)
 
@@ -149,23 +150,24 @@ class RunLoop:
         deps = self.deps
         crash_point("after_claim")
         self.execution_started = deps.clock()
+        conversation_id = self.run.conversation_id
         async with deps.sessionmaker() as session:
             agent = await agent_store.get_agent(session, self.run.agent_id)
-            stored = await conversations.read_messages(session, self.run.conversation_id)
-            self.history, self.through = await conversations.read_context(
-                session, self.run.conversation_id
-            )
+            self.history, self.through = await conversations.read_context(session, conversation_id)
             latest = await checkpoints.latest(session, self.run.id)
+            journal = await journal_store.read_journal(session, conversation_id)
         if agent is None:
             await self._settle(RunStatus.FAILED, error=("agent_missing", "the agent was deleted"))
             return
         self.agent = agent
         self.system_hash = prompt_hash(agent.system_prompt)
-        self.transcript_count = len(stored)
+        self.transcript_count = self.through + 1  # the live context reaches the last message
         self.guards = Guards.load(latest.loop_counters if latest else None)
+        self.frame = frame_of(agent, journal)
         self.llm = self._model(agent.model.provider, deps.providers(agent, self.run.id))
         self.compactor = self._compactor()
-        started_here = any(m.run_id == self.run.id for m in stored)
+        # Its first boundary (the input) wrote a checkpoint with its first messages.
+        started_here = latest is not None
         await self._start(started_here)
         if started_here and self.run.system_prompt_hash != self.system_hash:
             await self._pause_for_prompt_drift()

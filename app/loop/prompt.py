@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -34,7 +35,11 @@ async def read_frame(
 ) -> Frame:
     async with sessionmaker() as session:
         stored = await journal_store.read_journal(session, conversation_id)
-    journal = Journal.model_validate(stored or {})
+    return frame_of(agent, stored)
+
+
+def frame_of(agent: AgentRead, stored_journal: dict[str, Any] | None) -> Frame:
+    journal = Journal.model_validate(stored_journal or {})
     digest = render_digest(journal)
     system = agent.system_prompt
     if digest:
