@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import logging
 import sys
@@ -15,6 +14,7 @@ from pydantic import ValidationError
 from app.client import Client, follow
 from app.config import Settings, load_settings
 from app.observability import configure_logging
+from app.process import tune_gc
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -32,14 +32,6 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings.model_validate(merged)
 
 
-def _freeze_startup_heap() -> None:
-    """What is loaded by now (modules, the app) lives as long as the process: move it out
-    of the garbage collector's sight, so its passes scan only what requests and runs
-    allocate (they took a tenth of a busy worker's CPU)."""
-    gc.collect()
-    gc.freeze()
-
-
 def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -50,7 +42,7 @@ def _serve(args: argparse.Namespace) -> None:
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     app = create_app(settings)
-    _freeze_startup_heap()
+    tune_gc()
     uvicorn.run(
         app,
         host=settings.server.host,
@@ -69,7 +61,7 @@ def _worker(args: argparse.Namespace) -> None:
     settings = load_settings()
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
-    _freeze_startup_heap()
+    tune_gc()
 
     async def run() -> None:
         stop = asyncio.Event()

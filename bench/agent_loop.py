@@ -37,6 +37,7 @@ from app.llm.providers import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.loop.tools.base import Tool, ToolContext, define_tool
 from app.main import build_workers
+from app.process import tune_gc
 from app.schemas.agents import AgentCreate, Limits, ModelConfig, ScriptedToolCall, ScriptedTurn
 from app.schemas.runs import RunCreate, RunRead
 from app.states import RUN_SETTLED
@@ -576,6 +577,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     started = time.perf_counter()
     profile = {n.strip() for n in args.profile.split(",") if n.strip()}
+    tune_gc()  # as `loopwright serve` and `worker` do
     rows = asyncio.run(
         bench(
             args.database_url,
