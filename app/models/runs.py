@@ -1,0 +1,190 @@
+"""Agents, conversations and their runs: messages, the tool-call ledger, checkpoints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+from app.models.common import now_column, one_of
+from app.states import RUN_ACTIVE, RunStatus
+
+
+class Agent(Base):
+    """Identity and configuration of an agent: prompt, tools, model, limits."""
+
+    __tablename__ = "agents"
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    role: Mapped[str] = mapped_column(Text)
+    skills: Mapped[list[str]] = mapped_column(JSONB)
+    system_prompt: Mapped[str] = mapped_column(Text)
+    tools: Mapped[list[str]] = mapped_column(JSONB)
+    # Side-effecting tools it may run without a person's approval (the default asks).
+    auto_approve: Mapped[list[str]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
+    model: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    limits: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    max_concurrent_tasks: Mapped[int] = mapped_column(Integer)
+    cost_tier: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = now_column()
+    updated_at: Mapped[datetime] = now_column()
+
+
+class Conversation(Base):
+    """A transcript shared by the runs that continue it."""
+
+    __tablename__ = "conversations"
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    # Messages take positions from this counter; its row lock orders concurrent appenders.
+    message_count: Mapped[int] = mapped_column(Integer)
+    # The live context is this compacted prefix ({"through_position", "messages"}) followed
+    # by the messages after it; the transcript itself stays append-only (auto-compaction).
+    context: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # The run journal: working memory the agent edits through its journal tools (seed 000).
+    journal: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    created_at: Mapped[datetime] = now_column()
+
+
+class Run(Base):
+    """One agent working one turn of a conversation, on a lane."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        one_of("status", RunStatus),
+        CheckConstraint("multitask IN ('enqueue', 'reject', 'interrupt')", name="multitask"),
+        # One active run per lane, enforced by the database whatever the processes do.
+        Index(
+            "uq_runs_active_lane",
+            "lane",
+            unique=True,
+            postgresql_where=text(
+                "status IN (" + ", ".join(f"'{s.value}'" for s in sorted(RUN_ACTIVE)) + ")"
+            ),
+        ),
+        # Claiming scans queued runs in arrival order; the lane index serves the FIFO check.
+        Index("ix_runs_queued_seq", "seq", postgresql_where=text("status = 'queued'")),
+        Index(None, "lane", "seq"),
+        Index(None, "conversation_id", "seq"),
+        Index(None, "agent_id"),
+        Index(None, "status"),
+    )
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(always=True), unique=True)
+    agent_id: Mapped[str] = mapped_column(Text, ForeignKey("agents.id"))
+    conversation_id: Mapped[str] = mapped_column(Text, ForeignKey("conversations.id"))
+    lane: Mapped[str] = mapped_column(Text)
+    input: Mapped[str] = mapped_column(Text)
+    multitask: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text)
+    iteration: Mapped[int] = mapped_column(Integer)
+    usage: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    result: Mapped[str | None] = mapped_column(Text)
+    stop_reason: Mapped[str | None] = mapped_column(Text)
+    waiting_for: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    attempt: Mapped[int] = mapped_column(Integer)
+    # A failed run retried with backoff waits in the queue until then (seed 004).
+    not_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error_log: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, server_default=text("'[]'::jsonb")
+    )
+    parent_run_id: Mapped[str | None] = mapped_column(Text, ForeignKey("runs.id"))
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean)
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    lease_owner: Mapped[str | None] = mapped_column(Text)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    lease_token: Mapped[int] = mapped_column(BigInteger)
+    resume_available: Mapped[bool] = mapped_column(Boolean)
+    system_prompt_hash: Mapped[str | None] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = now_column()
+    updated_at: Mapped[datetime] = now_column()
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Message(Base):
+    """One message of a conversation, in the provider-neutral block form."""
+
+    __tablename__ = "messages"
+    __table_args__ = (Index(None, "conversation_id", "position", unique=True),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(Text, ForeignKey("conversations.id"))
+    position: Mapped[int] = mapped_column(Integer)
+    run_id: Mapped[str | None] = mapped_column(Text, ForeignKey("runs.id"))
+    role: Mapped[str] = mapped_column(Text)
+    content: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = now_column()
+
+
+class ToolCall(Base):
+    """The idempotency envelope of one tool call: started before it runs, completed after."""
+
+    __tablename__ = "tool_calls"
+
+    run_id: Mapped[str] = mapped_column(Text, ForeignKey("runs.id"), primary_key=True)
+    tool_call_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tool: Mapped[str] = mapped_column(Text)
+    arguments: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    idempotent: Mapped[bool] = mapped_column(Boolean)
+    attempts: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    result: Mapped[str | None] = mapped_column(Text)
+    is_error: Mapped[bool] = mapped_column(Boolean)
+
+
+class Checkpoint(Base):
+    """A safe boundary of a run, written in the transaction of the state it describes."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (
+        CheckConstraint(
+            "kind IN ('input', 'llm_response', 'tool_result', 'compaction', "
+            "'journal_update', 'human_pause', 'final')",
+            name="kind",
+        ),
+        Index(None, "run_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(Text, ForeignKey("runs.id"))
+    kind: Mapped[str] = mapped_column(Text)
+    iteration: Mapped[int] = mapped_column(Integer)
+    message_cursor: Mapped[int] = mapped_column(Integer)
+    persisted_message_count: Mapped[int] = mapped_column(Integer)
+    system_prompt_hash: Mapped[str] = mapped_column(Text)
+    completed_tool_call_ids: Mapped[list[str]] = mapped_column(JSONB)
+    loop_counters: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = now_column()
+
+
+AGENTS = cast(Table, Agent.__table__)
+CONVERSATIONS = cast(Table, Conversation.__table__)
+RUNS = cast(Table, Run.__table__)
+MESSAGES = cast(Table, Message.__table__)
+TOOL_CALLS = cast(Table, ToolCall.__table__)
+CHECKPOINTS = cast(Table, Checkpoint.__table__)

@@ -1,0 +1,87 @@
+"""Workflow definitions and their executions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+from app.models.common import now_column, one_of
+from app.workflow_states import ExecutionStatus, ReviewTimeoutPolicy
+
+
+class Workflow(Base):
+    """A workflow definition (seed 002): a graph of nodes and edges, kept as JSONB."""
+
+    __tablename__ = "workflows"
+    __table_args__ = (
+        one_of("review_timeout_policy", ReviewTimeoutPolicy),
+        CheckConstraint("review_timeout_s > 0", name="review_timeout_s"),
+        CheckConstraint("version >= 1", name="version"),
+    )
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text)
+    nodes: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+    edges: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+    review_timeout_s: Mapped[int] = mapped_column(Integer)
+    review_timeout_policy: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = now_column()
+    updated_at: Mapped[datetime] = now_column()
+
+
+class WorkflowExecution(Base):
+    """One activation of a definition: per-node status and what each task node waits on.
+    `workflow_id` is a plain reference: an execution's history outlives its definition."""
+
+    __tablename__ = "workflow_executions"
+    __table_args__ = (
+        one_of("status", ExecutionStatus),
+        CheckConstraint("version >= 1", name="version"),
+        Index(None, "workflow_id", "id"),
+        Index(None, "status"),
+    )
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    workflow_id: Mapped[str] = mapped_column(Text)
+    workflow_version: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(Text)
+    context: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    node_status: Mapped[dict[str, str]] = mapped_column(JSONB)
+    waits_for: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    reason: Mapped[str | None] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = now_column()
+    updated_at: Mapped[datetime] = now_column()
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class WorkflowExecutionTask(Base):
+    """The task made for a task node; keyed by task so that a task change finds its
+    execution with one index lookup."""
+
+    __tablename__ = "workflow_execution_tasks"
+    __table_args__ = (Index(None, "execution_id"),)
+
+    task_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    execution_id: Mapped[str] = mapped_column(Text, ForeignKey("workflow_executions.id"))
+    node_id: Mapped[str] = mapped_column(Text)
+
+
+WORKFLOWS = cast(Table, Workflow.__table__)
+WORKFLOW_EXECUTIONS = cast(Table, WorkflowExecution.__table__)
+WORKFLOW_EXECUTION_TASKS = cast(Table, WorkflowExecutionTask.__table__)
