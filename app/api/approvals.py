@@ -11,8 +11,7 @@ from sse_starlette import EventSourceResponse
 from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, get_principal
 from app.api.headers import IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page, present
-from app.api.runs import LastEventIdHeader, LastEventIdQuery
-from app.api.streams import open_stream, resume_point
+from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.approval_states import ApprovalKind, ApprovalStatus
 from app.engine.approvals import APPROVALS_STREAM, ApprovalCommands
 from app.errors import NotFound

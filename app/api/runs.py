@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
 from app.api.deps import RuntimeDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
 from app.api.pagination import decode_cursor, page, present
-from app.api.streams import open_stream, resume_point
+from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.engine.runs import RUNS_STREAM, run_stream
 from app.errors import NotFound
 from app.schemas.common import Page
@@ -24,13 +24,6 @@ from app.store import runs as run_store
 from app.store.idempotency import request_hash
 
 router = APIRouter(tags=["runs"], dependencies=[Depends(get_principal)])
-
-LastEventIdHeader = Annotated[
-    str | None, Header(alias="Last-Event-ID", description="Resume after this event id.")
-]
-LastEventIdQuery = Annotated[
-    int | None, Query(alias="last_event_id", ge=0, description="Resume after this event id.")
-]
 
 
 async def _run_or_404(session: SessionDep, run_id: str) -> RunRead:

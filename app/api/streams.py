@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from typing import Annotated
 
+from fastapi import Header, Query
 from sqlalchemy.exc import SQLAlchemyError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -19,6 +21,14 @@ from app.runtime import Runtime
 from app.store import events as event_store
 
 log = logging.getLogger(__name__)
+
+# The two ways a client says where to resume (see `resume_point`), for every SSE endpoint.
+LastEventIdHeader = Annotated[
+    str | None, Header(alias="Last-Event-ID", description="Resume after this event id.")
+]
+LastEventIdQuery = Annotated[
+    int | None, Query(alias="last_event_id", ge=0, description="Resume after this event id.")
+]
 
 
 def resume_point(header: str | None, query: int | None) -> int | None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response, status
+from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
 from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, TaskEngineDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page, present
-from app.api.streams import open_stream, resume_point
+from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.engine.task_engine import TASK_STREAM, MutationResult
 from app.engine.task_mutations import (
     CancelTask,
@@ -72,14 +72,8 @@ async def create_task(
 )
 async def stream_task_events(
     runtime: RuntimeDep,
-    last_event_id: Annotated[
-        str | None,
-        Header(alias="Last-Event-ID", description="Resume after this event id."),
-    ] = None,
-    last_event_id_query: Annotated[
-        int | None,
-        Query(alias="last_event_id", ge=0, description="Resume after this event id."),
-    ] = None,
+    last_event_id: LastEventIdHeader = None,
+    last_event_id_query: LastEventIdQuery = None,
 ) -> EventSourceResponse:
     """Events `task.created`, `task.updated`, `task.transitioned`, `task.deleted`; each `id`
     is the event's sequence number. Without a resume point only new events are sent."""

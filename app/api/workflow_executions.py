@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response, status
+from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
 from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
 from app.api.pagination import decode_cursor, page
-from app.api.streams import open_stream, resume_point
+from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.api.workflows import WorkflowCommandsDep
 from app.engine.workflows import execution_stream
 from app.errors import NotFound
@@ -118,14 +118,8 @@ async def cancel_workflow_execution(
 async def stream_workflow_execution_events(
     execution_id: str,
     runtime: RuntimeDep,
-    last_event_id: Annotated[
-        str | None,
-        Header(alias="Last-Event-ID", description="Resume after this event id."),
-    ] = None,
-    last_event_id_query: Annotated[
-        int | None,
-        Query(alias="last_event_id", ge=0, description="Resume after this event id."),
-    ] = None,
+    last_event_id: LastEventIdHeader = None,
+    last_event_id_query: LastEventIdQuery = None,
 ) -> EventSourceResponse:
     """`workflow.execution.started`, `workflow.node.changed` (node_id, task_id, from, to)
     and `workflow.execution.completed|failed|cancelled`. Without a resume point the stream

@@ -25,25 +25,22 @@ from app.engine.approvals import (
     ExpiryReport,
 )
 from app.engine.review_gate import ReviewGate
-from app.engine.task_engine import TASK_STREAM, TaskEngine
-from app.engine.task_mutations import CreateTask, TransitionTask
+from app.engine.task_engine import TaskEngine
+from app.engine.task_mutations import TransitionTask
 from app.engine.task_runs import TaskRuns, run_input
 from app.engine.tool_approvals import rejection_result, waiting_for
-from app.engine.workers import WorkerPool
 from app.engine.workflows import WorkflowCommands
 from app.schemas.approvals import ApprovalRead
 from app.schemas.runs import RunRead
-from app.schemas.tasks import TaskCreate, TaskRead
 from app.schemas.workflows import ActivateRequest, WorkflowCreate
 from app.states import RunStatus, TaskStatus
 from app.store import approvals as approval_store
 from app.store import runs as run_store
-from app.store import task_runs as task_run_store
-from app.store import tasks as task_store
 from app.store import tool_calls
 from app.store import workflows as workflow_store
 from app.workflow_states import ExecutionStatus, ReviewTimeoutPolicy
 from tests.support.runs import SAFETY_S, Harness, call, say
+from tests.support.tasks import TaskWorld
 
 T = TaskStatus
 A = ApprovalStatus
@@ -51,31 +48,10 @@ DAY_S = 86_400
 
 
 @dataclass
-class World:
-    h: Harness
-    tasks: TaskEngine
-    bridge: TaskRuns
+class World(TaskWorld):
     approvals: ApprovalCommands
     gate: ReviewGate
     sweep: ApprovalTimeoutScheduler
-    pool: WorkerPool
-
-    async def create(self, title: str, assignee: str) -> TaskRead:
-        body = TaskCreate.model_validate({"title": title, "assigned_to": assignee})
-        return (await self.tasks.submit(CreateTask(body, actor="tester"))).task
-
-    async def task(self, task_id: str) -> TaskRead:
-        async with self.h.sessionmaker() as session:
-            found = await task_store.get_task(session, task_id)
-        assert found is not None
-        return found
-
-    async def reach(self, task_id: str, status: TaskStatus) -> TaskRead:
-        with self.h.bus.subscribe(TASK_STREAM) as wake:
-            async with asyncio.timeout(SAFETY_S):
-                while (task := await self.task(task_id)).status is not status:
-                    await wake.wait(0.05)
-        return task
 
     async def reviews(self, task_id: str) -> list[ApprovalRead]:
         async with self.h.sessionmaker() as session:
@@ -94,15 +70,6 @@ class World:
                     if found:
                         return found[0]
                     await wake.wait(0.05)
-
-    async def runs(self, task_id: str) -> list[RunRead]:
-        async with self.h.sessionmaker() as session:
-            return await task_run_store.lane_runs(session, task_id)
-
-    async def trail(self, task_id: str) -> list[tuple[TaskStatus | None, TaskStatus]]:
-        async with self.h.sessionmaker() as session:
-            records = await task_store.list_transitions(session, task_id)
-        return [(r.from_status, r.to_status) for r in records][1:]
 
 
 OpenWorld = Callable[..., Awaitable[World]]
@@ -137,7 +104,7 @@ async def open_world(clean_db: AsyncEngine) -> AsyncIterator[OpenWorld]:
                 pool.start()
                 stack.push_async_callback(pool.stop, SAFETY_S)
             sweep = ApprovalTimeoutScheduler(h.sessionmaker, approvals, gate)
-            return World(h, tasks, bridge, approvals, gate, sweep, pool)
+            return World(h, tasks, bridge, pool, approvals, gate, sweep)
 
         yield build
 

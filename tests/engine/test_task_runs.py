@@ -6,66 +6,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.runs import run_stream
 from app.engine.task_engine import TASK_STREAM, TaskEngine
-from app.engine.task_mutations import CancelTask, CreateTask, TransitionTask
+from app.engine.task_mutations import CancelTask, TransitionTask
 from app.engine.task_runs import TaskRuns, run_input, sync_route
-from app.engine.workers import WorkerPool
 from app.schemas.agents import ScriptedFault, ScriptedTurn
-from app.schemas.runs import RunRead
-from app.schemas.tasks import TaskCreate, TaskRead
 from app.states import RunStatus, TaskStatus
-from app.store import task_runs as task_run_store
-from app.store import tasks as task_store
 from tests.support.runs import SAFETY_S, Harness, call, say
+from tests.support.tasks import TaskWorld
 
 T = TaskStatus
 
 
-@dataclass
-class World:
-    h: Harness
-    tasks: TaskEngine
-    bridge: TaskRuns
-    pool: WorkerPool
-
-    async def create(self, title: str, assignee: str, **fields: object) -> TaskRead:
-        body = TaskCreate.model_validate({"title": title, "assigned_to": assignee, **fields})
-        return (await self.tasks.submit(CreateTask(body, actor="tester"))).task
-
-    async def task(self, task_id: str) -> TaskRead:
-        async with self.h.sessionmaker() as session:
-            found = await task_store.get_task(session, task_id)
-        assert found is not None
-        return found
-
-    async def reach(self, task_id: str, status: TaskStatus) -> TaskRead:
-        """The task once it has this status (woken by each committed task change)."""
-        with self.h.bus.subscribe(TASK_STREAM) as wake:
-            async with asyncio.timeout(SAFETY_S):
-                while (task := await self.task(task_id)).status is not status:
-                    await wake.wait(0.05)
-        return task
-
-    async def runs(self, task_id: str) -> list[RunRead]:
-        """The task's runs, oldest first."""
-        async with self.h.sessionmaker() as session:
-            return await task_run_store.lane_runs(session, task_id)
-
-    async def trail(self, task_id: str) -> list[tuple[TaskStatus | None, TaskStatus]]:
-        """The task's transitions after its creation."""
-        async with self.h.sessionmaker() as session:
-            records = await task_store.list_transitions(session, task_id)
-        return [(r.from_status, r.to_status) for r in records][1:]
-
-
 @pytest.fixture
-async def world(clean_db: AsyncEngine) -> AsyncIterator[World]:
+async def world(clean_db: AsyncEngine) -> AsyncIterator[TaskWorld]:
     async with Harness.open(clean_db) as h:
         tasks = TaskEngine(h.sessionmaker, h.bus)
         tasks.start()
@@ -74,7 +32,7 @@ async def world(clean_db: AsyncEngine) -> AsyncIterator[World]:
         pool = h.new_pool(capacity=2, owner="pool-b")
         pool.start()
         try:
-            yield World(h, tasks, bridge, pool)
+            yield TaskWorld(h, tasks, bridge, pool)
         finally:
             await pool.stop(grace_s=SAFETY_S)
             await bridge.stop()
@@ -95,7 +53,7 @@ def test_the_route_from_a_task_status_to_its_run_status_walks_allowed_transition
     assert sync_route(T.IN_PROGRESS, RunStatus.TIMED_OUT) == ()
 
 
-async def test_a_task_assigned_to_an_agent_runs_and_parks_in_review(world: World) -> None:
+async def test_a_task_assigned_to_an_agent_runs_and_parks_in_review(world: TaskWorld) -> None:
     agent = await world.h.agent(say("The report is written."), name="writer")
     task = await world.create("Write the report", "writer", description="Two pages.")
     done = await world.reach(task.id, T.IN_REVIEW)
@@ -113,7 +71,7 @@ async def test_a_task_assigned_to_an_agent_runs_and_parks_in_review(world: World
     assert done.retry_count == 0
 
 
-async def test_a_task_waits_for_its_dependencies_to_be_completed(world: World) -> None:
+async def test_a_task_waits_for_its_dependencies_to_be_completed(world: TaskWorld) -> None:
     await world.h.agent(say("Done."), name="builder")
     first = await world.create("Lay the foundation", "builder")
     second = await world.create("Build the walls", "builder", dependencies=[first.id])
@@ -125,7 +83,7 @@ async def test_a_task_waits_for_its_dependencies_to_be_completed(world: World) -
     assert len(await world.runs(second.id)) == 1
 
 
-async def test_a_task_whose_run_fails_is_retried_then_fails_for_good(world: World) -> None:
+async def test_a_task_whose_run_fails_is_retried_then_fails_for_good(world: TaskWorld) -> None:
     broken = ScriptedTurn(text="never", fault=ScriptedFault(status=400, times=100))
     await world.h.agent(broken, name="flaky-writer")
     task = await world.create("Write", "flaky-writer", max_retries=1)
@@ -147,7 +105,7 @@ async def test_a_task_whose_run_fails_is_retried_then_fails_for_good(world: Worl
     ]
 
 
-async def test_cancelling_a_task_cancels_its_run_at_the_next_boundary(world: World) -> None:
+async def test_cancelling_a_task_cancels_its_run_at_the_next_boundary(world: TaskWorld) -> None:
     await world.h.agent(call("gate"), say("unreachable"), name="slow")
     task = await world.create("Wait at the gate", "slow")
     async with asyncio.timeout(SAFETY_S):
@@ -165,7 +123,7 @@ async def test_cancelling_a_task_cancels_its_run_at_the_next_boundary(world: Wor
 
 
 async def test_a_shutdown_interrupts_the_task_and_a_restart_finishes_it(
-    world: World,
+    world: TaskWorld,
 ) -> None:
     await world.h.agent(call("gate"), say("Finished after the restart."), name="patient")
     task = await world.create("Survive a restart", "patient")
@@ -187,7 +145,7 @@ async def test_a_shutdown_interrupts_the_task_and_a_restart_finishes_it(
     ]
 
 
-async def test_a_person_s_task_gets_no_run(world: World) -> None:
+async def test_a_person_s_task_gets_no_run(world: TaskWorld) -> None:
     await world.h.agent(say("Done."), name="robot")
     task = await world.create("Review the contract", "alice")
     await world.bridge.sweep()
