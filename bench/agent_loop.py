@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 import asyncpg
-from common import admin, log, peak_rss_mb, percentile, with_database
+from common import ServerMeter, admin, log, peak_rss_mb, percentile, with_database
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -89,6 +89,10 @@ class Row:
     # This process's CPU time per turn: steadier than turns/s when other work shares the
     # cores (Postgres is not in it).
     cpu_ms_per_turn: float
+    # The PostgreSQL server's CPU time and WAL per turn (CPU: None when the server is not
+    # on this machine). With the process's CPU, what one turn costs the machine.
+    server_cpu_ms_per_turn: float | None
+    wal_kb_per_turn: float
     peak_rss_mb: float
     problems: list[str] = field(default_factory=list)
 
@@ -293,6 +297,8 @@ async def w1_scenario(url: str, database: str, scenario: Scenario, profile_top: 
         # counters before the baseline is read.
         await sa_engine.dispose()
         before, per_read = await commits_baseline(url, database)
+        server = await ServerMeter.connect(url)
+        await server.start()
 
         tokens.encoding()  # loaded once per process (~0.3 s), as a server does at start-up
         log(f"  running {scenario.runs} runs x {scenario.turns} turns on {scenario.capacity}")
@@ -311,6 +317,7 @@ async def w1_scenario(url: str, database: str, scenario: Scenario, profile_top: 
         await committer.stop()
         await sa_engine.dispose()
         pg_commits = await xact_commits(url, database) - before - per_read
+        server_cpu, wal = await server.stop()
 
         latencies = await turn_latencies(sa_engine)
         problems = await verify(sa_engine, scenario)
@@ -342,9 +349,15 @@ async def w1_scenario(url: str, database: str, scenario: Scenario, profile_top: 
         commits_per_turn_pg=pg_commits / turns,
         commits_per_turn_proc=proc_commits / turns,
         cpu_ms_per_turn=cpu / turns * 1000,
+        server_cpu_ms_per_turn=per_turn_ms(server_cpu, turns),
+        wal_kb_per_turn=wal / turns / 1024,
         peak_rss_mb=peak_rss_mb(),
         problems=problems,
     )
+
+
+def per_turn_ms(seconds: float | None, turns: int) -> float | None:
+    return None if seconds is None else seconds / turns * 1000
 
 
 async def keep_session(conn: asyncpg.Connection) -> None:
@@ -359,6 +372,8 @@ async def floor_scenario(url: str, database: str, scenario: Scenario) -> Row:
         "turn int, body jsonb, created_at timestamptz DEFAULT now())",
     )
     before, per_read = await commits_baseline(url, database)
+    server = await ServerMeter.connect(url)
+    await server.start()
     size = min(scenario.capacity, POOL_CAP)
     # No reset query on release: the clients leave no session state behind, and asyncpg's
     # default reset would add a round trip and a transaction to every turn of the floor.
@@ -389,6 +404,7 @@ async def floor_scenario(url: str, database: str, scenario: Scenario) -> Row:
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         await pool.close()
         pg_commits = await xact_commits(url, database) - before - per_read
+        server_cpu, wal = await server.stop()
         stored = await scalar(url, "SELECT count(*) FROM bench_turns")
     finally:
         await pool.close()
@@ -416,6 +432,8 @@ async def floor_scenario(url: str, database: str, scenario: Scenario) -> Row:
         commits_per_turn_pg=pg_commits / turns,
         commits_per_turn_proc=None,
         cpu_ms_per_turn=cpu / turns * 1000,
+        server_cpu_ms_per_turn=per_turn_ms(server_cpu, turns),
+        wal_kb_per_turn=wal / turns / 1024,
         peak_rss_mb=peak_rss_mb(),
         problems=problems,
     )
@@ -470,12 +488,31 @@ def summary(rows: Sequence[Row], scenarios: Sequence[Scenario]) -> dict[str, Any
     ideal = (
         latency.capacity / (latency.latency_ms / 1000) if latency and latency.latency_ms else None
     )
+    base_cpu, floor_cpu = machine_cpu_ms(base), machine_cpu_ms(base_floor)
+    cores = os.cpu_count() or 1
+    # What W1 would reach if its CPU per turn (ours and the server's) kept every core busy
+    # and nothing ever waited: the most this machine can give it without doing less per turn.
+    ceiling = cores * 1000 / base_cpu if base_cpu else None
     return {
         "w1_64_over_floor": ratio(base, base_floor),
         "w1_l_over_w1_64": ratio(find(rows, "W1", LATENCY), base),
         "w1_l_ideal_turns_per_s": ideal,
+        "w1_64_cpu_ms_per_turn": base_cpu,
+        "floor_cpu_ms_per_turn": floor_cpu,
+        "cores": cores,
+        "w1_64_cpu_ceiling_turns_per_s": ceiling,
+        "w1_64_cpu_ceiling_over_floor": (
+            ceiling / base_floor.turns_per_s if ceiling and base_floor else None
+        ),
         "problems": sum(len(r.problems) for r in rows),
     }
+
+
+def machine_cpu_ms(row: Row | None) -> float | None:
+    """CPU per turn of this process and the server together."""
+    if row is None or row.server_cpu_ms_per_turn is None:
+        return None
+    return row.cpu_ms_per_turn + row.server_cpu_ms_per_turn
 
 
 def render(rows: Sequence[Row], totals: dict[str, Any]) -> str:
@@ -485,10 +522,10 @@ def render(rows: Sequence[Row], totals: dict[str, Any]) -> str:
     header = (
         f"{'scenario':<12} {'R':>5} {'T':>3} {'C':>4} {'wall s':>7} {'turns/s':>8} "
         f"{'runs/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'commits/turn':>12} "
-        f"{'commits/turn':>12} {'CPU ms':>7} {'peak RSS':>8}"
+        f"{'commits/turn':>12} {'CPU ms':>7} {'pg CPU':>7} {'WAL KB':>7} {'peak RSS':>8}"
     )
     subheader = f"{'':<12} {'':>5} {'':>3} {'':>4} {'':>7} {'':>8} {'':>7} {'':>7} {'':>7} "
-    subheader += f"{'(pg)':>12} {'(proc)':>12} {'/turn':>7} {'MB':>8}"
+    subheader += f"{'(pg)':>12} {'(proc)':>12} {'/turn':>7} {'ms/turn':>7} {'/turn':>7} {'MB':>8}"
     lines = [header, subheader, "-" * len(header)]
     for r in sorted(rows, key=lambda r: r.kind != "W1"):
         lines.append(
@@ -496,6 +533,7 @@ def render(rows: Sequence[Row], totals: dict[str, Any]) -> str:
             f"{r.turns_per_s:>8.0f} {num(r.runs_per_s, '.1f'):>7} {r.p50_ms:>7.2f} "
             f"{r.p99_ms:>7.2f} {num(r.commits_per_turn_pg, '.3f'):>12} "
             f"{num(r.commits_per_turn_proc, '.3f'):>12} {r.cpu_ms_per_turn:>7.2f} "
+            f"{num(r.server_cpu_ms_per_turn, '.2f'):>7} {r.wal_kb_per_turn:>7.2f} "
             f"{r.peak_rss_mb:>8.1f}" + ("  BAD" if r.problems else "")
         )
 
@@ -509,6 +547,18 @@ def render(rows: Sequence[Row], totals: dict[str, Any]) -> str:
     lines.append(
         f"ideal W1-L turns/s (C / LLM latency): {'n/a' if ideal is None else f'{ideal:.0f}'}"
     )
+    w1_cpu, floor_cpu = totals["w1_64_cpu_ms_per_turn"], totals["floor_cpu_ms_per_turn"]
+    if w1_cpu is not None and floor_cpu is not None:
+        lines.append(
+            f"CPU per turn, this process + server: W1 C=64 {w1_cpu:.2f} ms, "
+            f"floor {floor_cpu:.2f} ms ({w1_cpu / floor_cpu:.1f}x)"
+        )
+    ceiling = totals["w1_64_cpu_ceiling_turns_per_s"]
+    if ceiling is not None:
+        lines.append(
+            f"W1 C=64 if that CPU kept all {totals['cores']} cores busy: {ceiling:.0f} turns/s "
+            f"= {num(totals['w1_64_cpu_ceiling_over_floor'], '.2f')} x floor"
+        )
     if totals["problems"]:
         lines.append(f"{totals['problems']} problems: see stderr")
     return "\n".join(lines)

@@ -1,7 +1,9 @@
-"""What the benchmarks share: progress output, percentiles, peak RSS, scratch databases."""
+"""What the benchmarks share: progress output, percentiles, peak RSS, scratch databases,
+the server's CPU and WAL."""
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 from collections.abc import Sequence
@@ -39,3 +41,89 @@ async def admin(server_url: str, sql: str) -> None:
         await conn.execute(sql)
     finally:
         await conn.close()
+
+
+class ServerMeter:
+    """CPU time of a local PostgreSQL server (the postmaster and every backend and helper
+    process it started, live or exited) and the WAL it wrote, read before and after a timed
+    section. CPU comes from /proc, so it is None for a server on another machine."""
+
+    def __init__(self, url: str, postmaster: int | None) -> None:
+        self._url = url
+        self._postmaster = postmaster
+        self._cpu: float | None = None
+        self._lsn: str | None = None
+
+    @classmethod
+    async def connect(cls, url: str) -> ServerMeter:
+        conn = await asyncpg.connect(libpq_url(url))
+        try:  # read while the backend lives
+            return cls(url, _parent_pid(int(await conn.fetchval("SELECT pg_backend_pid()"))))
+        finally:
+            await conn.close()
+
+    async def start(self) -> None:
+        self._cpu = self._cpu_s()
+        self._lsn = await self._wal_lsn()
+
+    async def stop(self) -> tuple[float | None, float]:
+        """CPU seconds and WAL bytes since `start()`."""
+        cpu = self._cpu_s()
+        conn = await asyncpg.connect(libpq_url(self._url))
+        try:
+            wal = float(
+                await conn.fetchval(
+                    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)", self._lsn
+                )
+            )
+        finally:
+            await conn.close()
+        used = None if cpu is None or self._cpu is None else cpu - self._cpu
+        return used, wal
+
+    async def _wal_lsn(self) -> str:
+        conn = await asyncpg.connect(libpq_url(self._url))
+        try:
+            return str(await conn.fetchval("SELECT pg_current_wal_lsn()::text"))
+        finally:
+            await conn.close()
+
+    def _cpu_s(self) -> float | None:
+        """The postmaster's own time, its exited children's (reaped into its cutime and
+        cstime) and its live children's."""
+        if self._postmaster is None:
+            return None
+        try:
+            fields = _stat_fields(self._postmaster)
+        except OSError:
+            return None
+        ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                child = _stat_fields(int(entry.name))
+            except OSError:
+                continue  # it exited while we looked
+            if int(child[1]) == self._postmaster:
+                ticks += int(child[11]) + int(child[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat from the state field on (the name in parentheses may hold spaces),
+    so index 1 is the parent pid and 11..14 are utime, stime, cutime and cstime."""
+    with open(f"/proc/{pid}/stat") as stat:
+        text = stat.read()
+    return text[text.rindex(")") + 2 :].split()
+
+
+def _parent_pid(backend: int) -> int | None:
+    """The postmaster of a backend, if the backend is a PostgreSQL process of this machine."""
+    try:
+        with open(f"/proc/{backend}/comm") as comm:
+            if comm.read().strip() != "postgres":
+                return None  # a process of ours with the server's backend pid
+        return int(_stat_fields(backend)[1])
+    except OSError:
+        return None
