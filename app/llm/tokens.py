@@ -8,6 +8,7 @@ the encoding reads a local file and never reaches the network.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Sequence
 from functools import cache, lru_cache
 
@@ -37,7 +38,24 @@ def count_text(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
 
 
+# Counts of the messages alive in this process, by identity: a loop estimates its whole live
+# context before every LLM call, and its messages are immutable objects kept from one call
+# to the next, so each is counted once. An entry leaves with its message (a weakref
+# finalizer runs before the object's id can be reused).
+_message_counts: dict[int, int] = {}
+
+
 def count_message(message: Message) -> int:
+    key = id(message)
+    found = _message_counts.get(key)
+    if found is None:
+        found = _count_message(message)
+        _message_counts[key] = found
+        weakref.finalize(message, _message_counts.pop, key, None)
+    return found
+
+
+def _count_message(message: Message) -> int:
     total = MESSAGE_OVERHEAD
     for block in message.content:
         if isinstance(block, TextBlock):

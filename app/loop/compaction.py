@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from app.config import CompactionSettings
@@ -177,8 +178,13 @@ class Compactor:
     def budget(self) -> int:
         return int(self.context_window * self.settings.threshold_ratio)
 
+    @cached_property
+    def _fixed_tokens(self) -> int:
+        """The system prompt, tools and prefix: the same for every call of the run."""
+        return tokens.count_request(self.system, self.prefix, self.tools)
+
     def estimate(self, messages: Sequence[Message]) -> int:
-        return tokens.count_request(self.system, [*self.prefix, *messages], self.tools)
+        return self._fixed_tokens + sum(tokens.count_message(m) for m in messages)
 
     async def recover(
         self,

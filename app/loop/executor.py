@@ -447,13 +447,19 @@ class RunLoop:
             tools=self._tool_specs(None),
         )
 
+    def _compactor_for(self, frame: Frame) -> Compactor:
+        """The compactor with the frame's system prompt and journal, made again only when
+        the frame changes: what it counts once (prompt, tools, journal) stays counted."""
+        if self.compactor.system is not frame.system or self.compactor.prefix is not frame.journal:
+            self.compactor = replace(self.compactor, system=frame.system, prefix=frame.journal)
+        return self.compactor
+
     async def _recover_context(self, frame: Frame) -> None:
         """Before an LLM call: when the request (its frame counted too) outgrew its budget,
         climb the recovery ladder (R1 compaction, R2 deep prune, R3 ask the human) and
         commit what it did with a `compaction` checkpoint. R3's forced `ask_human` is kept
         in the guards, so a crash before the call does not lose it."""
-        compactor = replace(self.compactor, system=frame.system, prefix=frame.journal)
-        recovery = await compactor.recover(
+        recovery = await self._compactor_for(frame).recover(
             self.history,
             through_position=self.through,
             iteration=self.run.iteration,
