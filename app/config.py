@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -128,6 +129,30 @@ class ApprovalSettings(BaseModel):
         if self.tool_timeout_policy is ReviewTimeoutPolicy.AUTO_APPROVE:
             raise ValueError("tool_timeout_policy cannot be auto_approve: a timer never consents")
         return self
+
+
+class IdempotencySettings(BaseModel):
+    """How long an `Idempotency-Key` is remembered (Stripe-like): within the window a
+    repeated request replays the first response; after it the key is forgotten and the
+    request is new. Keys `spawn_child_runs` makes are kept while their parent run may still
+    run again, whatever the window."""
+
+    retention_s: int = Field(
+        86_400,
+        ge=60,
+        le=365 * 86_400,
+        description="A key is remembered this long after its first request.",
+    )
+    sweep_interval_s: float = Field(
+        3_600.0,
+        gt=0,
+        le=86_400,
+        description="How often expired keys are deleted (lookups ignore them at once).",
+    )
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(seconds=self.retention_s)
 
 
 class LLMSettings(BaseModel):
@@ -288,6 +313,7 @@ class Settings(BaseSettings):
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
     reconciler: ReconcilerSettings = Field(default_factory=ReconcilerSettings)
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)

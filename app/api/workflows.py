@@ -22,7 +22,12 @@ router = APIRouter(
 
 
 def get_workflow_commands(runtime: RuntimeDep) -> WorkflowCommands:
-    return WorkflowCommands(runtime.sessionmaker, runtime.bus, runtime.tasks)
+    return WorkflowCommands(
+        runtime.sessionmaker,
+        runtime.bus,
+        runtime.tasks,
+        idempotency_retention=runtime.settings.idempotency.retention,
+    )
 
 
 WorkflowCommandsDep = Annotated[WorkflowCommands, Depends(get_workflow_commands)]

@@ -8,6 +8,9 @@
 - A `waiting_on_human` run whose cancel request is older than the cancel timeout is
   cancelled (its pending call is answered with an error, as a cancel would).
 
+A time-out the run stays in is one of the run outcomes `/metrics` counts (after commit);
+one requeued at once is not, as a retried failure is not: the run settles later.
+
 Rows are taken with SKIP LOCKED, so reconcilers of several processes share the work.
 """
 
@@ -23,8 +26,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.bus import EventBus
 from app.engine.periodic import Periodic
-from app.engine.runs import RUNS_STREAM, RunCommands, emit
+from app.engine.runs import RUNS_STREAM, RunCommands, RunEvent, emit_many, run_stream
+from app.metrics import Metrics
 from app.observability import log_events
+from app.schemas.runs import RunRead
 from app.states import RunStatus
 from app.store import checkpoints
 from app.store import events as event_store
@@ -63,10 +68,12 @@ class Reconciler:
         cancel_timeout_s: float = 180.0,
         batch: int = 500,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: Metrics | None = None,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._bus = bus
         self._runs = runs
+        self._metrics = metrics
         self.interval_s = interval_s
         self.auto_resume = auto_resume
         self.cancel_timeout_s = cancel_timeout_s
@@ -84,12 +91,17 @@ class Reconciler:
     async def run_once(self) -> ReconcileReport:
         now = self._clock()
         timed_out = resumed = 0
+        committed: list[tuple[list[RunEvent], RunRead]] = []
         async with self._sessionmaker() as session, session.begin():
             expired = (await session.execute(_EXPIRED, {"limit": self._batch})).scalars().all()
             for run_id in expired:
-                resumable = await self._time_out(session, run_id, now)
+                events, run = await self._time_out(session, run_id, now)
+                committed.append((events, run))
                 timed_out += 1
-                resumed += resumable and self.auto_resume
+                resumed += run.status is RunStatus.QUEUED
+        if self._metrics is not None:
+            for events, run in committed:
+                self._metrics.observe_run_events(events, run)
         cancelled = 0
         before = now - timedelta(seconds=self.cancel_timeout_s)
         async with self._sessionmaker() as session:
@@ -112,10 +124,15 @@ class Reconciler:
                     now,
                 )
         if timed_out:
+            for _, run in committed:  # followers of each run hear it now, not at their poll
+                self._bus.publish(run_stream(run.id))
             self._bus.publish(RUNS_STREAM)
         return report
 
-    async def _time_out(self, session: AsyncSession, run_id: str, now: datetime) -> bool:
+    async def _time_out(
+        self, session: AsyncSession, run_id: str, now: datetime
+    ) -> tuple[list[RunEvent], RunRead]:
+        """The run's events and the run as they leave it: `timed_out`, or `queued` again."""
         run = await run_store.get_run(session, run_id)
         assert run is not None  # locked by the select
         latest = await checkpoints.latest(session, run_id)
@@ -134,21 +151,22 @@ class Reconciler:
             },
         )
         assert changed is not None
-        await emit(
-            session,
-            changed,
-            "agent_run.timed_out",
-            now,
-            resume_available=resumable,
-            last_checkpoint=latest.kind if latest else None,
-        )
-        if resumable and self.auto_resume:
-            back = await run_store.update_run(
-                session,
-                run_id,
-                read_version=changed.version,
-                values={"status": RunStatus.QUEUED, "finished_at": None},
+        timed_out: list[RunEvent] = [
+            (
+                "agent_run.timed_out",
+                {"resume_available": resumable, "last_checkpoint": latest.kind if latest else None},
             )
-            assert back is not None
-            await emit(session, back, "agent_run.resume", now, automatic=True)
-        return resumable
+        ]
+        if not (resumable and self.auto_resume):
+            await emit_many(session, [(changed, timed_out, now)])
+            return timed_out, changed
+        back = await run_store.update_run(
+            session,
+            run_id,
+            read_version=changed.version,
+            values={"status": RunStatus.QUEUED, "finished_at": None},
+        )
+        assert back is not None
+        resume: list[RunEvent] = [("agent_run.resume", {"automatic": True})]
+        await emit_many(session, [(changed, timed_out, now), (back, resume, now)])
+        return timed_out + resume, back

@@ -6,7 +6,7 @@ compare-and-sets the version and appends its events; the bus hears of it after c
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import text
@@ -28,6 +28,9 @@ from app.store import runs as run_store
 
 RUNS_STREAM = "runs"
 CREATE_SCOPE = "runs.create"
+# Keys of child runs, made by `spawn_child_runs` from its tool call: kept while the parent
+# may run again (and re-run a spawn cut short), not for the clients' window.
+SPAWN_SCOPE = "runs.spawn"
 CANCELLED_WHILE_WAITING = "cancelled before a human answered"
 
 
@@ -107,11 +110,13 @@ class RunCommands:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: Metrics | None = None,
+        idempotency_retention: timedelta = idempotency.DEFAULT_RETENTION,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._bus = bus
         self._clock = clock
         self._metrics = metrics
+        self._idempotency_retention = idempotency_retention
 
     def _published(self, *runs: RunRead, event: str | None = None) -> None:
         """After commit: wake readers of the runs' streams, log and count what happened
@@ -132,12 +137,20 @@ class RunCommands:
         idempotency_key: str | None = None,
         request_hash: str | None = None,
     ) -> tuple[RunRead, bool]:
-        """The queued run, and whether it is an idempotent replay of an earlier create."""
+        """The queued run, and whether it is an idempotent replay of an earlier create.
+        A client's key is remembered for the retention window; a child's (`parent_run_id`)
+        for as long as its parent may run again."""
         now = self._clock()
         touched: list[RunRead] = []
+        if parent_run_id is None:
+            scope, live_since = CREATE_SCOPE, now - self._idempotency_retention
+        else:
+            scope, live_since = SPAWN_SCOPE, None
         async with self._sessionmaker() as session, session.begin():
             if idempotency_key:
-                found = await idempotency.find_keys(session, CREATE_SCOPE, [idempotency_key])
+                found = await idempotency.find_keys(
+                    session, scope, [idempotency_key], live_since=live_since
+                )
                 if idempotency_key in found:
                     if found[idempotency_key].request_hash != request_hash:
                         raise IdempotencyKeyReused()
@@ -187,9 +200,9 @@ class RunCommands:
             await emit(session, run, "agent_run.queued", now, lane=lane)
             if idempotency_key:
                 record = idempotency.KeyRecord(
-                    CREATE_SCOPE, idempotency_key, request_hash or "", run.id, {}
+                    scope, idempotency_key, request_hash or "", run.id, {}
                 )
-                await idempotency.insert_keys(session, [record], now)
+                await idempotency.insert_keys(session, [record], now, live_since=live_since)
         self._published(run, event="agent_run.queued")
         self._published(*touched)
         return run, False

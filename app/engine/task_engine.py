@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -68,6 +68,7 @@ class TaskEngine:
         max_batch: int = 128,
         queue_full_retry_after_s: int = 1,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        idempotency_retention: timedelta = idempotency.DEFAULT_RETENTION,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._bus = bus
@@ -75,6 +76,7 @@ class TaskEngine:
         self._max_batch = max_batch
         self._retry_after_s = queue_full_retry_after_s
         self._clock = clock
+        self._idempotency_retention = idempotency_retention
         self._observers: list[Observer] = []
         self._writer: asyncio.Task[None] | None = None
         self._accepting = False
@@ -186,6 +188,7 @@ class TaskEngine:
     async def _commit(self, batch: list[_Pending]) -> list[MutationResult | AppError]:
         """Apply the batch in one transaction; return one outcome per mutation."""
         now = self._clock()
+        keys_live_since = now - self._idempotency_retention  # older keys are forgotten
         async with self._sessionmaker() as session, session.begin():
             mutations = [p.mutation for p in batch]
             read = await tasks.lock_tasks(
@@ -199,6 +202,7 @@ class TaskEngine:
                     for m in mutations
                     if isinstance(m, CreateTask) and m.idempotency_key
                 ),
+                live_since=keys_live_since,
             )
             working: dict[str, TaskRead | None] = dict(read)
             last_change: dict[str, Change] = {}
@@ -229,7 +233,7 @@ class TaskEngine:
                     )
                     keys[record.key] = record
                     new_keys.append(record)
-            await _write(session, read, last_change, changes, new_keys, now)
+            await _write(session, read, last_change, changes, new_keys, now, keys_live_since)
             seqs = iter(
                 await event_store.append_events(
                     session,
@@ -278,6 +282,7 @@ async def _write(
     changes: Sequence[Change],
     new_keys: Sequence[idempotency.KeyRecord],
     now: datetime,
+    keys_live_since: datetime,
 ) -> None:
     """Write each touched row once, in its final state for this batch."""
     inserts: list[tasks.TaskRow] = []
@@ -295,4 +300,4 @@ async def _write(
     await tasks.update_tasks(session, updates)
     await tasks.delete_tasks(session, deletions)
     await tasks.insert_transitions(session, [c.transition for c in changes if c.transition])
-    await idempotency.insert_keys(session, new_keys, now)
+    await idempotency.insert_keys(session, new_keys, now, live_since=keys_live_since)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -123,11 +123,13 @@ class WorkflowCommands:
         tasks: TaskEngine,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        idempotency_retention: timedelta = idempotency.DEFAULT_RETENTION,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._bus = bus
         self._tasks = tasks
         self._clock = clock
+        self._idempotency_retention = idempotency_retention
 
     # -- definitions -----------------------------------------------------------------
 
@@ -194,11 +196,13 @@ class WorkflowCommands:
         idempotency_key: str | None = None,
         request_hash: str | None = None,
     ) -> Activation:
+        now = self._clock()
+        keys_live_since = now - self._idempotency_retention  # older keys are forgotten
         async with self._sessionmaker() as session:
             workflow = await store.get_workflow(session, workflow_id)
             if workflow is None:
                 raise NotFound("workflow", workflow_id)
-            replay = await self._replay(session, idempotency_key, request_hash)
+            replay = await self._replay(session, idempotency_key, request_hash, keys_live_since)
             if replay is not None:
                 return Activation(replay, replayed=True)
         issues = validate_workflow(workflow.nodes, workflow.edges)
@@ -206,7 +210,6 @@ class WorkflowCommands:
             raise _refuse(issues, WorkflowInvalid)
         plan = plan_execution(Graph.of(workflow.nodes, workflow.edges), body.context)
         node_tasks = {t.node_id: new_id("task") for t in plan.tasks}
-        now = self._clock()
         values = {
             "id": new_id("wfx"),
             "workflow_id": workflow.id,
@@ -231,7 +234,7 @@ class WorkflowCommands:
                 record = idempotency.KeyRecord(
                     ACTIVATE_SCOPE, idempotency_key, request_hash or "", execution.id, {}
                 )
-                await idempotency.insert_keys(session, [record], now)
+                await idempotency.insert_keys(session, [record], now, live_since=keys_live_since)
         self._bus.publish(execution_stream(execution.id))
         await self._create_tasks(execution, plan.tasks, node_tasks, body, actor)
         async with self._sessionmaker() as session:
@@ -242,11 +245,16 @@ class WorkflowCommands:
         return Activation(latest or execution)
 
     async def _replay(
-        self, session: AsyncSession, key: str | None, request_hash: str | None
+        self,
+        session: AsyncSession,
+        key: str | None,
+        request_hash: str | None,
+        live_since: datetime,
     ) -> ExecutionRead | None:
         if not key:
             return None
-        found = (await idempotency.find_keys(session, ACTIVATE_SCOPE, [key])).get(key)
+        live = await idempotency.find_keys(session, ACTIVATE_SCOPE, [key], live_since=live_since)
+        found = live.get(key)
         if found is None:
             return None
         if found.request_hash != request_hash:

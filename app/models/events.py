@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from sqlalchemy import (
     BigInteger,
+    Index,
     Table,
     Text,
 )
@@ -40,9 +41,12 @@ class Event(Base):
 
 
 class IdempotencyKey(Base):
-    """A client's Idempotency-Key with the request it answered and the response it got."""
+    """A client's Idempotency-Key with the request it answered and the response it got;
+    remembered for a window, after which the sweep deletes it (oldest first, by
+    `created_at`)."""
 
     __tablename__ = "idempotency_keys"
+    __table_args__ = (Index(None, "created_at"),)
 
     scope: Mapped[str] = mapped_column(Text, primary_key=True)
     key: Mapped[str] = mapped_column(Text, primary_key=True)

@@ -1,10 +1,13 @@
 """The event outbox and idempotency keys on real Postgres: per-stream sequence numbers,
-replay reads after a sequence number, and the keys a create is answered from."""
+replay reads after a sequence number, and the keys a create is answered from (live ones
+only: an expired key is not found, and inserting it again replaces it)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+import pytest
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store import events, idempotency
@@ -101,6 +104,45 @@ async def test_insert_keys_of_nothing_writes_nothing(session: AsyncSession, toke
     await idempotency.insert_keys(session, [], NOW)
 
     assert await idempotency.find_keys(session, f"scope-{token}", ["k1"]) == {}
+
+
+async def test_find_keys_ignores_keys_older_than_live_since(
+    session: AsyncSession, token: str
+) -> None:
+    scope = f"scope-{token}"
+    await idempotency.insert_keys(session, [record(scope, "old")], NOW - timedelta(hours=25))
+    await idempotency.insert_keys(session, [record(scope, "edge")], NOW - timedelta(hours=24))
+    await idempotency.insert_keys(session, [record(scope, "new")], NOW)
+    live_since = NOW - timedelta(hours=24)
+
+    found = await idempotency.find_keys(
+        session, scope, ["old", "edge", "new"], live_since=live_since
+    )
+
+    assert set(found) == {"edge", "new"}  # a key is live through the window's last instant
+    assert set(await idempotency.find_keys(session, scope, ["old", "new"])) == {"old", "new"}
+
+
+async def test_inserting_an_expired_key_replaces_it_and_a_live_one_is_refused(
+    session: AsyncSession, token: str
+) -> None:
+    scope = f"scope-{token}"
+    await idempotency.insert_keys(session, [record(scope, "k1", "first")], NOW)
+    later = NOW + timedelta(hours=25)
+    live_since = later - timedelta(hours=24)
+
+    await idempotency.insert_keys(
+        session, [record(scope, "k1", "second")], later, live_since=live_since
+    )
+
+    found = await idempotency.find_keys(session, scope, ["k1"], live_since=live_since)
+    assert found["k1"].request_hash == "second"
+    with pytest.raises(IntegrityError):  # as when another transaction committed it first
+        async with session.begin_nested():
+            await idempotency.insert_keys(
+                session, [record(scope, "k1", "third")], later, live_since=live_since
+            )
+    assert (await idempotency.find_keys(session, scope, ["k1"]))["k1"].request_hash == "second"
 
 
 def test_request_hash_ignores_key_order_but_not_values() -> None:

@@ -1,7 +1,8 @@
 """Leases: a run whose worker stops renewing is timed out by the reconciler and, being
 resumable, requeued; the worker that claims it next gets a new token that fences the old
 worker's writes; a side-effecting call cut short is never run twice; a pool that stops
-gives its unfinished runs back to the queue."""
+gives its unfinished runs back to the queue; a time-out the run stays in is counted as its
+outcome."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.reconciler import Reconciler
-from app.engine.runs import ResumeUnavailable
+from app.engine.runs import ResumeUnavailable, run_stream
 from app.errors import Conflict
-from app.states import RunStatus
+from app.metrics import Metrics
+from app.states import RUN_SETTLED, RunStatus
 from tests.support.runs import SAFETY_S, Harness, assert_valid_transcript, call, say
 
 
@@ -106,12 +108,52 @@ async def test_the_reconciler_leaves_unresumable_runs_timed_out(h: Harness) -> N
             ),
             {"id": run.id},
         )
-    report = await Reconciler(h.sessionmaker, h.bus, h.runs).run_once()
+    with h.bus.subscribe(run_stream(run.id)) as follower:
+        report = await Reconciler(h.sessionmaker, h.bus, h.runs).run_once()
+        assert await follower.wait(SAFETY_S)  # woken now, not at its next poll
     assert (report.timed_out, report.resumed) == (1, 0)
     stuck = await h.run(run.id)
     assert stuck.status is RunStatus.TIMED_OUT and not stuck.resume_available
     with pytest.raises(ResumeUnavailable):
         await h.runs.resume(run.id)
+
+
+async def test_a_time_out_counts_as_a_run_outcome_unless_the_run_is_requeued(
+    h: Harness,
+) -> None:
+    agent = await h.agent(say("done"))
+    stays, requeued = await h.start(agent), await h.start(agent)  # lanes of their own
+    metrics = Metrics()
+
+    def outcomes() -> dict[str, float | None]:
+        name = "loopwright_run_outcomes_total"
+        return {
+            s.value: metrics.registry.get_sample_value(name, {"status": s.value})
+            for s in RUN_SETTLED
+        }
+
+    async def dies_running(run_id: str) -> None:  # claimed, then its worker died
+        async with h.sessionmaker() as session, session.begin():
+            await session.execute(
+                text(
+                    "UPDATE runs SET status = 'running', lease_owner = 'gone', lease_token = 1, "
+                    "lease_expires_at = now() - interval '1 second' WHERE id = :id"
+                ),
+                {"id": run_id},
+            )
+
+    await dies_running(stays.id)
+    manual = Reconciler(h.sessionmaker, h.bus, h.runs, auto_resume=False, metrics=metrics)
+    assert (await manual.run_once()).timed_out == 1
+    assert (await h.run(stays.id)).status is RunStatus.TIMED_OUT
+    counted = {s.value: 0.0 for s in RUN_SETTLED} | {"timed_out": 1.0}
+    assert outcomes() == counted
+
+    await dies_running(requeued.id)  # no checkpoint yet: resumable, so back to its queue
+    automatic = Reconciler(h.sessionmaker, h.bus, h.runs, metrics=metrics)
+    assert (await automatic.run_once()).resumed == 1
+    assert (await h.run(requeued.id)).status is RunStatus.QUEUED
+    assert outcomes() == counted  # not an outcome yet: it settles when it runs again
 
 
 async def test_a_timed_out_run_resumes_on_request(h: Harness) -> None:

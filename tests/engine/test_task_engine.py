@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ from app.errors import (
 from app.schemas.tasks import TaskCreate, TaskRead
 from app.states import TaskStatus as S
 from app.store.idempotency import request_hash
-from tests.support.engine import CountingClock, Gate, Reader, StartEngine
+from tests.support.engine import CountingClock, Gate, ManualClock, Reader, StartEngine
 
 
 def create(title: str = "a task", task_id: str | None = None, **fields: Any) -> CreateTask:
@@ -205,6 +206,49 @@ async def test_a_reused_key_with_a_different_body_is_refused(
     with pytest.raises(IdempotencyKeyReused):
         await engine.submit(other)
     assert await read.task(other.task_id) is None
+
+
+async def test_a_key_is_remembered_for_its_window_then_a_create_with_it_is_new(
+    start_engine: StartEngine, read: Reader
+) -> None:
+    clock = ManualClock()
+    engine = start_engine(clock=clock, idempotency_retention=timedelta(hours=24))
+    body = TaskCreate(title="once a day")
+    digest = request_hash(body.model_dump(mode="json"))
+    first = await engine.submit(CreateTask(body, "alice", "key-1", digest))
+
+    clock.advance(hours=24)  # the last instant of the window
+    replay = await engine.submit(CreateTask(body, "alice", "key-1", digest))
+    clock.advance(seconds=1)  # forgotten, whether or not the sweep has run
+    fresh = await engine.submit(CreateTask(body, "alice", "key-1", digest))
+    again = await engine.submit(CreateTask(body, "alice", "key-1", digest))
+
+    assert (replay.replayed, replay.task) == (True, first.task)
+    assert not fresh.replayed and fresh.task.id != first.task.id
+    assert (again.replayed, again.task) == (True, fresh.task)  # the key now names the new one
+    assert {t.id for t in await read.tasks()} == {first.task.id, fresh.task.id}
+
+
+async def test_an_expired_key_may_come_back_with_another_body(
+    start_engine: StartEngine, read: Reader
+) -> None:
+    clock = ManualClock()
+    engine = start_engine(clock=clock, idempotency_retention=timedelta(minutes=5))
+    await engine.submit(CreateTask(TaskCreate(title="a"), "alice", "key-1", "hash-a"))
+    with pytest.raises(IdempotencyKeyReused):
+        await engine.submit(CreateTask(TaskCreate(title="b"), "alice", "key-1", "hash-b"))
+
+    clock.advance(minutes=6)
+    # Two creates with the expired key in one batch: the first is new, the second replays it.
+    one, two = await gather(
+        engine,
+        CreateTask(TaskCreate(title="b"), "alice", "key-1", "hash-b"),
+        CreateTask(TaskCreate(title="b"), "alice", "key-1", "hash-b"),
+    )
+
+    assert (one.task.title, one.replayed, two.replayed) == ("b", False, True)
+    assert two.task == one.task
+    assert sorted(t.title for t in await read.tasks()) == ["a", "b"]
 
 
 async def test_observers_see_each_committed_result_in_order(

@@ -1,5 +1,5 @@
-"""Helpers for engine tests: an injected counting clock, a gate that holds the writer, and
-a reader of what is committed."""
+"""Helpers for engine tests: injected clocks (counting, manual), a gate that holds the
+writer, and a reader of what is committed."""
 
 from __future__ import annotations
 
@@ -26,6 +26,19 @@ class CountingClock:
     def __call__(self) -> datetime:
         self.reads += 1
         return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=self.reads)
+
+
+class ManualClock:
+    """A clock that stands still until the test moves it."""
+
+    def __init__(self, now: datetime = datetime(2026, 1, 1, tzinfo=UTC)) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
 
 
 class Gate:

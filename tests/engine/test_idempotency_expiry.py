@@ -1,0 +1,242 @@
+"""Idempotency keys expire, on the real database with injected clocks: a key replays within
+its window and is forgotten after it (runs, workflow activations; tasks are in
+test_task_engine.py), keys of spawned child runs last while their parent may run again,
+the sweep deletes only expired keys, in bounded chunks, and the settings that say how long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import IdempotencySettings, load_settings
+from app.engine.agents import AgentCommands
+from app.engine.bus import EventBus
+from app.engine.idempotency_sweep import IdempotencySweep
+from app.engine.runs import CREATE_SCOPE, SPAWN_SCOPE, RunCommands
+from app.engine.task_engine import TaskEngine
+from app.engine.workflows import Activation, WorkflowCommands
+from app.errors import IdempotencyKeyReused
+from app.models import IdempotencyKey
+from app.schemas.agents import AgentCreate, ModelConfig
+from app.schemas.runs import RunCreate
+from app.schemas.workflows import ActivateRequest
+from app.store import idempotency
+from app.store.idempotency import DEFAULT_RETENTION, KeyRecord, request_hash
+from tests.engine.test_workflow_observer import LINE
+from tests.support.engine import ManualClock
+
+DAY = timedelta(hours=24)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """Stands still until a test moves it (the engine's TaskEngine reads it too)."""
+    return ManualClock()
+
+
+@pytest.fixture
+def runs(
+    sessionmaker: async_sessionmaker[AsyncSession], bus: EventBus, clock: ManualClock
+) -> RunCommands:
+    return RunCommands(sessionmaker, bus, clock=clock, idempotency_retention=DAY)
+
+
+@pytest.fixture
+async def agent_id(sessionmaker: async_sessionmaker[AsyncSession]) -> str:
+    model = ModelConfig(provider="scripted", name="scripted", script=[{"text": "done"}])
+    return (await AgentCommands(sessionmaker).create(AgentCreate(name="a", model=model))).id
+
+
+async def stored_keys(sessionmaker: async_sessionmaker[AsyncSession]) -> set[tuple[str, str]]:
+    async with sessionmaker() as session:
+        rows = await session.execute(select(IdempotencyKey.scope, IdempotencyKey.key))
+        return {(scope, key) for scope, key in rows}
+
+
+# -- runs ------------------------------------------------------------------------------
+
+
+async def test_a_run_key_replays_within_the_window_and_is_new_after_it(
+    runs: RunCommands, clock: ManualClock, agent_id: str
+) -> None:
+    body = RunCreate(agent_id=agent_id, input="hello")
+    digest = request_hash(body.model_dump(mode="json"))
+    first, created = await runs.create(body, idempotency_key="r-1", request_hash=digest)
+    assert created is False
+
+    clock.advance(hours=24)
+    replay, replayed = await runs.create(body, idempotency_key="r-1", request_hash=digest)
+    assert (replay.id, replayed) == (first.id, True)
+    other = RunCreate(agent_id=agent_id, input="something else")
+    with pytest.raises(IdempotencyKeyReused):
+        await runs.create(other, idempotency_key="r-1", request_hash="other")
+
+    clock.advance(seconds=1)
+    fresh, replayed = await runs.create(other, idempotency_key="r-1", request_hash="other")
+    assert replayed is False and fresh.id != first.id and fresh.input == "something else"
+    again, replayed = await runs.create(other, idempotency_key="r-1", request_hash="other")
+    assert (again.id, replayed) == (fresh.id, True)
+
+
+async def test_spawn_keys_last_while_the_parent_may_run_again(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    runs: RunCommands,
+    clock: ManualClock,
+    agent_id: str,
+) -> None:
+    parent, _ = await runs.create(RunCreate(agent_id=agent_id, input="split the work"))
+    body = RunCreate(agent_id=agent_id, input="part a")
+    digest = request_hash(body.model_dump(mode="json"))
+    key = f"{parent.id}:toolu_1:0"  # as spawn_child_runs keys its children
+    child, _ = await runs.create(
+        body, parent_run_id=parent.id, idempotency_key=key, request_hash=digest
+    )
+    sweep = IdempotencySweep(sessionmaker, retention=DAY, clock=clock)
+
+    clock.advance(days=30)  # e.g. a timed-out parent resumed by hand, a month later
+    assert await sweep.run_once() == 0
+    again, replayed = await runs.create(
+        body, parent_run_id=parent.id, idempotency_key=key, request_hash=digest
+    )
+    assert (again.id, replayed) == (child.id, True)  # no second child
+    # A client's key spelled the same is another key: it neither finds nor blocks the child.
+    theirs, replayed = await runs.create(body, idempotency_key=key, request_hash=digest)
+    assert replayed is False and theirs.id != child.id and theirs.parent_run_id is None
+
+    await runs.cancel(parent.id)  # queued: cancelled at once, and it never runs again
+    assert await stored_keys(sessionmaker) == {(SPAWN_SCOPE, key), (CREATE_SCOPE, key)}
+    assert await sweep.run_once() == 1
+    assert await stored_keys(sessionmaker) == {(CREATE_SCOPE, key)}  # still in its window
+
+
+# -- workflow activations --------------------------------------------------------------
+
+
+async def test_an_activation_key_replays_within_the_window_and_is_new_after_it(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    bus: EventBus,
+    engine: TaskEngine,
+    clock: ManualClock,
+) -> None:
+    commands = WorkflowCommands(sessionmaker, bus, engine, clock=clock, idempotency_retention=DAY)
+    workflow = await commands.create(LINE)
+    body = ActivateRequest(context={"release": "1.0"})
+    digest = request_hash([workflow.id, body.model_dump(mode="json")])
+
+    async def activate() -> Activation:
+        return await commands.activate(
+            workflow.id, body, "tester", idempotency_key="rel-1", request_hash=digest
+        )
+
+    first = await activate()
+    clock.advance(hours=23)
+    replay = await activate()
+    clock.advance(hours=2)
+    fresh = await activate()
+
+    assert not first.replayed and replay.replayed
+    assert replay.execution.id == first.execution.id
+    assert not fresh.replayed and fresh.execution.id != first.execution.id
+
+
+# -- the sweep -------------------------------------------------------------------------
+
+
+async def test_the_sweep_deletes_only_expired_keys_in_bounded_chunks(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    start = clock.now
+    ages = {"ancient": timedelta(days=9), "old": timedelta(hours=25), "edge": DAY, "new": 0 * DAY}
+    async with sessionmaker() as session, session.begin():
+        for scope in ("tasks.create", CREATE_SCOPE, "workflow-executions.activate"):
+            for name, age in ages.items():
+                record = KeyRecord(scope, name, "h", f"res-{name}", {})
+                await idempotency.insert_keys(session, [record], start - age)
+    chunks: list[int] = []
+    delete_expired = idempotency.delete_expired
+
+    async def counted(*args: Any, **kwargs: Any) -> int:
+        deleted = await delete_expired(*args, **kwargs)
+        chunks.append(deleted)
+        return deleted
+
+    monkeypatch.setattr(idempotency, "delete_expired", counted)
+    sweep = IdempotencySweep(sessionmaker, retention=DAY, chunk=4, clock=clock)
+
+    assert await sweep.run_once() == 6  # "ancient" and "old" of each scope
+    assert chunks == [4, 2]  # one transaction per chunk, until a chunk comes up short
+    remaining = await stored_keys(sessionmaker)
+    assert remaining == {
+        (scope, name)
+        for scope in ("tasks.create", CREATE_SCOPE, "workflow-executions.activate")
+        for name in ("edge", "new")
+    }
+    assert await sweep.run_once() == 0  # nothing more has expired
+
+    clock.advance(seconds=1)  # now "edge" is past the window too
+    assert await sweep.run_once() == 3
+    assert {name for _, name in await stored_keys(sessionmaker)} == {"new"}
+
+
+async def test_the_sweep_passes_at_start_up_then_on_its_interval(
+    sessionmaker: async_sessionmaker[AsyncSession], clock: ManualClock
+) -> None:
+    async with sessionmaker() as session, session.begin():
+        old = KeyRecord("tasks.create", "old", "h", "task-1", {})
+        await idempotency.insert_keys(session, [old], clock.now - 2 * DAY)
+    waits: list[float] = []
+    first_pass_done = asyncio.Event()
+
+    async def sleep(interval_s: float) -> None:
+        waits.append(interval_s)
+        first_pass_done.set()
+        await asyncio.Event().wait()  # until stop() cancels it
+
+    sweep = IdempotencySweep(sessionmaker, retention=DAY, interval_s=60, clock=clock, sleep=sleep)
+    sweep.start()
+    async with asyncio.timeout(10):
+        await first_pass_done.wait()
+    await sweep.stop()
+
+    assert waits == [60]
+    assert await stored_keys(sessionmaker) == set()
+
+
+# -- settings --------------------------------------------------------------------------
+
+
+def test_keys_are_remembered_for_24_hours_by_default() -> None:
+    settings = IdempotencySettings()
+    assert settings.retention == DAY == DEFAULT_RETENTION
+    assert settings.sweep_interval_s == 3_600
+
+
+def test_the_window_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOPWRIGHT_IDEMPOTENCY__RETENTION_S", "3600")
+    monkeypatch.setenv("LOOPWRIGHT_IDEMPOTENCY__SWEEP_INTERVAL_S", "120")
+    settings = load_settings().idempotency
+    assert (settings.retention, settings.sweep_interval_s) == (timedelta(hours=1), 120)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"retention_s": 59},  # shorter than a client's retries
+        {"retention_s": 366 * 86_400},
+        {"retention_s": "a day"},
+        {"sweep_interval_s": 0},
+        {"sweep_interval_s": 86_401},
+    ],
+)
+def test_settings_out_of_bounds_are_refused(values: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        IdempotencySettings.model_validate(values)
