@@ -7,6 +7,10 @@ their leases alive.
                 a run whose lease could not be renewed is told to stop at its next boundary
     stop()      stop claiming, give running loops `grace_s`, then cancel what is left and
                 put those runs back in the queue (lease released, place in lane kept)
+    lend_slot() a run that only waits (for its child runs) does not count against the
+                capacity meanwhile: another run may be claimed into its slot; when the
+                wait ends it goes on at once, so the pool may briefly hold more loops
+                than `capacity` (no claim until it is back under)
 
 Claiming is `FOR UPDATE SKIP LOCKED` on the head of each free lane, so several processes
 share the work without coordination beyond Postgres.
@@ -19,7 +23,8 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -61,6 +66,8 @@ class WorkerPool:
         self.poll_interval_s = poll_interval_s
         self.owner = owner or worker_name()
         self._active: dict[str, tuple[RunLoop, asyncio.Task[None]]] = {}
+        self._lent: set[str] = set()  # runs in hand that lent their slot (see lend_slot)
+        self._slot_lent = asyncio.Event()  # wakes run_until_idle when a slot is lent
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._freed = asyncio.Event()
@@ -68,6 +75,30 @@ class WorkerPool:
     @property
     def in_hand(self) -> list[str]:
         return list(self._active)
+
+    @property
+    def free_capacity(self) -> int:
+        """Slots a claim may fill: loops in hand count, except those lending their slot.
+        Negative while runs that lent a slot are back and others run in their place."""
+        return self.capacity - (len(self._active) - len(self._lent))
+
+    @asynccontextmanager
+    async def lend_slot(self, run_id: str) -> AsyncIterator[None]:
+        """While the body runs, `run_id` (a run in hand that only waits, e.g. for its
+        children) does not count against the capacity, and the claimer is woken to fill
+        its slot at once. Its loop stays in hand: its lease is renewed, and `stop()`
+        hands it back like any other. On exit it counts again, without waiting for a
+        slot. A run this pool does not hold, or one already lending, changes nothing."""
+        if run_id not in self._active or run_id in self._lent:
+            yield
+            return
+        self._lent.add(run_id)
+        self._freed.set()
+        self._slot_lent.set()
+        try:
+            yield
+        finally:
+            self._lent.discard(run_id)
 
     def start(self) -> None:
         self._tasks = [
@@ -115,23 +146,31 @@ class WorkerPool:
         self._bus.publish(RUNS_STREAM)
 
     async def run_until_idle(self) -> None:
-        """Drain mode for tests and tools: claim and run until no lane has work."""
+        """Drain mode for tests and tools: claim and run until no lane has work. Claims
+        again once every loop in hand has ended, or as soon as one lends its slot."""
         while True:
+            self._slot_lent.clear()
             claimed = await self.claim()
             if not claimed and not self._active:
                 return
-            if self._active:
-                await asyncio.wait([t for _, t in self._active.values()])
+            pending = {task for _, task in self._active.values()}
+            lent = asyncio.create_task(self._slot_lent.wait())
+            try:
+                while pending and not lent.done():
+                    await asyncio.wait({*pending, lent}, return_when=asyncio.FIRST_COMPLETED)
+                    pending = {task for task in pending if not task.done()}
+            finally:
+                lent.cancel()
 
     # -- claiming --------------------------------------------------------------------
 
     async def _run(self) -> None:
         with self._bus.subscribe(RUNS_STREAM) as wake:
             while not self._stopping.is_set():
+                self._freed.clear()  # before claiming: a slot freed meanwhile wakes us again
                 claimed = await self.claim()
-                if claimed and len(self._active) < self.capacity:
+                if claimed and self.free_capacity > 0:
                     continue  # there may be more
-                self._freed.clear()
                 waits = [asyncio.create_task(wake.wait(self.poll_interval_s))]
                 waits.append(asyncio.create_task(self._freed.wait()))
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -139,7 +178,7 @@ class WorkerPool:
                     waiting.cancel()
 
     async def claim(self) -> list[RunRead]:
-        free = self.capacity - len(self._active)
+        free = self.free_capacity
         if free <= 0 or self._stopping.is_set():
             return []
         try:
@@ -163,6 +202,7 @@ class WorkerPool:
             await loop.execute()
         finally:
             self._active.pop(loop.run.id, None)
+            self._lent.discard(loop.run.id)
             self._freed.set()
 
     # -- leases ----------------------------------------------------------------------

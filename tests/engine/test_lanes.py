@@ -1,6 +1,7 @@
 """Run lanes on the real database: one active run per lane whatever the workers do, first
 come first served within a lane and in parallel across lanes; the multitask policies of a
-create on a busy lane; child runs on lanes of their own."""
+create on a busy lane; child runs on lanes of their own, and a parent waiting for them
+lends its worker slot."""
 
 from __future__ import annotations
 
@@ -205,11 +206,16 @@ async def test_interrupt_cancels_the_active_run_at_its_boundary_and_the_queued_o
 
 
 class Delegator:
-    """A model that spawns children, waits on the ids it was given back, and reports what
-    they said (a script cannot: its tool inputs are fixed in advance)."""
+    """A model that spawns children, waits on the ids it was given back, optionally goes
+    through the `gate` tool, and reports what they said (a script cannot: its tool inputs
+    are fixed in advance)."""
 
-    def __init__(self, children: list[dict[str, str]]) -> None:
+    def __init__(
+        self, children: list[dict[str, str]], *, timeout_s: float = 30, then_gate: bool = False
+    ) -> None:
         self.children = children
+        self.timeout_s = timeout_s
+        self.then_gate = then_gate
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
         played = sum(1 for m in request.messages if m.role == "assistant")
@@ -219,11 +225,15 @@ class Delegator:
             spawn = {"runs": self.children}
             content = [ToolUseBlock(id="toolu_spawn", name="spawn_child_runs", input=spawn)]
         elif played == 1:
-            wait = {"run_ids": json.loads(last[0].content)["run_ids"], "timeout_s": 30}
+            run_ids = json.loads(last[0].content)["run_ids"]
+            wait = {"run_ids": run_ids, "timeout_s": self.timeout_s}
             content = [ToolUseBlock(id="toolu_wait", name="wait_for_child_runs", input=wait)]
+        elif played == 2 and self.then_gate:
+            content = [ToolUseBlock(id="toolu_gate", name="gate", input={})]
         else:
-            content = [TextBlock(text=f"children said: {last[0].content}")]
-        stop = "end_turn" if played > 1 else "tool_use"
+            waited = tool_results(request.messages)[1]
+            content = [TextBlock(text=f"children said: {waited.content}")]
+        stop = "end_turn" if isinstance(content[0], TextBlock) else "tool_use"
         return LLMResponse(content=content, stop_reason=stop, usage=Usage(1, 1), model="test")
 
 
@@ -253,3 +263,69 @@ async def test_a_parent_spawns_children_on_lanes_of_their_own_and_waits_for_thei
         (children[1].id, "completed", "beta result"),
     }
     assert done.result == f"children said: {waited.content}"
+
+
+@pytest.mark.parametrize("mode", ["claiming", "draining"])
+async def test_a_parent_waiting_for_its_child_lends_it_the_only_slot(h, mode):
+    """Capacity 1: the waiting parent does not hold the slot, so its child runs meanwhile
+    and the wait ends with the child's result long before its 120 s timeout (the test's
+    own safety timeout, far shorter, fails it otherwise)."""
+    await h.listen()
+    child_agent = await h.agent(say("child result"), name="child")
+    parent_agent = await h.agent(say("unused"), name="parent")
+    h.models[parent_agent.id] = Delegator(
+        [{"input": "part a", "agent_id": child_agent.id}], timeout_s=120
+    )
+    pool = h.new_pool(capacity=1, owner="pool-one")
+    parent = await h.start(parent_agent, "Delegate.")
+    if mode == "claiming":
+        pool.start()
+        [done] = await h.wait_until_settled([parent.id])
+    else:
+        async with asyncio.timeout(SAFETY_S):
+            await pool.run_until_idle()
+        done = await h.run(parent.id)
+
+    assert done.status is RunStatus.COMPLETED
+    spawned, waited = tool_results(await h.transcript(parent.conversation_id))
+    [child_id] = json.loads(spawned.content)["run_ids"]
+    assert [(w["run_id"], w["status"], w["result"]) for w in json.loads(waited.content)] == [
+        (child_id, "completed", "child result")
+    ]
+    assert h.claims == [(parent.id, "pool-one"), (child_id, "pool-one")]
+    if mode == "draining":  # both loops have ended: the slot is free again, and only it
+        assert (pool.in_hand, pool.free_capacity) == ([], 1)
+
+
+async def test_a_parent_back_from_its_wait_takes_its_slot_back(h):
+    """Capacity 1: once its wait is over the parent counts again, so a run queued while it
+    still works is not claimed until it has finished; then it is."""
+    await h.listen()
+    child_agent = await h.agent(say("child result"), name="child")
+    third_agent = await h.agent(say("third result"), name="third")
+    parent_agent = await h.agent(say("unused"), name="parent")
+    h.models[parent_agent.id] = Delegator(
+        [{"input": "part a", "agent_id": child_agent.id}], timeout_s=120, then_gate=True
+    )
+    pool = h.new_pool(capacity=1, owner="pool-one")
+    parent = await h.start(parent_agent, "Delegate.")
+    pool.start()
+    async with asyncio.timeout(SAFETY_S):
+        await h.tools.gate_entered.wait()  # the parent is past its wait, in `gate`
+
+    third = await h.start(third_agent, "Next.")
+    assert pool.free_capacity <= 0
+    assert await pool.claim() == []
+    assert (await h.run(third.id)).status is RunStatus.QUEUED
+
+    h.tools.gate_release.set()
+    finished, done = await h.wait_until_settled([parent.id, third.id])
+    assert (finished.status, done.status, done.result) == (
+        RunStatus.COMPLETED,
+        RunStatus.COMPLETED,
+        "third result",
+    )
+    _, waited, gated = tool_results(await h.transcript(parent.conversation_id))
+    [child] = json.loads(waited.content)
+    assert (child["status"], gated.content) == ("completed", "the gate opened")
+    assert h.claims == [(run_id, "pool-one") for run_id in (parent.id, child["run_id"], third.id)]

@@ -212,6 +212,7 @@ class Harness:
         # The breakers of tools and models, on the injected clock.
         self.breakers = Breakers(breaker_policy, clock=lambda: self.clock.now.timestamp())
         self.committer = GroupCommitter(self.sessionmaker, write_boundaries)
+        self.services = BuiltinServices(self.runs, self.sessionmaker, self.bus)
         self.deps = LoopDeps(
             sessionmaker=self.sessionmaker,
             bus=self.bus,
@@ -224,7 +225,7 @@ class Harness:
             ),
             clock=self.clock,
             committer=self.committer,
-            tool_services=BuiltinServices(self.runs, self.sessionmaker, self.bus),
+            tool_services=self.services,
             run_retry=run_retry or RunRetryPolicy(max_retries=0),
             breakers=self.breakers,
             sleep=self._sleep,
@@ -282,6 +283,7 @@ class Harness:
             owner=owner,
             poll_interval_s=0.05,
         )
+        self.services.attach_pool(pool)
         self._pools.append(pool)
         return pool
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.bus import EventBus
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
-from app.schemas.runs import RunCreate
+from app.schemas.runs import RunCreate, RunRead
 from app.states import RUN_SETTLED, RunStatus
 from app.store import runs as run_store
 from app.store.idempotency import request_hash
@@ -20,13 +22,34 @@ if TYPE_CHECKING:
     from app.engine.runs import RunCommands
 
 
+class SlotLender(Protocol):
+    """A worker pool, as `wait_for_child_runs` sees it (`app.engine.workers.WorkerPool`)."""
+
+    @property
+    def owner(self) -> str: ...
+
+    def lend_slot(self, run_id: str) -> AbstractAsyncContextManager[None]: ...
+
+
 @dataclass(frozen=True)
 class BuiltinServices:
-    """What built-in tools reach through `ToolContext.services`."""
+    """What built-in tools reach through `ToolContext.services`. The worker pools that
+    run loops with these services are attached once built (`attach_pool`), keyed by
+    owner, which is the lease owner in a tool's context."""
 
     runs: RunCommands
     sessionmaker: async_sessionmaker[AsyncSession]
     bus: EventBus
+    pools: dict[str, SlotLender] = field(default_factory=dict)
+
+    def attach_pool(self, pool: SlotLender) -> None:
+        self.pools[pool.owner] = pool
+
+    def lend_slot(self, context: ToolContext) -> AbstractAsyncContextManager[None]:
+        """While the caller's run only waits, its pool's slot goes to another run; without
+        a pool holding the run (tests, other callers) this does nothing."""
+        pool = self.pools.get(context.lease_owner) if context.lease_owner else None
+        return pool.lend_slot(context.run_id) if pool else contextlib.nullcontext()
 
 
 def _services(context: ToolContext) -> BuiltinServices:
@@ -72,23 +95,10 @@ async def _wait(context: ToolContext, arguments: dict[str, Any]) -> str:
     if not isinstance(run_ids, list) or not run_ids:
         raise ToolFailure("`run_ids` must be a non-empty list")
     timeout_s = float(arguments.get("timeout_s") or 300)
-    from app.engine.runs import RUNS_STREAM
-
-    with services.bus.subscribe(RUNS_STREAM) as wake:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            async with services.sessionmaker() as session:
-                found = [await run_store.get_run(session, str(i)) for i in run_ids]
-            done = [
-                r
-                for r in found
-                if r is not None
-                and (r.status in RUN_SETTLED or r.status is RunStatus.WAITING_ON_HUMAN)
-            ]
-            if len(done) == len(run_ids) or loop.time() >= deadline:
-                break
-            await wake.wait(min(1.0, max(0.0, deadline - loop.time())))
+    # The parent only waits here: its worker slot goes to another run (its children,
+    # perhaps) meanwhile, so waiting parents cannot starve their own children.
+    async with services.lend_slot(context):
+        found = await _wait_settled(services, [str(i) for i in run_ids], timeout_s)
     return json.dumps(
         [
             {
@@ -101,6 +111,31 @@ async def _wait(context: ToolContext, arguments: dict[str, Any]) -> str:
             if r is not None
         ]
     )
+
+
+async def _wait_settled(
+    services: BuiltinServices, run_ids: list[str], timeout_s: float
+) -> list[RunRead | None]:
+    """Re-read the runs on every wake-up of the runs board until each is settled or waits
+    on a human, or `timeout_s` passed: the runs as last read."""
+    from app.engine.runs import RUNS_STREAM
+
+    with services.bus.subscribe(RUNS_STREAM) as wake:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            async with services.sessionmaker() as session:
+                found = [await run_store.get_run(session, i) for i in run_ids]
+            done = [
+                r
+                for r in found
+                if r is not None
+                and (r.status in RUN_SETTLED or r.status is RunStatus.WAITING_ON_HUMAN)
+            ]
+            if len(done) == len(run_ids) or loop.time() >= deadline:
+                break
+            await wake.wait(min(1.0, max(0.0, deadline - loop.time())))
+    return found
 
 
 async def _echo(context: ToolContext, arguments: dict[str, Any]) -> str:
