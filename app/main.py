@@ -2,10 +2,11 @@
 
 Start order: database (embedded when no URL) → migrations → bus and NOTIFY listener →
 TaskEngine and its observers (executions, task runs, review gate) → approval sweep →
-group committer → reconciler (its first pass reconciles at boot) → workers.
+idempotency sweep → group committer → reconciler (its first pass reconciles at boot) →
+workers.
 Shutdown runs in reverse: streams are told to end, workers stop claiming and give running
-loops their grace period, the reconciler, approval sweep and committer stop, the
-TaskEngine drains its queue, the listener stops, the pool is disposed.
+loops their grace period, the reconciler, idempotency sweep, approval sweep and committer
+stop, the TaskEngine drains its queue, the listener stops, the pool is disposed.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from app.engine.approvals import ApprovalCommands
 from app.engine.breakers import Breakers, CircuitBreakerPolicy
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
+from app.engine.idempotency_sweep import IdempotencySweep
 from app.engine.pg_listener import PgListener
 from app.engine.reconciler import Reconciler
 from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
@@ -57,6 +59,7 @@ from app.loop.tools.builtins import BuiltinServices, builtin_tools
 from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
 from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.registry import ToolRegistry
+from app.loop.tools.task_tools import task_tools
 from app.metrics import Metrics
 from app.runtime import Runtime
 from app.schemas.runs import RunRead
@@ -93,10 +96,12 @@ def build_workers(
     metrics: Metrics | None = None,
     breakers: Breakers | None = None,
     approvals: ApprovalCommands | None = None,
+    task_engine: TaskEngine | None = None,
 ) -> WorkerPool:
-    """The run workers with their tools: built-ins, http_request under the configured
-    address policy, and whatever the embedding application adds. `breakers` are the
-    process's circuit breakers (of tools and models), shared by every run."""
+    """The run workers with their tools: built-ins, the task tools over `task_engine`
+    (none without one), http_request under the configured address policy, and whatever
+    the embedding application adds. `breakers` are the process's circuit breakers (of
+    tools and models), shared by every run."""
     breakers = breakers or Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
     tool_settings = settings.tools
     http_policy = HttpToolPolicy(
@@ -108,11 +113,13 @@ def build_workers(
         [
             *builtin_tools(),
             *journal_tools(),
+            *(task_tools(task_engine, sessionmaker) if task_engine is not None else ()),
             make_http_request_tool(http_policy),
             *plugins,
             *extra_tools,
         ]
     )
+    services = BuiltinServices(runs, sessionmaker, bus)
     deps = LoopDeps(
         sessionmaker=sessionmaker,
         bus=bus,
@@ -120,7 +127,7 @@ def build_workers(
         tools=ToolRunner(registry, ToolRetryPolicy(), breakers=breakers),
         clock=lambda: datetime.now(UTC),
         committer=committer,
-        tool_services=BuiltinServices(runs, sessionmaker, bus),
+        tool_services=services,
         run_retry=RunRetryPolicy(
             base_delay_s=settings.workers.retry_base_delay_s,
             factor=settings.workers.retry_factor,
@@ -134,7 +141,7 @@ def build_workers(
         approvals=approvals,
     )
     worker_settings = settings.workers
-    return WorkerPool(
+    pool = WorkerPool(
         sessionmaker,
         bus,
         lambda run, owner: RunLoop(deps, run, owner=owner),
@@ -142,6 +149,8 @@ def build_workers(
         lease_ttl_s=worker_settings.lease_ttl_s,
         poll_interval_s=worker_settings.poll_interval_s,
     )
+    services.attach_pool(pool)  # a run waiting for its children lends its slot
+    return pool
 
 
 @asynccontextmanager
@@ -169,12 +178,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         queue_size=engine_settings.queue_size,
         max_batch=engine_settings.max_batch,
         queue_full_retry_after_s=engine_settings.queue_full_retry_after_s,
+        idempotency_retention=settings.idempotency.retention,
     )
     breakers = Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
     app.state.metrics = Metrics(
         task_queue_depth=lambda: task_engine.queue_depth, breaker_states=breakers.snapshot
     )
-    runs = RunCommands(sessionmaker, bus, metrics=app.state.metrics)
+    runs = RunCommands(
+        sessionmaker,
+        bus,
+        metrics=app.state.metrics,
+        idempotency_retention=settings.idempotency.retention,
+    )
     providers = Providers(settings.llm)
     committer = GroupCommitter(sessionmaker, write_boundaries)
     approval_commands = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
@@ -191,6 +206,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             app.state.metrics,
             breakers,
             approval_commands,
+            task_engine,
         )
     runtime = Runtime(
         settings=settings,
@@ -224,6 +240,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         interval_s=settings.approvals.sweep_interval_s,
     )
     approval_sweep.start()  # its first tick also catches up after a restart
+    idempotency_sweep = IdempotencySweep(
+        sessionmaker,
+        retention=settings.idempotency.retention,
+        interval_s=settings.idempotency.sweep_interval_s,
+    )
+    idempotency_sweep.start()
     reconciler = Reconciler(
         sessionmaker,
         bus,
@@ -231,6 +253,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         interval_s=settings.reconciler.interval_s,
         auto_resume=settings.reconciler.auto_resume,
         cancel_timeout_s=settings.reconciler.cancel_timeout_s,
+        metrics=app.state.metrics,
     )
     committer.start()
     # The tokenizer (compaction's estimates) loads once, here, not in a run's first turn.
@@ -245,6 +268,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         if workers is not None:
             await workers.stop(settings.workers.grace_s)
         await reconciler.stop()
+        await idempotency_sweep.stop()
         await approval_sweep.stop()
         await review_gate.stop()
         await committer.stop()
