@@ -134,8 +134,8 @@ class ApprovalSettings(BaseModel):
 class IdempotencySettings(BaseModel):
     """How long an `Idempotency-Key` is remembered (Stripe-like): within the window a
     repeated request replays the first response; after it the key is forgotten and the
-    request is new. Keys `spawn_child_runs` makes are kept while their parent run may still
-    run again, whatever the window."""
+    request is new. Keys a run's tool call makes (`spawn_child_runs`, `create_task`) are
+    kept while that run may still run again, whatever the window."""
 
     retention_s: int = Field(
         86_400,

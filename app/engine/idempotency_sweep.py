@@ -3,11 +3,12 @@ table holds about one window of keys instead of growing without bound.
 
 Lookups already ignore an expired key (`store/idempotency.py`), so when the sweep runs
 changes nothing a client sees; it only reclaims space. Each pass deletes in chunks of
-`chunk` rows, one short transaction each (oldest first, by the `created_at` index), until
-nothing expired is left:
+`chunk` rows, one short transaction each (oldest first, each kind by a `created_at` index
+of its own), until nothing expired is left:
 1. clients' keys (tasks, runs, workflow activations) created before now - retention;
-2. keys of spawned child runs past the window whose parent run can never run again
-   (completed or cancelled): a parent that may still run keeps them.
+2. keys made by runs' tool calls (spawned child runs, `create_task`'s tasks: every key
+   with a `run_id`) past the window whose run can never run again (completed or
+   cancelled): a run that may still run keeps them, however old.
 
 Several processes may sweep at once: chunks take their rows with SKIP LOCKED. The first
 pass runs at start-up.
@@ -22,7 +23,6 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.periodic import Periodic
-from app.engine.runs import SPAWN_SCOPE
 from app.observability import log_events
 from app.store import idempotency
 
@@ -59,18 +59,16 @@ class IdempotencySweep:
         """Delete every key expired at this pass's start; the number deleted."""
         live_since = self._clock() - self._retention
         clients = await self._in_chunks(
-            lambda session: idempotency.delete_expired(
-                session, live_since, limit=self._chunk, spare_scopes=(SPAWN_SCOPE,)
+            lambda session: idempotency.delete_expired(session, live_since, limit=self._chunk)
+        )
+        runs = await self._in_chunks(
+            lambda session: idempotency.delete_settled_run_keys(
+                session, live_since, limit=self._chunk
             )
         )
-        spawns = await self._in_chunks(
-            lambda session: idempotency.delete_settled_spawn_keys(
-                session, SPAWN_SCOPE, live_since, limit=self._chunk
-            )
-        )
-        if clients or spawns:
-            log_events([("idempotency.sweep", {"deleted": clients, "spawn_deleted": spawns})])
-        return clients + spawns
+        if clients or runs:
+            log_events([("idempotency.sweep", {"deleted": clients, "run_deleted": runs})])
+        return clients + runs
 
     async def _in_chunks(self, step: Callable[[AsyncSession], Awaitable[int]]) -> int:
         total = 0

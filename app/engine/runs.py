@@ -28,8 +28,10 @@ from app.store import runs as run_store
 
 RUNS_STREAM = "runs"
 CREATE_SCOPE = "runs.create"
-# Keys of child runs, made by `spawn_child_runs` from its tool call: kept while the parent
-# may run again (and re-run a spawn cut short), not for the clients' window.
+# Keys of child runs, made by `spawn_child_runs` from the parent's tool call: they record
+# the parent (`run_id`), so they are kept while it may run again (and re-run a spawn cut
+# short), not for the clients' window. A scope of their own: a client's key spelled the
+# same neither finds nor blocks a child.
 SPAWN_SCOPE = "runs.spawn"
 CANCELLED_WHILE_WAITING = "cancelled before a human answered"
 
@@ -138,14 +140,12 @@ class RunCommands:
         request_hash: str | None = None,
     ) -> tuple[RunRead, bool]:
         """The queued run, and whether it is an idempotent replay of an earlier create.
-        A client's key is remembered for the retention window; a child's (`parent_run_id`)
-        for as long as its parent may run again."""
+        A client's key is remembered for the retention window; a child's (`parent_run_id`:
+        made by the parent's tool call) for as long as its parent may run again."""
         now = self._clock()
         touched: list[RunRead] = []
-        if parent_run_id is None:
-            scope, live_since = CREATE_SCOPE, now - self._idempotency_retention
-        else:
-            scope, live_since = SPAWN_SCOPE, None
+        scope = CREATE_SCOPE if parent_run_id is None else SPAWN_SCOPE
+        live_since = now - self._idempotency_retention  # for clients' keys only
         async with self._sessionmaker() as session, session.begin():
             if idempotency_key:
                 found = await idempotency.find_keys(
@@ -200,7 +200,7 @@ class RunCommands:
             await emit(session, run, "agent_run.queued", now, lane=lane)
             if idempotency_key:
                 record = idempotency.KeyRecord(
-                    scope, idempotency_key, request_hash or "", run.id, {}
+                    scope, idempotency_key, request_hash or "", run.id, {}, run_id=parent_run_id
                 )
                 await idempotency.insert_keys(session, [record], now, live_since=live_since)
         self._published(run, event="agent_run.queued")

@@ -36,6 +36,11 @@ log = logging.getLogger(__name__)
 
 TASK_STREAM = "tasks"
 CREATE_SCOPE = "tasks.create"
+# Keys of creates made by a run's tool call (`create_task`): they record the run, so they
+# are kept while it may run again (and re-run a create cut short), not for the clients'
+# window. A scope of their own: a client's key spelled the same neither finds nor blocks
+# the task.
+TOOL_CREATE_SCOPE = "tasks.create_task"
 
 
 @dataclass(frozen=True)
@@ -188,20 +193,15 @@ class TaskEngine:
     async def _commit(self, batch: list[_Pending]) -> list[MutationResult | AppError]:
         """Apply the batch in one transaction; return one outcome per mutation."""
         now = self._clock()
-        keys_live_since = now - self._idempotency_retention  # older keys are forgotten
+        keys_live_since = now - self._idempotency_retention  # older clients' keys are forgotten
         async with self._sessionmaker() as session, session.begin():
             mutations = [p.mutation for p in batch]
             read = await tasks.lock_tasks(
                 session, (m.task_id for m in mutations if not isinstance(m, CreateTask))
             )
-            keys = await idempotency.find_keys(
+            keys = await idempotency.find_scoped_keys(
                 session,
-                CREATE_SCOPE,
-                (
-                    m.idempotency_key
-                    for m in mutations
-                    if isinstance(m, CreateTask) and m.idempotency_key
-                ),
+                [key for m in mutations if (key := _scoped_key(m)) is not None],
                 live_since=keys_live_since,
             )
             working: dict[str, TaskRead | None] = dict(read)
@@ -225,13 +225,14 @@ class TaskEngine:
                 outcomes.append(MutationResult(change.task, change))
                 if isinstance(mutation, CreateTask) and mutation.idempotency_key:
                     record = idempotency.KeyRecord(
-                        CREATE_SCOPE,
+                        _key_scope(mutation),
                         mutation.idempotency_key,
                         mutation.request_hash or "",
                         change.task.id,
                         change.snapshot,
+                        run_id=mutation.run_id,
                     )
-                    keys[record.key] = record
+                    keys[record.scope, record.key] = record
                     new_keys.append(record)
             await _write(session, read, last_change, changes, new_keys, now, keys_live_since)
             seqs = iter(
@@ -250,12 +251,23 @@ class TaskEngine:
         ]
 
 
+def _key_scope(mutation: CreateTask) -> str:
+    return CREATE_SCOPE if mutation.run_id is None else TOOL_CREATE_SCOPE
+
+
+def _scoped_key(mutation: TaskMutation) -> tuple[str, str] | None:
+    """The (scope, key) a keyed create is remembered by; None for any other mutation."""
+    if not isinstance(mutation, CreateTask) or not mutation.idempotency_key:
+        return None
+    return _key_scope(mutation), mutation.idempotency_key
+
+
 def _idempotent_replay(
-    mutation: TaskMutation, keys: dict[str, idempotency.KeyRecord]
+    mutation: TaskMutation, keys: dict[tuple[str, str], idempotency.KeyRecord]
 ) -> MutationResult | None:
     if not isinstance(mutation, CreateTask) or not mutation.idempotency_key:
         return None
-    record = keys.get(mutation.idempotency_key)
+    record = keys.get((_key_scope(mutation), mutation.idempotency_key))
     if record is None:
         return None
     if record.request_hash != mutation.request_hash:

@@ -93,11 +93,15 @@ def _move(
 
 @dataclass(frozen=True)
 class CreateTask:
+    """`run_id`: the run whose tool call made the create and its `idempotency_key` (the
+    key is then kept while that run may run again); None for a client's create."""
+
     fields: TaskCreate
     actor: str
     idempotency_key: str | None = None
     request_hash: str | None = None
     task_id: str = field(default_factory=lambda: new_id("task"))
+    run_id: str | None = None
 
     def apply(self, current: TaskRead | None, now: datetime) -> Change:
         if current is not None:

@@ -10,6 +10,7 @@ from sqlalchemy import (
     Index,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
@@ -41,18 +42,34 @@ class Event(Base):
 
 
 class IdempotencyKey(Base):
-    """A client's Idempotency-Key with the request it answered and the response it got;
-    remembered for a window, after which the sweep deletes it (oldest first, by
-    `created_at`)."""
+    """An idempotency key with the request it answered and the response it got: a client's
+    `Idempotency-Key`, remembered for a window, or one a run's tool call made (`run_id`),
+    kept while that run may run again (`store/idempotency.py`). The sweep deletes each
+    kind oldest first, by `created_at`, through an index of its own."""
 
     __tablename__ = "idempotency_keys"
-    __table_args__ = (Index(None, "created_at"),)
+    __table_args__ = (
+        Index(
+            "ix_idempotency_keys_client_created_at",
+            "created_at",
+            postgresql_where=text("run_id IS NULL"),
+        ),
+        Index(
+            "ix_idempotency_keys_run_created_at",
+            "created_at",
+            postgresql_where=text("run_id IS NOT NULL"),
+        ),
+    )
 
     scope: Mapped[str] = mapped_column(Text, primary_key=True)
     key: Mapped[str] = mapped_column(Text, primary_key=True)
     request_hash: Mapped[str] = mapped_column(Text)
     resource_id: Mapped[str] = mapped_column(Text)
     response: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    # The run whose tool call made the key (`spawn_child_runs`, `create_task`); NULL for a
+    # client's key. Not a foreign key: runs are never deleted, and the sweep treats a
+    # missing run as one that cannot run again.
+    run_id: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = now_column()
 
 

@@ -4,6 +4,7 @@ only: an expired key is not found, and inserting it again replaces it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -143,6 +144,38 @@ async def test_inserting_an_expired_key_replaces_it_and_a_live_one_is_refused(
                 session, [record(scope, "k1", "third")], later, live_since=live_since
             )
     assert (await idempotency.find_keys(session, scope, ["k1"]))["k1"].request_hash == "second"
+
+
+async def test_a_key_made_by_a_runs_tool_call_never_expires_by_age(
+    session: AsyncSession, token: str
+) -> None:
+    """Found however old, and an insert of the same key does not replace it (the sweep
+    decides when it goes, by its run)."""
+    scope = f"scope-{token}"
+    made = replace(record(scope, "k1", "first"), run_id=f"run-{token}")
+    await idempotency.insert_keys(session, [made], NOW - timedelta(days=30))
+    live_since = NOW - timedelta(hours=24)
+
+    assert await idempotency.find_keys(session, scope, ["k1"], live_since=live_since) == {
+        "k1": made
+    }
+    with pytest.raises(IntegrityError):
+        async with session.begin_nested():
+            await idempotency.insert_keys(
+                session, [record(scope, "k1", "second")], NOW, live_since=live_since
+            )
+
+
+async def test_find_scoped_keys_reads_keys_of_several_scopes(
+    session: AsyncSession, token: str
+) -> None:
+    a, b = f"a-{token}", f"b-{token}"
+    ka, kb = record(a, "k"), replace(record(b, "k", "h2"), run_id="run-1")
+    await idempotency.insert_keys(session, [ka, kb, record(f"c-{token}", "k")], NOW)
+
+    found = await idempotency.find_scoped_keys(session, [(a, "k"), (b, "k"), (a, "missing")])
+
+    assert found == {(a, "k"): ka, (b, "k"): kb}
 
 
 def test_request_hash_ignores_key_order_but_not_values() -> None:

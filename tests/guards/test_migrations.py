@@ -19,6 +19,9 @@ from app.db import Base, make_engine, make_sessionmaker
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.runs import CREATE_SCOPE, SPAWN_SCOPE, RunCommands
+from app.engine.task_engine import CREATE_SCOPE as TASK_CREATE_SCOPE
+from app.engine.task_engine import TOOL_CREATE_SCOPE
+from app.models import IDEMPOTENCY_KEYS
 from app.schemas.agents import AgentCreate, ModelConfig
 from app.schemas.runs import RunCreate
 from app.store import idempotency
@@ -71,9 +74,13 @@ async def test_upgrade_downgrade_round_trip_matches_the_models(
         assert await conn.run_sync(_differences) == []
 
 
-async def test_0008_gives_spawn_keys_a_scope_of_their_own_and_takes_it_back(
+async def test_0008_records_the_run_of_spawn_keys_and_takes_it_back(
     scratch_engine: AsyncEngine,
 ) -> None:
+    """Upgrade: a key 0007 kept for a child run moves to `runs.spawn` and records its parent
+    (the run whose tool call made it); a client's key stays as it was. Downgrade: runs'
+    keys go back to the clients' scopes (a client's key spelled the same wins), and the
+    column and the sweep's indexes go."""
     await migrate.upgrade(scratch_engine, "0007")
     sessionmaker = make_sessionmaker(scratch_engine)
     runs = RunCommands(sessionmaker, EventBus())
@@ -83,22 +90,89 @@ async def test_0008_gives_spawn_keys_a_scope_of_their_own_and_takes_it_back(
     child, _ = await runs.create(
         RunCreate(agent_id=agent.id, input="part"), parent_run_id=parent.id
     )
-    async with sessionmaker() as session, session.begin():  # as 0007 kept them
+    as_0007_kept_them = [
+        (CREATE_SCOPE, "spawned", child.id),
+        (CREATE_SCOPE, "client", parent.id),
+        (TASK_CREATE_SCOPE, "task-client", "task_1"),
+        (TASK_CREATE_SCOPE, "same", "task_2"),
+    ]
+    async with scratch_engine.begin() as conn:
+        for scope, key, resource in as_0007_kept_them:
+            await conn.execute(
+                text(
+                    "INSERT INTO idempotency_keys (scope, key, request_hash, resource_id, "
+                    "response, created_at) VALUES (:scope, :key, 'h', :resource, '{}', now())"
+                ),
+                {"scope": scope, "key": key, "resource": resource},
+            )
+
+    async def keys() -> set[tuple[str, str, str | None]]:
+        """(scope, key, run_id), run_id None where 0007 has no such column."""
+        async with scratch_engine.connect() as conn:
+            columns = await conn.run_sync(_key_columns)
+            run_id = "run_id" if "run_id" in columns else "NULL"
+            rows = await conn.execute(text(f"SELECT scope, key, {run_id} FROM idempotency_keys"))
+            return {(scope, key, run) for scope, key, run in rows}
+
+    async def indexes() -> dict[str, str]:
+        async with scratch_engine.connect() as conn:
+            rows = await conn.execute(
+                text(
+                    "SELECT indexname, indexdef FROM pg_indexes "
+                    "WHERE tablename = 'idempotency_keys' AND indexname LIKE 'ix_%'"
+                )
+            )
+            return {name: definition.split(" USING ", 1)[1] for name, definition in rows}
+
+    await migrate.upgrade(scratch_engine)
+    assert await keys() == {
+        (SPAWN_SCOPE, "spawned", parent.id),
+        (CREATE_SCOPE, "client", None),
+        (TASK_CREATE_SCOPE, "task-client", None),
+        (TASK_CREATE_SCOPE, "same", None),
+    }
+    assert (
+        await indexes()
+        == _declared_key_indexes()
+        == {
+            "ix_idempotency_keys_client_created_at": "btree (created_at) WHERE (run_id IS NULL)",
+            "ix_idempotency_keys_run_created_at": "btree (created_at) WHERE (run_id IS NOT NULL)",
+        }
+    )
+    async with sessionmaker() as session, session.begin():  # as create_task keeps them
         await idempotency.insert_keys(
             session,
             [
-                idempotency.KeyRecord(CREATE_SCOPE, "spawned", "h", child.id, {}),
-                idempotency.KeyRecord(CREATE_SCOPE, "client", "h", parent.id, {}),
+                idempotency.KeyRecord(TOOL_CREATE_SCOPE, "made", "h", "task_3", {}, parent.id),
+                idempotency.KeyRecord(TOOL_CREATE_SCOPE, "same", "h", "task_4", {}, parent.id),
             ],
             datetime.now(UTC),
         )
 
-    async def keys() -> set[tuple[str, str]]:
-        async with scratch_engine.connect() as conn:
-            rows = await conn.execute(text("SELECT scope, key FROM idempotency_keys"))
-            return {(scope, key) for scope, key in rows}
-
-    await migrate.upgrade(scratch_engine)
-    assert await keys() == {(SPAWN_SCOPE, "spawned"), (CREATE_SCOPE, "client")}
     await migrate.downgrade(scratch_engine, "0007")
-    assert await keys() == {(CREATE_SCOPE, "spawned"), (CREATE_SCOPE, "client")}
+    assert await keys() == {
+        (CREATE_SCOPE, "spawned", None),
+        (CREATE_SCOPE, "client", None),
+        (TASK_CREATE_SCOPE, "task-client", None),
+        (TASK_CREATE_SCOPE, "same", None),  # the client's (task_2), not the tool's
+        (TASK_CREATE_SCOPE, "made", None),
+    }
+    assert await indexes() == {}
+    async with scratch_engine.connect() as conn:
+        same = text("SELECT resource_id FROM idempotency_keys WHERE key = 'same'")
+        assert await conn.scalar(same) == "task_2"
+
+
+def _key_columns(connection: Connection) -> set[str]:
+    return {column["name"] for column in inspect(connection).get_columns("idempotency_keys")}
+
+
+def _declared_key_indexes() -> dict[str, str]:
+    """The model's indexes of idempotency_keys as pg_indexes spells them (the round trip's
+    comparison does not look at a partial index's WHERE)."""
+    declared = {}
+    for index in IDEMPOTENCY_KEYS.indexes:
+        columns = ", ".join(column.name for column in index.columns)
+        where = index.dialect_options["postgresql"]["where"]
+        declared[str(index.name)] = f"btree ({columns}) WHERE ({where})"
+    return declared

@@ -8,8 +8,9 @@ from the same request schemas), queries read the store. The acting identity is t
 the tools cause, which is how a task records the run that made or moved it.
 
 - `create_task` is keyed on its tool call (`ToolContext.idempotency_key`) as an HTTP
-  create is on its `Idempotency-Key`: a call re-run after a crash gets the task the first
-  run made, never a second one. So it is idempotent (retried, re-run on resume).
+  create is on its `Idempotency-Key`, and the key records the run: it is kept while the
+  run may run again, so a call re-run after a crash, however late, gets the task the
+  first attempt made, never a second one. So it is idempotent (retried, re-run on resume).
 - `get_task` and `list_tasks` only read.
 - `update_task` is not idempotent: a transition repeated after the task moved back to
   where it was would move it twice, and a field change repeated would overwrite whatever
@@ -129,8 +130,11 @@ def task_tools(engine: TaskEngine, sessionmaker: async_sessionmaker[AsyncSession
         given = _parse(CreateTaskArguments, arguments).model_dump(exclude_unset=True)
         body = _parse(TaskCreate, {**given, "created_by": _actor(context)})
         digest = idempotency.request_hash(body.model_dump(mode="json"))
-        # Keyed on this tool call: a re-run after a crash is answered with the first task.
-        mutation = CreateTask(body, _actor(context), context.idempotency_key, digest)
+        # Keyed on this tool call: a re-run after a crash, however late, is answered with
+        # the first task (the key is kept while the run may run again).
+        mutation = CreateTask(
+            body, _actor(context), context.idempotency_key, digest, run_id=context.run_id
+        )
         return _task_json((await _submit(engine, mutation)).task)
 
     async def get(context: ToolContext, arguments: dict[str, Any]) -> str:
