@@ -7,6 +7,7 @@ renders any of them as an RFC 9457 problem document.
     ├── Conflict (409 conflict)
     │   ├── VersionConflict (409 version_conflict: expected, current)
     │   ├── InvalidTransition (409 invalid_transition: current, target, allowed)
+    │   │   └── ApprovalExpired (409 approval_expired: expires_at, decision)
     │   └── IdempotencyKeyReused (409 idempotency_key_reused)
     ├── PayloadTooLarge (413 payload_too_large)
     ├── ValidationFailed (422 validation_error: errors[field, message])
@@ -110,6 +111,25 @@ class InvalidTransition(Conflict):
 
     def extensions(self) -> dict[str, Any]:
         return {"current": self.current, "target": self.target, "allowed": self.allowed}
+
+
+class ApprovalExpired(InvalidTransition):
+    """The approval expired before this decision; its timeout policy decided it."""
+
+    code = "approval_expired"
+
+    def __init__(
+        self, target: str, *, expires_at: str | None = None, decision: str | None = None
+    ) -> None:
+        self.expires_at = expires_at
+        self.decision = decision
+        effect = f": {decision}" if decision else ""
+        super().__init__(
+            "expired", target, (), f" (nobody answered in time; its timeout policy decided{effect})"
+        )
+
+    def extensions(self) -> dict[str, Any]:
+        return {**super().extensions(), "expires_at": self.expires_at, "decision": self.decision}
 
 
 class IdempotencyKeyReused(Conflict):

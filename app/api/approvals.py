@@ -12,7 +12,7 @@ from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, get_principal
 from app.api.headers import IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page, present
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
-from app.approval_states import ApprovalKind, ApprovalStatus
+from app.approval_states import ApprovalDecision, ApprovalKind, ApprovalStatus
 from app.engine.approvals import APPROVALS_STREAM, ApprovalCommands
 from app.errors import NotFound
 from app.schemas.approvals import ApprovalRead, ApproveRequest, RejectRequest
@@ -42,14 +42,17 @@ def _respond(response: Response, approval: ApprovalRead) -> ApprovalRead:
 async def list_approvals(
     session: SessionDep,
     status: ApprovalStatus | None = None,
+    decision: ApprovalDecision | None = None,
     kind: ApprovalKind | None = None,
     task_id: Annotated[str | None, Query(max_length=200)] = None,
     run_id: Annotated[str | None, Query(max_length=200)] = None,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Page[ApprovalRead]:
-    """Oldest first; `status=pending` is the reviewer's inbox."""
-    filters = present(status=status, kind=kind, task_id=task_id, run_id=run_id)
+    """Oldest first; `status=pending` is the reviewer's inbox, `status=expired` what
+    nobody answered in time, `decision=rejected` what did not go ahead (by a person or
+    by expiry)."""
+    filters = present(status=status, decision=decision, kind=kind, task_id=task_id, run_id=run_id)
     rows = await store.list_approvals(
         session, after_id=decode_cursor(cursor), limit=limit + 1, filters=filters
     )
@@ -68,8 +71,9 @@ async def stream_approval_events(
     last_event_id_query: LastEventIdQuery = None,
 ) -> EventSourceResponse:
     """Events `approval.requested`, `approval.approved`, `approval.rejected`,
-    `approval.escalated`, `approval.cancelled`, each with the approval; the `id` is the
-    event's sequence number. Without a resume point only new events are sent."""
+    `approval.expired` (its `decision` is the timeout policy's), `approval.escalated`,
+    `approval.cancelled`, each with the approval; the `id` is the event's sequence number.
+    Without a resume point only new events are sent."""
     after = resume_point(last_event_id, last_event_id_query)
     return await open_stream(runtime, APPROVALS_STREAM, after)
 
@@ -92,7 +96,9 @@ async def approve(
     if_match: IfMatchHeader = None,
 ) -> ApprovalRead:
     """A task review completes its task; a tool call runs with exactly the arguments
-    shown. 409 `invalid_transition` when the approval was already decided."""
+    shown. 409 `approval_expired` when its deadline passed and its timeout policy decided
+    (even if the sweep had not been by yet); 409 `invalid_transition` when it was already
+    decided or withdrawn."""
     body = body or ApproveRequest()
     approval = await commands.approve(
         approval_id, actor, comment=body.comment, expected_version=expected_version(if_match)
@@ -110,7 +116,7 @@ async def reject(
     if_match: IfMatchHeader = None,
 ) -> ApprovalRead:
     """A task review sends its task back to `in_progress` and its agent reworks it with
-    `reason`; a tool call does not run and the agent is told `reason`."""
+    `reason`; a tool call does not run and the agent is told `reason`. 409 as approve."""
     approval = await commands.reject(
         approval_id, actor, reason=body.reason, expected_version=expected_version(if_match)
     )

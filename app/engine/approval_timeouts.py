@@ -3,7 +3,8 @@ past their expiry get their timeout policy, and what a crash or a race left half
 finished.
 
 Each tick, in order:
-1. expiry: `auto_approve`, `auto_deny` or `escalate` (see `ApprovalCommands.expire_due`);
+1. expiry: `auto_approve` / `auto_deny` settle the approval `expired` with that decision,
+   `escalate` keeps it pending with a new wait (see `ApprovalCommands.expire_due`);
 2. reviews: every task in review has its review, and follows it once decided;
 3. withdrawals: pending approvals whose task left review, or whose run ended, are cancelled;
 4. releases: a run still waiting on an approval that was decided goes back to the queue.

@@ -1,11 +1,21 @@
-"""Approval commands: ask (idempotently), approve, reject, cancel, and the expiry policies.
+"""Approval commands: ask (idempotently, with a context summary), approve, reject, cancel,
+and the expiry policies.
 
 Each command is one short transaction: lock the approval, check the transition, write it,
 append its event to the `approvals` stream, and (for a tool call) send the waiting run back
 to its lane in that same transaction, so that a decision and the run's release cannot part.
-After the commit a review decision moves its task through the TaskEngine: approved →
+After the commit a review's decision moves its task through the TaskEngine: approved →
 `completed`, rejected → `in_progress` (TaskRuns then dispatches the rework run). A crash
 between the two is repaired by `ReviewGate.sync`, which re-applies the decided review.
+
+Expiry: once `expires_at` passes, `auto_approve` and `auto_deny` settle the approval as
+`expired` (by `system:timeout`), with the policy's effect as its `decision` (approved /
+rejected), which the task or tool call follows exactly as it would a person's answer.
+`escalate` is not an expiry: the approval stays `pending` and open to a person, with one
+more escalation and a new wait. The sweep applies expiry within its interval; a person who
+answers an approval past its deadline before the sweep did finds it expired all the same
+(the answer applies the expiry, then gets `approval_expired`), so the outcome does not
+depend on when the sweep ran.
 
 A gated tool call's side of this (what the agent loop does) is in `tool_approvals.py`.
 """
@@ -20,14 +30,15 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.approval_states import ApprovalKind, ApprovalStatus, check_transition
+from app.approval_states import ApprovalDecision, ApprovalKind, ApprovalStatus, check_transition
 from app.config import ApprovalSettings
+from app.engine.approval_summaries import review_summary, tool_call_summary
 from app.engine.bus import EventBus
 from app.engine.runs import RUNS_STREAM, run_stream
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import TransitionTask
 from app.engine.tool_approvals import release_run
-from app.errors import AppError, NotFound, VersionConflict
+from app.errors import AppError, ApprovalExpired, NotFound, VersionConflict
 from app.ids import new_id
 from app.observability import log_events
 from app.schemas.approvals import ApprovalRead
@@ -54,6 +65,7 @@ SUPERSEDED = "the task entered review again; a new review replaces this one"
 LEFT_REVIEW = "the task left review before anyone decided"
 
 S = ApprovalStatus
+D = ApprovalDecision
 P = ReviewTimeoutPolicy
 
 
@@ -63,6 +75,9 @@ def review_question(title: str) -> str:
 
 @dataclass(frozen=True)
 class ExpiryReport:
+    """What one expiry pass did: approvals expired by the effect of their policy
+    (`approved`: auto_approve, `rejected`: auto_deny), and approvals escalated."""
+
     approved: int = 0
     rejected: int = 0
     escalated: int = 0
@@ -116,7 +131,9 @@ class ApprovalCommands:
                 stale = await store.get_approval(session, latest.id, lock=True)
                 if stale is not None and stale.status is S.PENDING:
                     reason = {"reason": SUPERSEDED}
-                    await self._decide(session, written, stale, S.CANCELLED, "system", reason, now)
+                    await self._decide(
+                        session, written, stale, S.CANCELLED, None, "system", reason, now
+                    )
             workflow = await workflow_store.workflow_of_task(session, task_id)
             executions = await workflow_store.running_executions_of_tasks(session, [task_id])
             run = await task_run_store.latest_run(session, task_id)
@@ -131,6 +148,12 @@ class ApprovalCommands:
                 "workflow_execution_id": executions[0] if executions else None,
                 "review_round": review_round,
                 "question": review_question(task.title),
+                "summary": review_summary(
+                    task.title,
+                    task.acceptance_criteria,
+                    run.id if run else None,
+                    run.result if run else None,
+                ),
             }
             created = await self._insert(session, values, timeout_s, policy, now)
             assert created is not None  # asks are serialised, and this round had none
@@ -168,6 +191,10 @@ class ApprovalCommands:
             if found is not None:
                 return found
             task_id = run.metadata.get("task_id")
+            # What the model said before the call: its boundary committed the message
+            # before any tool of the batch ran, so the transcript has it by now.
+            intent = await store.stated_intent(session, run.conversation_id, run.id, tool_call_id)
+            agent = await store.agent_name(session, run.agent_id) or run.agent_id
             values = {
                 "kind": ApprovalKind.TOOL_CALL,
                 "task_id": task_id if isinstance(task_id, str) else None,
@@ -176,6 +203,7 @@ class ApprovalCommands:
                 "tool": tool,
                 "arguments": arguments,
                 "question": question,
+                "summary": tool_call_summary(agent, tool, arguments, intent),
             }
             settings = self._settings
             created = await self._insert(
@@ -224,7 +252,7 @@ class ApprovalCommands:
         expected_version: int | None = None,
     ) -> ApprovalRead:
         return await self._answer(
-            approval_id, S.APPROVED, actor, expected_version, {"comment": comment}
+            approval_id, D.APPROVED, actor, expected_version, {"comment": comment}
         )
 
     async def reject(
@@ -232,7 +260,7 @@ class ApprovalCommands:
     ) -> ApprovalRead:
         """`reason` is required: the agent reworking the task (or skipping the call) reads it."""
         return await self._answer(
-            approval_id, S.REJECTED, actor, expected_version, {"reason": reason}
+            approval_id, D.REJECTED, actor, expected_version, {"reason": reason}
         )
 
     async def cancel(self, approval_id: str, why: str) -> ApprovalRead | None:
@@ -245,7 +273,7 @@ class ApprovalCommands:
             if approval is None or approval.status is not S.PENDING:
                 return None
             cancelled = await self._decide(
-                session, written, approval, S.CANCELLED, "system", {"reason": why}, now
+                session, written, approval, S.CANCELLED, None, "system", {"reason": why}, now
             )
             await self._append(session, written, now)
         self._published(written)
@@ -254,24 +282,37 @@ class ApprovalCommands:
     async def _answer(
         self,
         approval_id: str,
-        target: ApprovalStatus,
+        decision: ApprovalDecision,
         actor: str,
         expected_version: int | None,
         values: dict[str, Any],
     ) -> ApprovalRead:
+        """A person's answer. One that comes after the deadline of an approval whose
+        policy decides (not `escalate`) is too late even if the sweep has not been by:
+        the expiry is applied and committed here, then refused as `approval_expired`."""
         now = self._clock()
         written = _Written([], [])
+        target = S(decision.value)
         async with self._sessionmaker() as session, session.begin():
             approval = await store.get_approval(session, approval_id, lock=True)
             if approval is None:
                 raise NotFound("approval", approval_id)
-            check_transition(approval.status, target)
-            if expected_version is not None and expected_version != approval.version:
-                raise VersionConflict(expected=expected_version, current=approval.version)
-            decided = await self._decide(session, written, approval, target, actor, values, now)
+            if _overdue(approval, now):
+                decided = await self._expire(session, written, approval, now)
+            else:
+                if approval.status is S.EXPIRED:
+                    raise _too_late(approval, target)
+                check_transition(approval.status, target)
+                if expected_version is not None and expected_version != approval.version:
+                    raise VersionConflict(expected=expected_version, current=approval.version)
+                decided = await self._decide(
+                    session, written, approval, target, decision, actor, values, now
+                )
             await self._append(session, written, now)
         self._published(written)
         await self.settle_review(decided)
+        if decided.status is S.EXPIRED:
+            raise _too_late(decided, target)
         return decided
 
     async def _decide(
@@ -280,16 +321,24 @@ class ApprovalCommands:
         written: _Written,
         approval: ApprovalRead,
         target: ApprovalStatus,
+        decision: ApprovalDecision | None,
         actor: str,
         values: dict[str, Any],
         now: datetime,
     ) -> ApprovalRead:
-        """Write a decision on a locked pending approval; a tool call's run is released."""
+        """Settle a locked pending approval; a tool call's run is released (unless the
+        approval was withdrawn: then the run is gone or moved on)."""
         decided = await store.update_approval(
             session,
             approval.id,
             read_version=approval.version,
-            values={**values, "status": target, "decided_by": actor, "decided_at": now},
+            values={
+                **values,
+                "status": target,
+                "decision": decision,
+                "decided_by": actor,
+                "decided_at": now,
+            },
         )
         assert decided is not None  # the row is locked
         written.add(f"approval.{target.value}", decided)
@@ -303,31 +352,40 @@ class ApprovalCommands:
 
     async def expire_due(self, *, limit: int = 200) -> ExpiryReport:
         """Apply the timeout policy of each pending approval whose wait ran out:
-        `auto_approve` approves, `auto_deny` rejects, `escalate` keeps it pending with
-        one more escalation and a new wait of the same length."""
+        `auto_approve` and `auto_deny` settle it `expired` with their effect as its
+        decision; `escalate` keeps it pending with one more escalation and a new wait of
+        the same length."""
         now = self._clock()
         written = _Written([], [])
-        counts = {S.APPROVED: 0, S.REJECTED: 0}
+        counts = {D.APPROVED: 0, D.REJECTED: 0}
         escalated = 0
         async with self._sessionmaker() as session, session.begin():
             for approval in await store.due(session, now, limit=limit):
-                policy = approval.timeout_policy
-                if policy is P.ESCALATE:
+                if approval.timeout_policy is P.ESCALATE:
                     await self._escalate(session, written, approval, now)
                     escalated += 1
                     continue
-                if policy is P.AUTO_APPROVE:
-                    target, values = S.APPROVED, {"comment": AUTO_APPROVED}
-                else:
-                    target, values = S.REJECTED, {"reason": TIMED_OUT[approval.kind]}
-                await self._decide(session, written, approval, target, TIMEOUT_ACTOR, values, now)
-                counts[target] += 1
+                expired = await self._expire(session, written, approval, now)
+                assert expired.decision is not None  # an expiry always decides
+                counts[expired.decision] += 1
             await self._append(session, written, now)
         self._published(written)
         for event_type, approval in written.events:
             if event_type != "approval.escalated":
                 await self.settle_review(approval)
-        return ExpiryReport(counts[S.APPROVED], counts[S.REJECTED], escalated)
+        return ExpiryReport(counts[D.APPROVED], counts[D.REJECTED], escalated)
+
+    async def _expire(
+        self, session: AsyncSession, written: _Written, approval: ApprovalRead, now: datetime
+    ) -> ApprovalRead:
+        """Settle a locked, overdue approval `expired` with its policy's decision."""
+        if approval.timeout_policy is P.AUTO_APPROVE:
+            decision, values = D.APPROVED, {"comment": AUTO_APPROVED}
+        else:
+            decision, values = D.REJECTED, {"reason": TIMED_OUT[approval.kind]}
+        return await self._decide(
+            session, written, approval, S.EXPIRED, decision, TIMEOUT_ACTOR, values, now
+        )
 
     async def _escalate(
         self, session: AsyncSession, written: _Written, approval: ApprovalRead, now: datetime
@@ -348,11 +406,11 @@ class ApprovalCommands:
 
     async def settle_review(self, approval: ApprovalRead) -> None:
         """Move a decided review's task out of review, if it still waits on that round:
-        approved → completed, rejected → in_progress. A no-op otherwise, so the sweep may
-        call it again after a crash."""
+        decision approved → completed, rejected → in_progress (a person's answer or an
+        expiry's alike). A no-op otherwise, so the sweep may call it again after a crash."""
         if approval.kind is not ApprovalKind.TASK_REVIEW or approval.task_id is None:
             return
-        if approval.status not in (S.APPROVED, S.REJECTED):
+        if approval.decision is None:  # pending, or withdrawn
             return
         async with self._sessionmaker() as session:
             task = await task_store.get_task(session, approval.task_id)
@@ -360,7 +418,7 @@ class ApprovalCommands:
                 return
             if await store.review_rounds(session, task.id) != approval.review_round:
                 return  # a later round's review decides this one
-        approved = approval.status is S.APPROVED
+        approved = approval.decision is D.APPROVED
         mutation = TransitionTask(
             task.id,
             TaskStatus.COMPLETED if approved else TaskStatus.IN_PROGRESS,
@@ -420,10 +478,28 @@ class ApprovalCommands:
             self._bus.publish(RUNS_STREAM)
 
 
+def _overdue(approval: ApprovalRead, now: datetime) -> bool:
+    """Past its deadline, and its policy (not `escalate`) decides rather than a person."""
+    return (
+        approval.status is S.PENDING
+        and approval.expires_at <= now
+        and approval.timeout_policy is not P.ESCALATE
+    )
+
+
+def _too_late(approval: ApprovalRead, target: ApprovalStatus) -> ApprovalExpired:
+    return ApprovalExpired(
+        target.value,
+        expires_at=approval.expires_at.isoformat(),
+        decision=approval.decision.value if approval.decision else None,
+    )
+
+
 def _event_data(approval: ApprovalRead) -> dict[str, Any]:
     return {
         "approval_id": approval.id,
         "kind": approval.kind.value,
         "status": approval.status.value,
+        "decision": approval.decision.value if approval.decision else None,
         "approval": approval.model_dump(mode="json"),
     }

@@ -36,7 +36,7 @@ from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.approval_states import ApprovalStatus
+from app.approval_states import ApprovalDecision
 from app.engine.bus import EventBus
 from app.engine.runs import RUNS_STREAM, LaneBusy, RunCommands
 from app.engine.task_engine import MutationResult, TaskEngine
@@ -220,7 +220,7 @@ class TaskRuns:
         """The reviewer's reason when the review of this run rejected it (rework is due)."""
         async with self._sessionmaker() as session:
             review = await approval_store.latest_review(session, task_id)
-        if review is None or review.status is not ApprovalStatus.REJECTED:
+        if review is None or review.decision is not ApprovalDecision.REJECTED:
             return None
         return review.reason if review.run_id == run_id else None
 

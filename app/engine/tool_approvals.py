@@ -9,8 +9,9 @@ How the loop uses a tool approval:
    decided or not.
 2. `pending` → the loop pauses the run with `waiting_for=waiting_for(approval)`
    (`reason == "approval"`, `approval_id`, `tool_call_id`, `tool`, `question`).
-3. A decision (a person's, or the expiry policy's) releases the run in the decision's own
-   transaction: the run goes back to the head of its lane's queue. Approved: the call's
+3. A decision (a person's, or the expiry policy's: `expired` with its `decision`) releases
+   the run in the decision's own transaction: the run goes back to the head of its lane's
+   queue. Decision approved: the call's
    ledger row is dropped, so on resume the call counts as never started, the loop asks
    again (step 1) and gets the `approved` approval: it runs the tool with
    `approval.arguments` (exactly what the person saw).
@@ -28,7 +29,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.approval_states import ApprovalStatus
+from app.approval_states import ApprovalDecision, ApprovalStatus
 from app.engine.runs import emit
 from app.schemas.approvals import ApprovalRead
 from app.schemas.runs import RunRead
@@ -52,6 +53,8 @@ def waiting_for(approval: ApprovalRead) -> dict[str, Any]:
 
 def rejection_result(approval: ApprovalRead) -> str:
     """What the agent reads as the result of a call a person (or the policy) refused."""
+    if approval.status is ApprovalStatus.EXPIRED:
+        return f"Nobody approved this call in time, so it did not run. Reason: {approval.reason}"
     return f"A reviewer rejected this call, so it did not run. Reason: {approval.reason}"
 
 
@@ -70,7 +73,7 @@ async def release_run(
         or run.waiting_for.get("approval_id") != approval.id
     ):
         return None
-    if approval.status is ApprovalStatus.APPROVED:
+    if approval.decision is ApprovalDecision.APPROVED:
         await tool_calls.forget(session, run.id, approval.tool_call_id)
     else:
         await tool_calls.complete(
@@ -96,6 +99,6 @@ async def release_run(
         now,
         approval_id=approval.id,
         tool_call_id=approval.tool_call_id,
-        decision=approval.status.value,
+        decision=approval.decision.value if approval.decision else approval.status.value,
     )
     return changed

@@ -7,7 +7,9 @@ gate asks for the approval (idempotent per run and call), and:
     pending    the run waits on the human (`waiting_for.reason == "approval"`)
     approved   the call runs with the approval's arguments: exactly what the person saw
     rejected   the call does not run; the refusal is its error result
-    cancelled  likewise (the run or task moved on without a decision)
+    expired    as its `decision` says (tool calls: always rejected, a timer never
+               consents: `ApprovalSettings`), the refusal saying nobody answered in time
+    cancelled  the call does not run (the run or task moved on without a decision)
 
 A decision sends the waiting run back to its lane (`engine/tool_approvals.py`).
 """
@@ -18,7 +20,7 @@ from collections.abc import Collection, Iterable
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.approval_states import ApprovalStatus
+from app.approval_states import ApprovalDecision, ApprovalStatus
 from app.engine.approvals import ApprovalCommands
 from app.engine.tool_approvals import rejection_result, waiting_for
 from app.llm.messages import ToolUseBlock
@@ -58,7 +60,7 @@ async def gate(
         return ToolOutcome(
             question(call), False, 0, pauses_run=True, waiting_for=waiting_for(approval)
         )
-    if approval.status is ApprovalStatus.APPROVED:
+    if approval.decision is ApprovalDecision.APPROVED:
         return call.model_copy(update={"input": approval.arguments or {}})
     return ToolOutcome(rejection_result(approval), True, 0)
 
@@ -69,6 +71,6 @@ async def held_back(session: AsyncSession, run_id: str, call_ids: Iterable[str])
     held = set()
     for call_id in call_ids:
         approval = await approval_store.tool_approval(session, run_id, call_id)
-        if approval is not None and approval.status is not ApprovalStatus.APPROVED:
+        if approval is not None and approval.decision is not ApprovalDecision.APPROVED:
             held.add(call_id)
     return held

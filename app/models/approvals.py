@@ -17,20 +17,37 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.approval_states import ApprovalKind, ApprovalStatus
+from app.approval_states import (
+    SUMMARY_MAX_CHARS,
+    ApprovalDecision,
+    ApprovalKind,
+    ApprovalStatus,
+)
 from app.db import Base
 from app.models.common import now_column, one_of
 from app.workflow_states import ReviewTimeoutPolicy
 
+DECISION_MATCHES_STATUS = (
+    "(status IN ('pending', 'cancelled') AND decision IS NULL)"
+    " OR (status IN ('approved', 'rejected') AND decision IS NOT DISTINCT FROM status)"
+    " OR (status = 'expired' AND decision IS NOT NULL)"
+)
+
 
 class Approval(Base):
     """A question to a person: sign off a task's review, or consent to one tool call.
-    Decided once; `version` orders the people and the expiry sweep who answer it."""
+    Settled once (a person, its expiry, or a withdrawal); `version` orders the people and
+    the expiry sweep who answer it."""
 
     __tablename__ = "approvals"
     __table_args__ = (
         one_of("kind", ApprovalKind),
         one_of("status", ApprovalStatus),
+        one_of("decision", ApprovalDecision),
+        # A person's answer is its own decision; an expiry records its policy's effect;
+        # nothing was decided while pending or when withdrawn.
+        CheckConstraint(DECISION_MATCHES_STATUS, name="decision_matches_status"),
+        CheckConstraint(f"char_length(summary) <= {SUMMARY_MAX_CHARS}", name="summary_length"),
         one_of("timeout_policy", ReviewTimeoutPolicy),
         CheckConstraint(
             "kind <> 'task_review' OR (task_id IS NOT NULL AND review_round IS NOT NULL)",
@@ -85,6 +102,11 @@ class Approval(Base):
     # For a tool call: exactly the arguments that run once it is approved.
     arguments: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     question: Mapped[str] = mapped_column(Text)
+    # What a person decides from: the agent's stated intent and the call's arguments, or
+    # the task's title, acceptance criteria and the run's result (approval_summaries.py).
+    summary: Mapped[str] = mapped_column(Text)
+    # What it decided (ApprovalDecision); for `expired`, the timeout policy's effect.
+    decision: Mapped[str | None] = mapped_column(Text)
     comment: Mapped[str | None] = mapped_column(Text)
     reason: Mapped[str | None] = mapped_column(Text)
     decided_by: Mapped[str | None] = mapped_column(Text)

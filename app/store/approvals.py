@@ -1,5 +1,5 @@
-"""Approval rows: idempotent inserts, compare-and-set decisions, lists, and the queries the
-expiry and convergence sweeps read."""
+"""Approval rows: idempotent inserts, compare-and-set decisions, lists, the queries the
+expiry and convergence sweeps read, and what a tool call's context summary is made of."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.approval_states import ApprovalKind, ApprovalStatus
-from app.models import APPROVALS, RUNS, TASKS, TRANSITIONS
+from app.models import AGENTS, APPROVALS, MESSAGES, RUNS, TASKS, TRANSITIONS
 from app.schemas.approvals import ApprovalRead
 from app.states import RUN_TERMINAL, RunStatus, TaskStatus
 
 _PENDING = ApprovalStatus.PENDING.value
+# How far back a tool call's summary looks for what the agent said (assistant messages).
+INTENT_WINDOW = 20
 
 
 def _read(row: Any) -> ApprovalRead:
@@ -88,6 +90,45 @@ async def tool_approval(
         )
     ).first()
     return _read(row) if row else None
+
+
+async def agent_name(session: AsyncSession, agent_id: str) -> str | None:
+    name = await session.scalar(select(AGENTS.c.name).where(AGENTS.c.id == agent_id))
+    return str(name) if name is not None else None
+
+
+async def stated_intent(
+    session: AsyncSession, conversation_id: str, run_id: str, tool_call_id: str
+) -> str | None:
+    """The run's latest assistant text up to the call: the text beside the call in the
+    message that made it, else that of an earlier message of the run (a model may say
+    what it plans, then call tools over several turns). None when it said nothing."""
+    rows = await session.scalars(
+        select(MESSAGES.c.content)
+        .where(
+            MESSAGES.c.conversation_id == conversation_id,
+            MESSAGES.c.run_id == run_id,
+            MESSAGES.c.role == "assistant",
+        )
+        .order_by(MESSAGES.c.position.desc())
+        .limit(INTENT_WINDOW)
+    )
+    newest_first: list[list[dict[str, Any]]] = list(rows)
+    # Messages after the call's own (none while the loop is still at the call) are later.
+    start = next(
+        (
+            i
+            for i, content in enumerate(newest_first)
+            if any(b.get("type") == "tool_use" and b.get("id") == tool_call_id for b in content)
+        ),
+        0,
+    )
+    for content in newest_first[start:]:
+        texts = [str(b.get("text", "")) for b in content if b.get("type") == "text"]
+        said = " ".join(t.strip() for t in texts if t.strip())
+        if said:
+            return said
+    return None
 
 
 async def latest_review(session: AsyncSession, task_id: str) -> ApprovalRead | None:

@@ -1,7 +1,9 @@
-"""Approvals through real HTTP: a task entering review is listed as a pending approval;
-approving completes it, rejecting (a reason is required) sends it back and an agent's
-task gets a rework run with that reason; decided approvals refuse a second answer; the
-approvals stream replays what a disconnected client missed."""
+"""Approvals through real HTTP: a task entering review is listed as a pending approval
+with a summary to decide from; approving completes it, rejecting (a reason is required)
+sends it back and an agent's task gets a rework run with that reason; decided approvals
+refuse a second answer; an approval past its deadline is `expired`, decided by its
+policy, and refuses answers with `approval_expired`; the approvals stream replays what a
+disconnected client missed; a gated tool call's summary carries what the model said."""
 
 from __future__ import annotations
 
@@ -9,8 +11,12 @@ import asyncio
 from typing import Any
 
 import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.support.anthropic_wire import Reply, Text, ToolUse, anthropic_wire
 from tests.support.api import assert_problem, create_task
+from tests.support.server import make_settings, running_server
 from tests.support.sse import SseMessage, SseReader
 
 TIMEOUT_S = 20
@@ -54,6 +60,11 @@ async def test_a_review_is_listed_read_and_approved_once(client: httpx.AsyncClie
     review = await requested(client, task["id"])
     assert (review["kind"], review["status"], review["run_id"]) == ("task_review", "pending", None)
     assert (review["timeout_s"], review["timeout_policy"]) == (86_400, "escalate")
+    assert review["decision"] is None
+    assert review["summary"] == (
+        "Task: Write the release notes\nAcceptance criteria: (none given)\n"
+        "Result: (no agent run: the task was handed in by a person)"
+    )
 
     inbox = (await client.get("/v1/approvals", params={"status": "pending"})).json()
     assert [a["id"] for a in inbox["items"]] == [review["id"]]
@@ -69,7 +80,8 @@ async def test_a_review_is_listed_read_and_approved_once(client: httpx.AsyncClie
     assert approved.status_code == 200, approved.text
     assert approved.headers["ETag"] == '"2"'
     body = approved.json()
-    assert (body["status"], body["comment"], body["decided_by"]) == (
+    assert (body["status"], body["decision"], body["comment"], body["decided_by"]) == (
+        "approved",
         "approved",
         "Ship it.",
         "local",
@@ -141,8 +153,8 @@ async def test_unknown_approvals_are_404_and_filters_page_by_cursor(
     assert [a["task_id"] for a in by_task["items"]] == [second["id"]]
     tools = (await client.get("/v1/approvals", params={"kind": "tool_call"})).json()
     assert tools["items"] == []
-    bad = await client.get("/v1/approvals", params={"status": "maybe"})
-    assert_problem(bad, 422, "validation_error")
+    for bad in ({"status": "maybe"}, {"decision": "expired"}):
+        assert_problem(await client.get("/v1/approvals", params=bad), 422, "validation_error")
 
 
 async def test_the_approvals_stream_replays_what_a_client_missed(
@@ -235,3 +247,165 @@ async def test_a_workflow_s_review_timeout_and_policy_win_over_the_defaults(
     review = await requested(client, task_id)
     assert (review["timeout_s"], review["timeout_policy"]) == (120, "auto_deny")
     assert review["workflow_execution_id"] == execution.json()["id"]
+
+
+async def reviewed_by_workflow(client: httpx.AsyncClient, policy: str) -> tuple[str, str]:
+    """A task of a workflow whose reviews wait 120 s then apply `policy`, handed in for
+    review: (task id, execution id)."""
+    workflow = await client.post(
+        "/v1/workflows",
+        json={
+            "name": f"Reviewed, {policy}",
+            "review_timeout_s": 120,
+            "review_timeout_policy": policy,
+            "nodes": [
+                {"id": "s", "type": "start"},
+                {
+                    "id": "t",
+                    "type": "task",
+                    "config": {
+                        "title": "Renew the certificate",
+                        "assigned_to": "ann",
+                        "acceptance_criteria": ["Valid for a year"],
+                    },
+                },
+                {"id": "e", "type": "end"},
+            ],
+            "edges": [
+                {"id": "e1", "source": "s", "target": "t"},
+                {"id": "e2", "source": "t", "target": "e"},
+            ],
+        },
+    )
+    assert workflow.status_code == 201, workflow.text
+    execution = await client.post(f"/v1/workflow-executions/activate/{workflow.json()['id']}")
+    assert execution.status_code == 201, execution.text
+    task_id = str(execution.json()["node_tasks"]["t"])
+    for status in ("in_progress", "in_review"):
+        moved = await client.post(f"/v1/tasks/{task_id}/transitions", json={"to": status})
+        assert moved.status_code == 200, moved.text
+    return task_id, str(execution.json()["id"])
+
+
+async def test_a_review_past_its_deadline_is_expired_and_refuses_answers(
+    client: httpx.AsyncClient, clean_db: AsyncEngine
+) -> None:
+    task_id, _ = await reviewed_by_workflow(client, "auto_deny")
+    review = await requested(client, task_id)
+    assert review["summary"].startswith(
+        "Task: Renew the certificate\nAcceptance criteria:\n- Valid for a year\n"
+    )
+    # The server's clock is the real one: the deadline moves into the past instead.
+    async with clean_db.begin() as conn:
+        await conn.execute(
+            text("UPDATE approvals SET expires_at = now() - interval '1 hour' WHERE id = :id"),
+            {"id": review["id"]},
+        )
+
+    # Expired whether the sweep came first or the answer finds it overdue: the policy
+    # decided, and the answer is refused with a code of its own.
+    url = f"/v1/approvals/{review['id']}"
+    for late in (
+        await client.post(f"{url}/approve", headers={"If-Match": '"1"'}),
+        await client.post(f"{url}/reject", json={"reason": "Too late anyway."}),
+    ):
+        problem = assert_problem(late, 409, "approval_expired")
+        assert (problem["current"], problem["decision"], problem["allowed"]) == (
+            "expired",
+            "rejected",
+            [],
+        )
+        assert problem["expires_at"] is not None
+    got = (await client.get(url)).json()
+    assert (got["status"], got["decision"], got["decided_by"], got["reason"]) == (
+        "expired",
+        "rejected",
+        "system:timeout",
+        "review timed out",
+    )
+    assert await task_status(client, task_id) == "in_progress"  # auto_deny: back to work
+
+    def ids(response: httpx.Response) -> list[str]:
+        return [a["id"] for a in response.json()["items"]]
+
+    listed = {
+        "expired": ids(await client.get("/v1/approvals", params={"status": "expired"})),
+        "denied": ids(await client.get("/v1/approvals", params={"decision": "rejected"})),
+        "pending": ids(await client.get("/v1/approvals", params={"status": "pending"})),
+        "approved": ids(await client.get("/v1/approvals", params={"decision": "approved"})),
+    }
+    assert listed == {
+        "expired": [review["id"]],
+        "denied": [review["id"]],
+        "pending": [],
+        "approved": [],
+    }
+
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        client.stream("GET", "/v1/approvals/events", headers={"Last-Event-ID": "0"}) as stream,
+    ):
+        seen = await SseReader(stream).take(2)
+    assert [(m.event, m.data["decision"]) for m in seen] == [
+        ("approval.requested", None),
+        ("approval.expired", "rejected"),
+    ]
+    assert seen[1].data["approval"]["status"] == "expired"
+
+
+async def test_a_gated_tool_call_is_summarised_with_what_the_model_said(
+    database_url: str, clean_db: AsyncEngine
+) -> None:
+    intent = "The incident is over. I will post the all-clear to the status page."
+    body = "All systems are back. " * 200  # long: the summary abbreviates, `arguments` keeps it
+    arguments = {"method": "POST", "url": "https://status.example.com/notes", "body": body}
+    async with anthropic_wire() as wire:
+        wire.plan(
+            Reply((Text(intent), ToolUse("http_request", arguments, id="toolu_post"))),
+            Reply.text("Understood, I will not post it."),
+        )
+        settings = make_settings(
+            database_url, llm={"anthropic_api_key": "sk-test", "anthropic_base_url": wire.url}
+        )
+        async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
+            agent = await http.post(
+                "/v1/agents",
+                json={
+                    "name": "status-bot",
+                    "tools": ["http_request"],
+                    "model": {"provider": "anthropic", "name": "claude-wire-test"},
+                },
+            )
+            assert agent.status_code == 201, agent.text
+            run = await http.post(
+                "/v1/runs", json={"agent_id": agent.json()["id"], "input": "Close the incident."}
+            )
+            run_id = run.json()["id"]
+            waiting = await http.get(f"/v1/runs/{run_id}/wait", params={"timeout_s": TIMEOUT_S})
+            assert waiting.json()["status"] == "waiting_on_human", waiting.text
+            [approval] = (await http.get("/v1/approvals", params={"run_id": run_id})).json()[
+                "items"
+            ]
+            rejected = await http.post(
+                f"/v1/approvals/{approval['id']}/reject", json={"reason": "Wait for QA."}
+            )
+            assert rejected.status_code == 200, rejected.text
+            done = await http.get(f"/v1/runs/{run_id}/wait", params={"timeout_s": TIMEOUT_S})
+
+    assert (approval["kind"], approval["tool"], approval["arguments"]) == (
+        "tool_call",
+        "http_request",
+        arguments,
+    )
+    agent_line, intent_line, arguments_line = approval["summary"].split("\n")
+    assert agent_line == "Agent 'status-bot' asks to call 'http_request'."
+    assert intent_line == f"Intent: {intent}"
+    assert arguments_line.startswith(
+        'Arguments: {"method": "POST", "url": "https://status.example.com/notes", '
+        '"body": "All systems are back. All systems'
+    )
+    assert len(approval["summary"]) <= 1_000
+    assert (done.json()["status"], done.json()["result"]) == (
+        "completed",
+        "Understood, I will not post it.",
+    )

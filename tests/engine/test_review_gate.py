@@ -1,8 +1,10 @@
 """The review gate on the real database, with a real TaskEngine, TaskRuns and worker pool:
-a task whose run completes waits in review on an approval; approving completes it,
-rejecting sends it back with the reason for a rework run; the sweeps finish what a crash
-left half done; unanswered reviews meet their timeout policy on an injected clock. Also
-the tool-call side: asking is idempotent and a decision releases the waiting run."""
+a task whose run completes waits in review on an approval that summarises the task and the
+result; approving completes it, rejecting sends it back with the reason for a rework run;
+the sweeps finish what a crash left half done; unanswered reviews expire into their
+timeout policy on an injected clock, and an answer after the deadline is refused as
+`approval_expired` whether or not the sweep came first. Also the tool-call side: asking is
+idempotent and a decision (or an expiry) releases the waiting run."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.approval_states import ApprovalKind, ApprovalStatus
+from app.approval_states import ApprovalDecision, ApprovalKind, ApprovalStatus
 from app.config import ApprovalSettings
 from app.engine.approval_timeouts import ApprovalTimeoutScheduler
 from app.engine.approvals import (
@@ -30,6 +32,7 @@ from app.engine.task_mutations import TransitionTask
 from app.engine.task_runs import TaskRuns, run_input
 from app.engine.tool_approvals import rejection_result, waiting_for
 from app.engine.workflows import WorkflowCommands
+from app.errors import ApprovalExpired
 from app.schemas.approvals import ApprovalRead
 from app.schemas.runs import RunRead
 from app.schemas.workflows import ActivateRequest, WorkflowCreate
@@ -44,6 +47,7 @@ from tests.support.tasks import TaskWorld
 
 T = TaskStatus
 A = ApprovalStatus
+D = ApprovalDecision
 DAY_S = 86_400
 
 
@@ -118,7 +122,9 @@ async def test_a_completed_run_waits_in_review_and_approval_completes_the_task(
     world: World,
 ) -> None:
     await world.h.agent(say("The report is written."), name="writer")
-    task = await world.create("Write the report", "writer")
+    task = await world.create(
+        "Write the report", "writer", acceptance_criteria=["Covers Q3", "Under two pages"]
+    )
     await world.reach(task.id, T.IN_REVIEW)
     review = await world.review(task.id, 1)
     [run] = await world.runs(task.id)
@@ -132,10 +138,18 @@ async def test_a_completed_run_waits_in_review_and_approval_completes_the_task(
     assert (review.timeout_s, review.timeout_policy) == (DAY_S, ReviewTimeoutPolicy.ESCALATE)
     assert review.expires_at - review.created_at == timedelta(days=1)
     assert "Write the report" in review.question
+    # What the reviewer decides from: the task, what "done" means, what the run handed in.
+    assert review.summary == (
+        "Task: Write the report\n"
+        "Acceptance criteria:\n- Covers Q3\n- Under two pages\n"
+        f"Result of run {run.id}: The report is written."
+    )
+    assert review.decision is None
 
     approved = await world.approvals.approve(review.id, "ann", comment="Looks good.")
-    assert (approved.status, approved.decided_by, approved.comment) == (
+    assert (approved.status, approved.decision, approved.decided_by, approved.comment) == (
         A.APPROVED,
+        D.APPROVED,
         "ann",
         "Looks good.",
     )
@@ -158,7 +172,11 @@ async def test_a_rejection_sends_the_reason_to_a_rework_run_then_asks_again(
     task = await world.create("Summarise Q3", "summariser")
     first = await world.review(task.id, 1)
     rejected = await world.approvals.reject(first.id, "ann", reason="The Q3 numbers are missing.")
-    assert (rejected.status, rejected.reason) == (A.REJECTED, "The Q3 numbers are missing.")
+    assert (rejected.status, rejected.decision, rejected.reason) == (
+        A.REJECTED,
+        D.REJECTED,
+        "The Q3 numbers are missing.",
+    )
 
     second = await world.review(task.id, 2)  # the rework run completed: review again
     assert second.status is A.PENDING
@@ -193,7 +211,12 @@ async def test_the_sweeps_finish_a_rejection_whose_effects_a_crash_lost(
             session,
             review.id,
             read_version=review.version,
-            values={"status": A.REJECTED, "reason": "Too formal.", "decided_by": "ann"},
+            values={
+                "status": A.REJECTED,
+                "decision": D.REJECTED,
+                "reason": "Too formal.",
+                "decided_by": "ann",
+            },
         )
     assert await world.sweep.run_once() == ExpiryReport()
     assert (await world.task(task.id)).status is T.IN_PROGRESS
@@ -222,16 +245,16 @@ async def test_a_task_that_leaves_review_by_hand_withdraws_its_review(world: Wor
 
 
 @pytest.mark.parametrize(
-    ("policy", "status", "task_status"),
+    ("policy", "decision", "task_status"),
     [
-        (ReviewTimeoutPolicy.AUTO_APPROVE, A.APPROVED, T.COMPLETED),
-        (ReviewTimeoutPolicy.AUTO_DENY, A.REJECTED, T.IN_PROGRESS),
+        (ReviewTimeoutPolicy.AUTO_APPROVE, D.APPROVED, T.COMPLETED),
+        (ReviewTimeoutPolicy.AUTO_DENY, D.REJECTED, T.IN_PROGRESS),
     ],
 )
-async def test_an_unanswered_review_meets_its_policy_at_expiry(
+async def test_an_unanswered_review_expires_into_its_policy(
     open_world: OpenWorld,
     policy: ReviewTimeoutPolicy,
-    status: ApprovalStatus,
+    decision: ApprovalDecision,
     task_status: TaskStatus,
 ) -> None:
     world = await open_world(live=False, review_timeout_s=3600, review_timeout_policy=policy)
@@ -248,13 +271,90 @@ async def test_an_unanswered_review_meets_its_policy_at_expiry(
     world.h.clock.advance(1)
     report = await world.sweep.run_once()
     assert report == ExpiryReport(
-        approved=int(status is A.APPROVED), rejected=int(status is A.REJECTED)
+        approved=int(decision is D.APPROVED), rejected=int(decision is D.REJECTED)
     )
-    [decided] = await world.reviews(task.id)
-    assert (decided.status, decided.decided_by) == (status, TIMEOUT_ACTOR)
-    if status is A.REJECTED:
-        assert decided.reason == "review timed out"
+    [expired] = await world.reviews(task.id)
+    assert (expired.status, expired.decision, expired.decided_by) == (
+        A.EXPIRED,
+        decision,
+        TIMEOUT_ACTOR,
+    )
+    assert expired.decided_at == world.h.clock.now
     assert (await world.task(task.id)).status is task_status
+    events = [
+        e for e in await world.h.stream(APPROVALS_STREAM) if e.data["approval_id"] == review.id
+    ]
+    assert [(e.type, e.data["decision"]) for e in events] == [
+        ("approval.requested", None),
+        ("approval.expired", decision.value),
+    ]
+    with pytest.raises(ApprovalExpired) as late:
+        await world.approvals.approve(review.id, "ann")
+    assert late.value.extensions()["decision"] == decision.value
+    if decision is D.REJECTED:  # denied by the timer: the agent reworks it, told why
+        assert expired.reason == "review timed out"
+        await world.bridge.sweep()
+        _, rework = await world.runs(task.id)
+        assert rework.input == run_input(task, "review timed out")
+
+
+@pytest.mark.parametrize("answer", ["approve", "reject"])
+async def test_an_answer_after_the_deadline_finds_the_review_expired_before_the_sweep(
+    open_world: OpenWorld, answer: str
+) -> None:
+    """Expiry is a fact of the clock, not of the sweep's timing: the late answer applies
+    it (the policy decides, the task follows) and is refused."""
+    world = await open_world(
+        live=False, review_timeout_s=3600, review_timeout_policy=ReviewTimeoutPolicy.AUTO_DENY
+    )
+    await world.h.agent(say("Done."), name="late")
+    task = await world.create("File the taxes", "late")
+    await world.bridge.sync(task.id)
+    await world.h.drain()
+    await world.bridge.sync(task.id)
+    review = await world.review(task.id, 1)
+
+    world.h.clock.advance(3600)
+    late = (
+        world.approvals.approve(review.id, "ann", expected_version=review.version)
+        if answer == "approve"
+        else world.approvals.reject(review.id, "ann", reason="Wrong year.")
+    )
+    with pytest.raises(ApprovalExpired) as refused:
+        await late
+    assert refused.value.code == "approval_expired"
+    assert refused.value.extensions() == {
+        "current": "expired",
+        "target": "approved" if answer == "approve" else "rejected",
+        "allowed": [],
+        "expires_at": review.expires_at.isoformat(),
+        "decision": "rejected",
+    }
+    [expired] = await world.reviews(task.id)
+    assert (expired.status, expired.decision, expired.reason, expired.decided_by) == (
+        A.EXPIRED,
+        D.REJECTED,
+        "review timed out",
+        TIMEOUT_ACTOR,
+    )
+    assert (await world.task(task.id)).status is T.IN_PROGRESS
+    assert await world.sweep.run_once() == ExpiryReport()  # nothing left for the sweep
+
+
+async def test_an_answer_a_second_before_the_deadline_is_taken(open_world: OpenWorld) -> None:
+    world = await open_world(
+        live=False, review_timeout_s=3600, review_timeout_policy=ReviewTimeoutPolicy.AUTO_DENY
+    )
+    await world.h.agent(say("Done."), name="timely")
+    task = await world.create("Book the venue", "timely")
+    await world.bridge.sync(task.id)
+    await world.h.drain()
+    await world.bridge.sync(task.id)
+    review = await world.review(task.id, 1)
+    world.h.clock.advance(3599)
+    approved = await world.approvals.approve(review.id, "ann")
+    assert (approved.status, approved.decision) == (A.APPROVED, D.APPROVED)
+    assert (await world.task(task.id)).status is T.COMPLETED
 
 
 async def test_an_unanswered_review_escalates_and_waits_again(
@@ -271,7 +371,8 @@ async def test_an_unanswered_review_escalates_and_waits_again(
     world.h.clock.advance(600)
     assert await world.sweep.run_once() == ExpiryReport(escalated=1)
     [escalated] = await world.reviews(task.id)
-    assert (escalated.status, escalated.escalations) == (A.PENDING, 1)
+    # Escalation is not expiry: still open to a person, with a new wait.
+    assert (escalated.status, escalated.decision, escalated.escalations) == (A.PENDING, None, 1)
     assert escalated.expires_at == world.h.clock.now + timedelta(seconds=600)
     assert (await world.task(task.id)).status is T.IN_REVIEW
 
@@ -288,6 +389,12 @@ async def test_an_unanswered_review_escalates_and_waits_again(
         "approval.escalated",
     ]
     assert events[-1].data["approval"]["escalations"] == 2
+
+    # A person who answers an escalated review late is welcome: that is what it asks for.
+    world.h.clock.advance(3 * 600)
+    approved = await world.approvals.approve(review.id, "ann")
+    assert (approved.status, approved.decision) == (A.APPROVED, D.APPROVED)
+    assert (await world.task(task.id)).status is T.COMPLETED
 
 
 async def ask_for_tool(world: World, question: str) -> tuple[RunRead, ApprovalRead]:
@@ -403,11 +510,18 @@ async def test_an_unanswered_tool_approval_is_denied_at_expiry_and_the_run_goes_
     async with world.h.sessionmaker() as session:
         denied = await approval_store.get_approval(session, asked.id)
     assert denied is not None
-    assert (denied.status, denied.reason, denied.decided_by) == (
-        A.REJECTED,
+    assert (denied.status, denied.decision, denied.reason, denied.decided_by) == (
+        A.EXPIRED,
+        D.REJECTED,
         "approval timed out",
         TIMEOUT_ACTOR,
     )
+    async with world.h.sessionmaker() as session:
+        record = (await tool_calls.for_run(session, paused.id))[str(asked.tool_call_id)]
+    assert (record.result, record.is_error) == (rejection_result(denied), True)
+    assert record.result is not None and record.result.startswith("Nobody approved this call")
+    seen = world.h.llm_calls[paused.agent_id][-1].request.messages
+    assert any("Nobody approved this call in time" in str(m.content) for m in seen)
 
 
 async def test_a_decision_made_before_the_run_paused_still_releases_it(world: World) -> None:

@@ -1,6 +1,7 @@
 """Fail-closed tool approvals in the agent loop, on the real database: a side-effecting
-call the agent's operator did not allow waits for a person; approved, it runs once with
-the approved arguments; rejected, it never runs and the agent reads why."""
+call the agent's operator did not allow waits for a person, with a summary to decide
+from (the agent, what it said it was about to do, the arguments); approved, it runs once
+with the approved arguments; rejected, it never runs and the agent reads why."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.approval_states import ApprovalStatus
+from app.engine.approval_summaries import NO_INTENT
 from app.errors import Conflict
-from app.llm.messages import ToolUseBlock
+from app.llm.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.schemas.agents import ScriptedTurn
 from app.schemas.runs import RunRead
 from app.states import RunStatus
 from app.store import approvals as approval_store
+from app.store import conversations
 from tests.support.runs import Harness, assert_valid_transcript, call, say, tool_results
 
 
@@ -50,6 +53,12 @@ async def test_a_side_effecting_call_waits_for_approval_then_runs_once(h: Harnes
         {"to": "ops"},
     )
     assert approval.run_id == paused.id
+    # The scripted model says nothing beside its calls: the summary says so.
+    assert approval.summary == (
+        f"Agent 'scripted-agent' asks to call 'guarded'.\nIntent: {NO_INTENT}\n"
+        'Arguments: {"to": "ops"}'
+    )
+    assert approval.decision is None
 
     await h.approvals.approve(approval_id, "alice")
     await h.drain()
@@ -133,3 +142,53 @@ async def test_two_gated_calls_in_one_batch_are_asked_one_after_the_other(h: Har
     ]
     assert [u.input for u in uses] == [{"to": "ops"}, {"to": "sales"}]
     assert_valid_transcript(await h.messages(done.conversation_id))
+
+
+async def test_the_intent_is_the_run_s_latest_text_up_to_the_call(h: Harness) -> None:
+    """What the model said beside the call wins; else what it said before, in this run
+    (not an earlier run of the conversation, nor anything after the call)."""
+    agent = await h.agent(say("unused"))
+    earlier = await h.start(agent, "first run")
+    run = await h.start(agent, "second run", conversation_id=earlier.conversation_id)
+    cid = run.conversation_id
+
+    def use(call_id: str) -> ToolUseBlock:
+        return ToolUseBlock(id=call_id, name="guarded", input={})
+
+    def result(call_id: str) -> Message:
+        return Message(role="user", content=[ToolResultBlock(tool_use_id=call_id, content="ok")])
+
+    def said(text: str, *blocks: ToolUseBlock) -> Message:
+        return Message(role="assistant", content=[TextBlock(text=text), *blocks])
+
+    async with h.sessionmaker() as session, session.begin():
+        await conversations.append_messages(
+            session, cid, earlier.id, [said("Another run's plan.", use("c0")), result("c0")]
+        )
+        await conversations.append_messages(
+            session,
+            cid,
+            run.id,
+            [
+                said("First I check the list, then I write to ops."),
+                Message.user_text("go on"),
+                Message(role="assistant", content=[use("c1")]),
+                result("c1"),
+                said("Now I tell ops.", use("c2")),
+                result("c2"),
+                said("Done, ops know."),
+            ],
+        )
+
+    async def intent(call_id: str) -> str | None:
+        async with h.sessionmaker() as session:
+            return await approval_store.stated_intent(session, cid, run.id, call_id)
+
+    assert await intent("c2") == "Now I tell ops."
+    assert await intent("c1") == "First I check the list, then I write to ops."
+    async with h.sessionmaker() as session:
+        assert await approval_store.stated_intent(session, cid, earlier.id, "c0") == (
+            "Another run's plan."
+        )
+    asked = await h.approvals.request_tool_approval(run, "c2", "guarded", {"to": "ops"}, "?")
+    assert asked.summary.splitlines()[1] == "Intent: Now I tell ops."
