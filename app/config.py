@@ -100,6 +100,15 @@ class ReconcilerSettings(BaseModel):
     auto_resume: bool = Field(
         True, description="Requeue timed-out runs whose last checkpoint is resumable."
     )
+    max_resume_attempts: int = Field(
+        2,
+        ge=0,
+        le=100,
+        description=(
+            "Automatic resumes of one run (over its life) before the reconciler leaves it "
+            "timed out for a person (seed 002); 0: never resume automatically."
+        ),
+    )
     cancel_timeout_s: float = Field(
         180.0, ge=0, le=86_400, description="A waiting run's cancel request older than this wins."
     )

@@ -1,15 +1,27 @@
 """The reconciler: on boot and on a tick, it settles what no worker will (seed 000
 "Checkpoints and Resume").
 
-- A `running` run whose lease expired (its worker died or hung) becomes `timed_out`, with
-  `resume_available` when its latest checkpoint is a resumable boundary (`input`,
-  `llm_response`, `tool_result`, `compaction`, `journal_update`); with automatic resume on,
-  such a run goes straight back to the head of its lane's queue.
+- A `running` run whose lease expired (its worker died or hung) becomes `timed_out`, and
+  its error log gets a `heartbeat_lost` entry saying what the reconciler did with it.
+  `resume_available` is set when its latest checkpoint is a resumable boundary (`input`,
+  `llm_response`, `tool_result`, `compaction`, `journal_update`) and also when it has no
+  checkpoint at all. That second case deliberately departs from seed 000, which leaves a
+  run without a checkpoint to a human: its worker died between the claim and the first
+  boundary, so nothing was done and starting over is safe.
+- With automatic resume on, a resumable run goes straight back to the head of its lane's
+  queue, at most `max_resume_attempts` times over its life (seed 002's cap, 2 by default):
+  a run that kills or hangs every worker that takes it (a poison input, a tool that runs
+  the process out of memory) would otherwise be requeued forever. Past the cap it stays
+  `timed_out` with `resume_available` (a person may still resume it) and an
+  `agent_run.resume_exhausted` event. The count is read from the error log (entries
+  `heartbeat_lost` whose `resume` is `automatic`), so resumes a person asked for, and
+  time-outs with automatic resume off, never use up the budget.
 - A `waiting_on_human` run whose cancel request is older than the cancel timeout is
   cancelled (its pending call is answered with an error, as a cancel would).
 
-A time-out the run stays in is one of the run outcomes `/metrics` counts (after commit);
-one requeued at once is not, as a retried failure is not: the run settles later.
+A time-out the run stays in (given up on included) is one of the run outcomes `/metrics`
+counts (after commit); one requeued at once is not, as a retried failure is not: the run
+settles later.
 
 Rows are taken with SKIP LOCKED, so reconcilers of several processes share the work.
 """
@@ -20,6 +32,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -38,6 +51,12 @@ from app.store import runs as run_store
 log = logging.getLogger(__name__)
 
 RESUMABLE = frozenset({"input", "llm_response", "tool_result", "compaction", "journal_update"})
+HEARTBEAT_LOST = "heartbeat_lost"  # the error log code and stop reason of a time-out here
+
+# What the reconciler did with a run it timed out, as its error log entry says: requeued it
+# (`automatic`), gave up on it past the cap (`exhausted`), left it because automatic resume
+# is off (`disabled`) or because its last checkpoint cannot be resumed (`unavailable`).
+ResumeDecision = Literal["automatic", "exhausted", "disabled", "unavailable"]
 
 _EXPIRED = text(
     "SELECT id FROM runs WHERE status = 'running' AND lease_expires_at < now() "
@@ -54,6 +73,14 @@ class ReconcileReport:
     timed_out: int
     resumed: int
     cancelled: int
+    resume_exhausted: int
+
+
+def automatic_resumes(error_log: list[dict[str, Any]]) -> int:
+    """How many times the reconciler has requeued this run on its own."""
+    return sum(
+        1 for e in error_log if e.get("code") == HEARTBEAT_LOST and e.get("resume") == "automatic"
+    )
 
 
 class Reconciler:
@@ -65,6 +92,7 @@ class Reconciler:
         *,
         interval_s: float = 300.0,
         auto_resume: bool = True,
+        max_resume_attempts: int = 2,
         cancel_timeout_s: float = 180.0,
         batch: int = 500,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -76,6 +104,9 @@ class Reconciler:
         self._metrics = metrics
         self.interval_s = interval_s
         self.auto_resume = auto_resume
+        if max_resume_attempts < 0:
+            raise ValueError("max_resume_attempts must be >= 0")
+        self.max_resume_attempts = max_resume_attempts
         self.cancel_timeout_s = cancel_timeout_s
         self._batch = batch
         self._clock = clock
@@ -90,7 +121,7 @@ class Reconciler:
 
     async def run_once(self) -> ReconcileReport:
         now = self._clock()
-        timed_out = resumed = 0
+        timed_out = resumed = exhausted = 0
         committed: list[tuple[list[RunEvent], RunRead]] = []
         async with self._sessionmaker() as session, session.begin():
             expired = (await session.execute(_EXPIRED, {"limit": self._batch})).scalars().all()
@@ -99,8 +130,10 @@ class Reconciler:
                 committed.append((events, run))
                 timed_out += 1
                 resumed += run.status is RunStatus.QUEUED
-        if self._metrics is not None:
-            for events, run in committed:
+                exhausted += any(kind == "agent_run.resume_exhausted" for kind, _ in events)
+        for events, run in committed:  # committed: now they happened
+            log_events(events, run_id=run.id, lane=run.lane)
+            if self._metrics is not None:
                 self._metrics.observe_run_events(events, run)
         cancelled = 0
         before = now - timedelta(seconds=self.cancel_timeout_s)
@@ -113,7 +146,7 @@ class Reconciler:
         for run_id in overdue:
             await self._runs.cancel(run_id)  # answers the pending call and settles the run
             cancelled += 1
-        report = ReconcileReport(timed_out, resumed, cancelled)
+        report = ReconcileReport(timed_out, resumed, cancelled, exhausted)
         log_events([("agent_run.reconcile", report.__dict__)])
         if timed_out or cancelled:  # on the runs board too, for dashboards
             async with self._sessionmaker() as session, session.begin():
@@ -136,9 +169,30 @@ class Reconciler:
         run = await run_store.get_run(session, run_id)
         assert run is not None  # locked by the select
         latest = await checkpoints.latest(session, run_id)
+        last_kind = latest.kind if latest else None
         # No checkpoint: the worker died between its claim and the run's first boundary, so
-        # nothing was done and starting over is safe (the seed would leave it to a human).
+        # nothing was done and starting over is safe (seed 000 would leave it to a human).
         resumable = latest is None or latest.kind in RESUMABLE
+        resumes = automatic_resumes(run.error_log)
+        decision: ResumeDecision
+        if not resumable:
+            decision = "unavailable"
+        elif not self.auto_resume:
+            decision = "disabled"
+        elif resumes >= self.max_resume_attempts:
+            decision = "exhausted"  # it took down every worker so far: a person decides
+        else:
+            decision = "automatic"
+        # The entry is both the counter of automatic resumes and what a person reads on
+        # the run: which attempt lost its worker, where it stood, and what followed.
+        entry = {
+            "attempt": run.attempt,
+            "code": HEARTBEAT_LOST,
+            "message": "the worker stopped renewing the run's lease (it died or hung)",
+            "last_checkpoint": last_kind,
+            "resume": decision,
+            "at": now.isoformat(),
+        }
         changed = await run_store.update_run(
             session,
             run_id,
@@ -146,20 +200,27 @@ class Reconciler:
             values={
                 "status": RunStatus.TIMED_OUT,
                 "resume_available": resumable,
-                "stop_reason": "heartbeat_lost",
+                "stop_reason": HEARTBEAT_LOST,
+                "error_log": [*run.error_log, entry],
                 **run_store.finished(now),
             },
         )
         assert changed is not None
-        timed_out: list[RunEvent] = [
+        events: list[RunEvent] = [
             (
                 "agent_run.timed_out",
-                {"resume_available": resumable, "last_checkpoint": latest.kind if latest else None},
+                {"resume_available": resumable, "last_checkpoint": last_kind},
             )
         ]
-        if not (resumable and self.auto_resume):
-            await emit_many(session, [(changed, timed_out, now)])
-            return timed_out, changed
+        if decision == "exhausted":
+            gave_up = {
+                "automatic_resumes": resumes,
+                "max_resume_attempts": self.max_resume_attempts,
+            }
+            events.append(("agent_run.resume_exhausted", gave_up))
+        if decision != "automatic":
+            await emit_many(session, [(changed, events, now)])
+            return events, changed
         back = await run_store.update_run(
             session,
             run_id,
@@ -167,6 +228,8 @@ class Reconciler:
             values={"status": RunStatus.QUEUED, "finished_at": None},
         )
         assert back is not None
-        resume: list[RunEvent] = [("agent_run.resume", {"automatic": True})]
-        await emit_many(session, [(changed, timed_out, now), (back, resume, now)])
-        return timed_out + resume, back
+        resume: list[RunEvent] = [
+            ("agent_run.resume", {"automatic": True, "automatic_resumes": resumes + 1})
+        ]
+        await emit_many(session, [(changed, events, now), (back, resume, now)])
+        return events + resume, back

@@ -2,7 +2,8 @@
 resumable, requeued; the worker that claims it next gets a new token that fences the old
 worker's writes; a side-effecting call cut short is never run twice; a pool that stops
 gives its unfinished runs back to the queue; a time-out the run stays in is counted as its
-outcome."""
+outcome; a run that keeps losing its worker is resumed automatically at most
+`max_resume_attempts` times, then left for a person."""
 
 from __future__ import annotations
 
@@ -14,11 +15,19 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.reconciler import Reconciler
-from app.engine.runs import ResumeUnavailable, run_stream
+from app.engine.runs import RUNS_STREAM, ResumeUnavailable, run_stream
 from app.errors import Conflict
 from app.metrics import Metrics
 from app.states import RUN_SETTLED, RunStatus
-from tests.support.runs import SAFETY_S, Harness, assert_valid_transcript, call, say
+from app.store import runs as run_store
+from tests.support.runs import (
+    SAFETY_S,
+    FakeClock,
+    Harness,
+    assert_valid_transcript,
+    call,
+    say,
+)
 
 
 @pytest.fixture
@@ -241,3 +250,108 @@ async def test_only_a_cut_short_call_can_be_retried_by_a_person(h: Harness) -> N
     run = await h.finish(agent)
     with pytest.raises(Conflict):
         await h.runs.respond(run.id, None, retry_call=True)
+
+
+async def _claimed_then_died(h: Harness, run_id: str, owner: str) -> None:
+    """A worker claims the run as any worker does, then dies before it renews the lease
+    (the lease runs on the database's clock, so it is moved into the past here)."""
+    async with h.sessionmaker() as session, session.begin():
+        claimed = await run_store.claim_runs(session, owner=owner, limit=10, ttl_s=30.0)
+    assert [r.id for r in claimed] == [run_id]
+    await _expire_lease(h, run_id)
+
+
+async def _input_checkpoint(h: Harness, run_id: str) -> None:
+    """The run's input boundary, as its first worker committed it before dying."""
+    async with h.sessionmaker() as session, session.begin():
+        await session.execute(
+            text(
+                "INSERT INTO checkpoints (run_id, kind, iteration, message_cursor, "
+                "persisted_message_count, system_prompt_hash, completed_tool_call_ids, "
+                "loop_counters) VALUES (:id, 'input', 0, -1, 0, '', '[]', '{}')"
+            ),
+            {"id": run_id},
+        )
+
+
+async def test_a_run_that_keeps_losing_its_worker_is_resumed_twice_then_left_to_a_person(
+    h: Harness,
+) -> None:
+    agent = await h.agent(say("done"))
+    run = await h.start(agent)
+    clock = FakeClock()
+    metrics = Metrics()
+    reconciler = Reconciler(
+        h.sessionmaker, h.bus, h.runs, max_resume_attempts=2, clock=clock, metrics=metrics
+    )
+    stamps = []
+    for death in range(1, 4):
+        await _claimed_then_died(h, run.id, owner=f"worker-{death}")
+        if death == 1:
+            await _input_checkpoint(h, run.id)  # a resumable boundary by the seed's rule
+        clock.advance(300)
+        stamps.append(clock.now.isoformat())
+        report = await reconciler.run_once()
+        if death < 3:
+            assert (report.timed_out, report.resumed, report.resume_exhausted) == (1, 1, 0)
+            assert (await h.run(run.id)).status is RunStatus.QUEUED
+    assert (report.timed_out, report.resumed, report.resume_exhausted) == (1, 0, 1)
+
+    stuck = await h.run(run.id)
+    assert stuck.status is RunStatus.TIMED_OUT and stuck.resume_available
+    assert stuck.stop_reason == "heartbeat_lost"
+    # The error log tells a person what happened each time, on the reconciler's clock.
+    assert [(e["code"], e["resume"], e["at"]) for e in stuck.error_log] == [
+        ("heartbeat_lost", "automatic", stamps[0]),
+        ("heartbeat_lost", "automatic", stamps[1]),
+        ("heartbeat_lost", "exhausted", stamps[2]),
+    ]
+    events = await h.events(run.id)
+    kinds = [e.type for e in events]
+    assert kinds.count("agent_run.resume") == 2
+    assert kinds[-2:] == ["agent_run.timed_out", "agent_run.resume_exhausted"]
+    assert events[-1].data["automatic_resumes"] == 2
+    assert events[-1].data["max_resume_attempts"] == 2
+    assert "agent_run.resume_exhausted" in [e.type for e in await h.stream(RUNS_STREAM)]
+    # Only the time-out the run stayed in is an outcome; the requeued ones settle later.
+    name = "loopwright_run_outcomes_total"
+    assert metrics.registry.get_sample_value(name, {"status": "timed_out"}) == 1.0
+
+    # A person may still resume it, and it runs to the end.
+    resumed = await h.runs.resume(run.id)
+    assert resumed.status is RunStatus.QUEUED
+    assert (await h.events(run.id))[-1].data["automatic"] is False
+    await h.drain()
+    done = await h.run(run.id)
+    assert done.status is RunStatus.COMPLETED and done.result == "done"
+
+
+async def test_only_the_runs_own_automatic_resumes_use_up_its_budget(h: Harness) -> None:
+    agent = await h.agent(say("done"))
+    other = await h.start(agent)
+    automatic = Reconciler(h.sessionmaker, h.bus, h.runs, max_resume_attempts=2)
+    manual = Reconciler(h.sessionmaker, h.bus, h.runs, auto_resume=False)
+
+    # Another run uses up its own budget: that takes nothing from this run's.
+    for death in range(3):
+        await _claimed_then_died(h, other.id, owner=f"other-{death}")
+        await automatic.run_once()
+    assert (await h.run(other.id)).status is RunStatus.TIMED_OUT
+    run = await h.start(agent)  # a lane of its own; claimed alone (the other is settled)
+
+    # With automatic resume off, a time-out and the resume a person asks for are not
+    # automatic resumes, however often they happen.
+    for death in range(3):
+        await _claimed_then_died(h, run.id, owner=f"manual-{death}")
+        assert (await manual.run_once()).resumed == 0
+        await h.runs.resume(run.id)
+
+    # So the automatic budget is whole: two requeues, then it gives up.
+    outcomes = []
+    for death in range(3):
+        await _claimed_then_died(h, run.id, owner=f"auto-{death}")
+        report = await automatic.run_once()
+        outcomes.append((report.resumed, report.resume_exhausted))
+    assert outcomes == [(1, 0), (1, 0), (0, 1)]
+    log = (await h.run(run.id)).error_log
+    assert [e["resume"] for e in log] == ["disabled"] * 3 + ["automatic"] * 2 + ["exhausted"]
