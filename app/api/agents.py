@@ -7,12 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 
 from app.api.deps import RuntimeDep, SessionDep, get_principal
-from app.api.headers import IfMatchHeader, etag, expected_version
+from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page
 from app.errors import NotFound, ValidationFailed
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
 from app.schemas.common import Page
 from app.store import agents as agent_store
+from app.store.idempotency import request_hash
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], dependencies=[Depends(get_principal)])
 
@@ -21,11 +22,23 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"], dependencies=[Depends(g
     "", status_code=status.HTTP_201_CREATED, response_model=AgentRead, summary="Create an agent"
 )
 async def create_agent(
-    body: AgentCreate, request: Request, response: Response, runtime: RuntimeDep
+    body: AgentCreate,
+    request: Request,
+    response: Response,
+    runtime: RuntimeDep,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> AgentRead:
-    agent = await runtime.agents.create(body)
+    """With `Idempotency-Key`, a repeat of the request (same key, same body) gets the first
+    response again (`Idempotent-Replayed: true`) and makes no second agent; the same key
+    with another body is a 409 `idempotency_key_reused`."""
+    digest = request_hash(body.model_dump(mode="json")) if idempotency_key else None
+    agent, replayed = await runtime.agents.create_keyed(
+        body, idempotency_key=idempotency_key, request_hash=digest
+    )
     response.headers["Location"] = str(request.url_for("get_agent", agent_id=agent.id))
     response.headers["ETag"] = etag(agent.version)
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
     return agent
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 
 from app.api.deps import RuntimeDep, SessionDep, get_principal
-from app.api.headers import IfMatchHeader, etag, expected_version
+from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page
 from app.engine.workflow_graph import export_yaml, validate_workflow
 from app.engine.workflows import WorkflowCommands
@@ -15,6 +15,7 @@ from app.errors import NotFound, ValidationFailed
 from app.schemas.common import Page
 from app.schemas.workflows import WorkflowCreate, WorkflowPatch, WorkflowRead, WorkflowValidation
 from app.store import workflows as store
+from app.store.idempotency import request_hash
 
 router = APIRouter(
     prefix="/v1/workflows", tags=["workflows"], dependencies=[Depends(get_principal)]
@@ -47,14 +48,26 @@ async def _load(session: SessionDep, workflow_id: str) -> WorkflowRead:
     summary="Create a workflow definition",
 )
 async def create_workflow(
-    body: WorkflowCreate, request: Request, response: Response, commands: WorkflowCommandsDep
+    body: WorkflowCreate,
+    request: Request,
+    response: Response,
+    commands: WorkflowCommandsDep,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> WorkflowRead:
     """Saved when its structure holds (unique ids, edges between known nodes, configs that
     fit their node types, conditions that parse); the other rules are checked by
-    `validate` and on activation, so an unfinished draft can be saved."""
-    workflow = await commands.create(body)
+    `validate` and on activation, so an unfinished draft can be saved. With
+    `Idempotency-Key`, a repeat of the request (same key, same body) gets the first
+    response again (`Idempotent-Replayed: true`); another body is a 409
+    `idempotency_key_reused`."""
+    digest = request_hash(body.model_dump(mode="json")) if idempotency_key else None
+    workflow, replayed = await commands.create_keyed(
+        body, idempotency_key=idempotency_key, request_hash=digest
+    )
     response.headers["Location"] = str(request.url_for("get_workflow", workflow_id=workflow.id))
     response.headers["ETag"] = etag(workflow.version)
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
     return workflow
 
 

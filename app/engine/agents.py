@@ -1,13 +1,21 @@
-"""Agent commands: create, update (compare-and-set on version), delete."""
+"""Agent commands: create (with `Idempotency-Key`), update (compare-and-set on version),
+delete."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.engine import client_keys
 from app.errors import Conflict, NotFound, VersionConflict
 from app.ids import new_id
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
 from app.store import agents as agent_store
+from app.store import idempotency
+
+CREATE_SCOPE = "agents.create"
 
 
 class AgentInUse(Conflict):
@@ -17,13 +25,45 @@ class AgentInUse(Conflict):
 
 
 class AgentCommands:
-    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        idempotency_retention: timedelta = idempotency.DEFAULT_RETENTION,
+    ) -> None:
         self._sessionmaker = sessionmaker
+        self._clock = clock
+        self._idempotency_retention = idempotency_retention
 
     async def create(self, body: AgentCreate) -> AgentRead:
+        agent, _ = await self.create_keyed(body)
+        return agent
+
+    async def create_keyed(
+        self,
+        body: AgentCreate,
+        *,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> tuple[AgentRead, bool]:
+        """The agent, and whether it is the first response to this key, replayed (the
+        agent as that create returned it)."""
+        now = self._clock()
+        live_since = now - self._idempotency_retention  # older keys are forgotten
+        key = None
+        if idempotency_key:
+            key = client_keys.ClientKey(CREATE_SCOPE, idempotency_key, request_hash or "")
         values = body.model_dump(mode="json") | {"id": new_id("agent"), "version": 1}
         async with self._sessionmaker() as session, session.begin():
-            return await agent_store.insert_agent(session, values)
+            first = await client_keys.replay(session, key, live_since)
+            if first is not None:
+                return AgentRead.model_validate(first), True
+            agent = await agent_store.insert_agent(session, values)
+            await client_keys.remember(
+                session, key, agent.id, agent.model_dump(mode="json"), now, live_since
+            )
+        return agent, False
 
     async def update(
         self, agent_id: str, body: AgentPatch, *, expected_version: int | None

@@ -40,6 +40,11 @@ def run_stream(run_id: str) -> str:
     return f"run:{run_id}"
 
 
+def lane_stream(lane: str) -> str:
+    """The lifecycle events (`agent_run.*`) of every run on a lane (`GET …/lanes/{lane}/events`)."""
+    return f"lane:{lane}"
+
+
 class ResumeUnavailable(Conflict):
     """Only a timed-out run whose last checkpoint is a resumable boundary can be resumed;
     `POST /v1/runs/{id}/retry` starts another attempt of any failed run."""
@@ -79,15 +84,19 @@ async def emit_many(
 ) -> None:
     """Append each run's events to its stream; the run lifecycle ones (`agent_run.*`) also
     go to the `runs` board, which wakes workers in every process (a lane may have come
-    free). One statement for all of them."""
+    free), and, as on the run's stream, to its lane's stream. Only those: the other events
+    (messages, tool calls) come every turn, and a lane copy of each would cost the loop's
+    hot path a row apiece. One statement for all of them."""
     appended: list[tuple[str, event_store.NewEvent, datetime]] = []
     for run, events, now in batches:
         base = {"run_id": run.id, "status": run.status.value}
         for kind, data in events:
-            appended.append((run_stream(run.id), event_store.NewEvent(kind, {**base, **data}), now))
+            event = event_store.NewEvent(kind, {**base, **data})
+            appended.append((run_stream(run.id), event, now))
             if kind.startswith("agent_run."):
                 board = event_store.NewEvent(kind, {**base, "lane": run.lane})
                 appended.append((RUNS_STREAM, board, now))
+                appended.append((lane_stream(run.lane), event, now))
     await event_store.append_many(session, appended)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.engine import client_keys
 from app.engine.bus import EventBus
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import CreateTask, TransitionTask
@@ -51,6 +52,7 @@ from app.workflow_states import ExecutionStatus, NodeStatus
 log = logging.getLogger(__name__)
 
 ACTIVATE_SCOPE = "workflow-executions.activate"
+CREATE_SCOPE = "workflows.create"
 
 
 def execution_stream(execution_id: str) -> str:
@@ -134,12 +136,36 @@ class WorkflowCommands:
     # -- definitions -----------------------------------------------------------------
 
     async def create(self, body: WorkflowCreate) -> WorkflowRead:
+        workflow, _ = await self.create_keyed(body)
+        return workflow
+
+    async def create_keyed(
+        self,
+        body: WorkflowCreate,
+        *,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> tuple[WorkflowRead, bool]:
+        """The definition, and whether it is the first response to this key, replayed (the
+        definition as that create returned it)."""
         issues = structural_issues(body.nodes, body.edges)
         if issues:
             raise _refuse(issues, ValidationFailed)
+        now = self._clock()
+        live_since = now - self._idempotency_retention  # older keys are forgotten
+        key = None
+        if idempotency_key:
+            key = client_keys.ClientKey(CREATE_SCOPE, idempotency_key, request_hash or "")
         values = body.model_dump(mode="json") | {"id": new_id("wf"), "version": 1}
         async with self._sessionmaker() as session, session.begin():
-            return await store.insert_workflow(session, values)
+            first = await client_keys.replay(session, key, live_since)
+            if first is not None:
+                return WorkflowRead.model_validate(first), True
+            workflow = await store.insert_workflow(session, values)
+            await client_keys.remember(
+                session, key, workflow.id, workflow.model_dump(mode="json"), now, live_since
+            )
+        return workflow, False
 
     async def update(
         self, workflow_id: str, body: WorkflowPatch, *, expected_version: int | None

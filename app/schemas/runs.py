@@ -5,7 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from app.llm.messages import Block
@@ -16,6 +23,19 @@ Multitask = Literal["enqueue", "reject", "interrupt"]
 RunInput = Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
 
 
+def _addressable_lane(lane: str) -> str:
+    """`GET /v1/lanes/a/events` is lane `a`'s stream, so a lane named `a/events` could not
+    be read: such names are refused. Any other `/` is fine (`team/alpha`)."""
+    if lane.endswith("/events"):
+        raise PydanticCustomError("lane_name", "a lane's name cannot end in `/events`")
+    return lane
+
+
+Lane = Annotated[
+    str, StringConstraints(min_length=1, max_length=300), AfterValidator(_addressable_lane)
+]
+
+
 class RunCreate(BaseModel):
     """Start a run. Without `conversation_id` a new conversation is made; without `lane`
     the run takes `conversation:<conversation_id>`."""
@@ -24,7 +44,7 @@ class RunCreate(BaseModel):
 
     agent_id: Name
     conversation_id: Name | None = None
-    lane: Annotated[str, StringConstraints(min_length=1, max_length=300)] | None = None
+    lane: Lane | None = None
     input: RunInput = Field(examples=["Summarise the open incidents."])
     multitask: Multitask = Field(
         "enqueue",
@@ -116,3 +136,7 @@ class LaneRead(BaseModel):
     lane: str
     active: RunRead | None
     queued: list[RunRead]
+    last_event_id: int = Field(
+        description="Where the lane's stream stood when this was read: follow "
+        "`GET /v1/lanes/{lane}/events` from here to miss nothing after it."
+    )
