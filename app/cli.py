@@ -38,9 +38,7 @@ def _serve(args: argparse.Namespace) -> None:
     from app.main import create_app
 
     settings = _settings(args)
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
     tune_gc()
     uvicorn.run(
@@ -48,6 +46,9 @@ def _serve(args: argparse.Namespace) -> None:
         host=settings.server.host,
         port=settings.server.port,
         log_level=settings.log_level.lower(),
+        # uvicorn's own logging config would give its loggers plain-text handlers; without
+        # it they propagate to ours: JSON, one access line per response with its request id.
+        log_config=None,
         timeout_graceful_shutdown=int(settings.task_engine.drain_timeout_s) + 5,
     )
 

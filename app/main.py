@@ -27,7 +27,9 @@ from app.api import agents, approvals, health, problems, tasks, workflow_executi
 from app.api import metrics as metrics_api
 from app.api import runs as runs_api
 from app.api.body_limit import BodyLimit
+from app.api.input_guard import InputGuard
 from app.api.openapi import build_openapi, operation_id
+from app.api.request_ids import install_request_ids
 from app.config import Settings, load_settings
 from app.db import libpq_url, make_engine, make_sessionmaker
 from app.embedded_pg import start_embedded
@@ -216,7 +218,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         bus=bus,
         listener=listener,
         tasks=task_engine,
-        agents=AgentCommands(sessionmaker),
+        agents=AgentCommands(sessionmaker, idempotency_retention=settings.idempotency.retention),
         runs=runs,
         workers=workers,
         shutting_down=anyio.Event(),
@@ -252,6 +254,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         runs,
         interval_s=settings.reconciler.interval_s,
         auto_resume=settings.reconciler.auto_resume,
+        max_resume_attempts=settings.reconciler.max_resume_attempts,
         cancel_timeout_s=settings.reconciler.cancel_timeout_s,
         metrics=app.state.metrics,
     )
@@ -295,7 +298,10 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[Tool] = ()) 
     app.state.settings = settings
     app.state.tools = list(tools)
     problems.install(app)
+    # Outermost last: request ids see every response; the guard reads the bounded body.
+    app.add_middleware(InputGuard)
     app.add_middleware(BodyLimit, max_body_bytes=settings.server.max_body_bytes)
+    install_request_ids(app)
     app.include_router(health.router)
     app.include_router(metrics_api.router)
     app.include_router(tasks.router)

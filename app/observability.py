@@ -1,10 +1,12 @@
-"""Structured logs: a JSON formatter, and the one call that logs a committed event."""
+"""Structured logs: a JSON formatter, the request id on every record logged for a request,
+and the one call that logs a committed event."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Iterable
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,6 +14,23 @@ _events = logging.getLogger("loopwright.events")
 
 # Payload fields too big for a log line (the SSE stream and the API carry them).
 _BULKY = frozenset({"content", "result", "task", "question"})
+
+# The `X-Request-ID` of the request being served (api/request_ids.py sets it); None outside
+# a request, e.g. in the TaskEngine's writer, which commits many requests' mutations at once.
+current_request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
+
+# uvicorn's access record: '%s - "%s %s HTTP/%s" %d' with these arguments.
+_ACCESS_FIELDS = ("client", "method", "path", "http_version", "status")
+
+
+class RequestIdFilter(logging.Filter):
+    """Stamps each record with the current request id. A filter on the handler, not the
+    formatter, reads it: handlers run in the logging caller's context, where it is set."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "request_id", None) is None:
+            record.request_id = current_request_id.get()
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -22,19 +41,36 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        request_id = getattr(record, "request_id", None)
+        if request_id is not None:
+            line["request_id"] = request_id
+        if record.name == "uvicorn.access" and isinstance(record.args, tuple):
+            # The access line stays as uvicorn writes it; its parts become fields to query.
+            line.update(zip(_ACCESS_FIELDS, record.args, strict=False))
         line.update(getattr(record, "fields", {}))
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        request_id = getattr(record, "request_id", None)
+        return text if request_id is None else f"{text} request_id={request_id}"
+
+
 def configure_logging(level: str, fmt: str) -> None:
+    """One handler on the root logger, for our records and uvicorn's alike (`serve` runs
+    uvicorn with `log_config=None`, so its loggers propagate here)."""
     handler = logging.StreamHandler()
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(RequestIdFilter())
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.captureWarnings(True)  # as records too, not plain text between the JSON lines
 
 
 def log_events(events: Iterable[tuple[str, dict[str, Any]]], **context: Any) -> None:

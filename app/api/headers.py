@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Header
 
 from app.errors import ValidationFailed
+from app.schemas.bounds import VERSION_MAX
 
 IdempotencyKeyHeader = Annotated[
     str | None,
@@ -26,11 +27,28 @@ def etag(version: int) -> str:
     return f'"{version}"'
 
 
+def decimal(text: str, maximum: int) -> int | None:
+    """A non-negative integer written in ASCII digits, at most `maximum`; None otherwise.
+
+    `str.isdigit()` alone is not enough: it accepts digits `int()` refuses ('²') or reads
+    ('٣'), and `int()` refuses strings over 4,300 digits; both were 500s. Leading zeros are
+    dropped before the length check so that only a bounded string reaches `int()`."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    significant = text.lstrip("0") or "0"
+    if len(significant) > len(str(maximum)):
+        return None
+    value = int(significant)
+    return value if value <= maximum else None
+
+
 def expected_version(if_match: str | None) -> int | None:
     """The version an `If-Match` names; None for a missing header or `*`."""
     if if_match is None or if_match.strip() == "*":
         return None
-    value = if_match.strip().removeprefix("W/").strip('"')
-    if not value.isdigit() or int(value) < 1:
-        raise ValidationFailed.field("header.If-Match", 'must be a version such as "3"')
-    return int(value)
+    value = decimal(if_match.strip().removeprefix("W/").strip('"'), VERSION_MAX)
+    if value is None or value < 1:
+        raise ValidationFailed.field(
+            "header.If-Match", f'must be a version such as "3" (1 to {VERSION_MAX})'
+        )
+    return value

@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
+from app.api.request_ids import declare_in_openapi
 from app.schemas.common import Problem
 
 _PROBLEMS = {
@@ -49,5 +50,6 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
                 responses[status] = {"description": description, "content": problem}
             if method == "get" and "requestBody" in operation:
                 del operation["requestBody"]
+    declare_in_openapi(schema)
     app.openapi_schema = schema
     return schema

@@ -44,6 +44,8 @@ def decode_cursor(cursor: str | None) -> str | None:
         after = json.loads(raw)["after"]
     except (binascii.Error, ValueError, KeyError, TypeError):
         after = None
-    if not isinstance(after, str):
+    # The server only issues ids in printable ASCII; anything else (a NUL, a lone surrogate)
+    # is forged and would reach Postgres, which refuses it as text (a 500).
+    if not isinstance(after, str) or not (after.isascii() and after.isprintable()):
         raise ValidationFailed.field("query.cursor", "is not a cursor this server issued")
     return after

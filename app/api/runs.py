@@ -5,20 +5,22 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
 from app.api.deps import RuntimeDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
 from app.api.pagination import decode_cursor, page, present
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
-from app.engine.runs import RUNS_STREAM, run_stream
+from app.engine.runs import RUNS_STREAM, lane_stream, run_stream
 from app.errors import NotFound
+from app.schemas.bounds import POSITION_MAX
 from app.schemas.common import Page
 from app.schemas.journal import JournalRead
 from app.schemas.runs import HumanResponse, LaneRead, MessageRead, RunCreate, RunRead
 from app.states import RUN_SETTLED, RunStatus
 from app.store import conversations
+from app.store import events as event_store
 from app.store import journal as journal_store
 from app.store import runs as run_store
 from app.store.idempotency import request_hash
@@ -181,7 +183,11 @@ async def stream_run_events(
 async def list_conversation_messages(
     conversation_id: str,
     session: SessionDep,
-    after: Annotated[int, Query(ge=-1, description="Only messages after this position.")] = -1,
+    after: Annotated[
+        int,
+        # positions are INTEGER: a larger one is refused here, not by Postgres (a 500)
+        Query(ge=-1, le=POSITION_MAX, description="Only messages after this position."),
+    ] = -1,
     limit: Annotated[int, Query(ge=1, le=1_000)] = 200,
 ) -> list[MessageRead]:
     if not await conversations.exists(session, conversation_id):
@@ -203,7 +209,39 @@ async def get_conversation_journal(conversation_id: str, session: SessionDep) ->
     return JournalRead.model_validate({**stored, "conversation_id": conversation_id})
 
 
+# `:path`: a lane's name may contain `/` (`team/alpha`); none ends in `/events` (refused at
+# create), so the stream's route, declared first, never takes a lane's JSON for its own.
+LaneName = Annotated[
+    str, Path(min_length=1, max_length=300, description="The lane (`:` and `/` as they are).")
+]
+
+
+@router.get(
+    "/v1/lanes/{lane:path}/events",
+    response_class=EventSourceResponse,
+    summary="Stream the lifecycle events of a lane's runs (SSE)",
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def stream_lane_events(
+    lane: LaneName,
+    runtime: RuntimeDep,
+    last_event_id: LastEventIdHeader = None,
+    last_event_id_query: LastEventIdQuery = None,
+) -> EventSourceResponse:
+    """The `agent_run.*` events of every run on the lane (`queued`, `started`,
+    `waiting_on_human`, `completed`, …), each as on the run's own stream, with its `run_id`
+    and `status`. A lane has no end, so without a resume point only new events are sent:
+    resume from the `last_event_id` of `GET /v1/lanes/{lane}` to follow on from that
+    snapshot, or from 0 to replay the lane's whole history."""
+    return await open_stream(
+        runtime, lane_stream(lane), resume_point(last_event_id, last_event_id_query)
+    )
+
+
 @router.get("/v1/lanes/{lane:path}", response_model=LaneRead, summary="Who holds a lane")
-async def get_lane(lane: str, session: SessionDep) -> LaneRead:
+async def get_lane(lane: LaneName, session: SessionDep) -> LaneRead:
+    # Where the lane's stream stands, read before the runs: an event committed in between
+    # is then both in the snapshot and replayed after `last_event_id`, never in neither.
+    last = await event_store.last_seq(session, lane_stream(lane))
     active, queued = await run_store.lane(session, lane)
-    return LaneRead(lane=lane, active=active, queued=queued)
+    return LaneRead(lane=lane, active=active, queued=queued, last_event_id=last)

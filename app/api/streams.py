@@ -16,18 +16,23 @@ from fastapi import Header, Query
 from sqlalchemy.exc import SQLAlchemyError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from app.api.headers import decimal
 from app.errors import ValidationFailed
 from app.runtime import Runtime
+from app.schemas.bounds import EVENT_ID_MAX
 from app.store import events as event_store
 
 log = logging.getLogger(__name__)
 
 # The two ways a client says where to resume (see `resume_point`), for every SSE endpoint.
+# Event ids are BIGINT: a larger one could never be reached, and Postgres refuses it as a
+# parameter, so the stream would open and then fail every read.
 LastEventIdHeader = Annotated[
     str | None, Header(alias="Last-Event-ID", description="Resume after this event id.")
 ]
 LastEventIdQuery = Annotated[
-    int | None, Query(alias="last_event_id", ge=0, description="Resume after this event id.")
+    int | None,
+    Query(alias="last_event_id", ge=0, le=EVENT_ID_MAX, description="Resume after this event id."),
 ]
 
 
@@ -35,12 +40,12 @@ def resume_point(header: str | None, query: int | None) -> int | None:
     """The sequence number a client last saw: the `Last-Event-ID` header wins over the
     `last_event_id` query parameter (browsers' EventSource sends the header on reconnect)."""
     if header is not None and header.strip():
-        value = header.strip()
-        if not value.isdigit():
+        value = decimal(header.strip(), EVENT_ID_MAX)
+        if value is None:
             raise ValidationFailed.field(
-                "header.Last-Event-ID", "must be an event id (a non-negative integer)"
+                "header.Last-Event-ID", f"must be an event id (an integer from 0 to {EVENT_ID_MAX})"
             )
-        return int(value)
+        return value
     return query
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
+from app.schemas.bounds import VERSION_MAX
 from app.schemas.common import Name, Reason, Text
 from app.states import TaskStatus
 from app.vocabulary import Complexity, CoordinationTopology, Priority, TaskStructure, TaskType
@@ -128,7 +129,7 @@ class TransitionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     to: TaskStatus
-    expected_version: int | None = Field(None, ge=1)
+    expected_version: int | None = Field(None, ge=1, le=VERSION_MAX)
     reason: Reason | None = None
     assigned_to: Name | None = None
     reviewers: list[Name] | None = Field(None, max_length=100)
@@ -139,7 +140,7 @@ class TransitionRequest(BaseModel):
 class CancelRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    expected_version: int | None = Field(None, ge=1)
+    expected_version: int | None = Field(None, ge=1, le=VERSION_MAX)
     reason: Reason | None = None
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from app.schemas.bounds import VERSION_MAX
 from app.schemas.common import Name, Text
 from app.vocabulary import Complexity, CoordinationTopology, Priority, TaskType
 from app.workflow_states import (
@@ -151,7 +152,9 @@ class WorkflowPatch(BaseModel):
     edges: list[WorkflowEdge] | None = Field(None, max_length=2_000)
     review_timeout_s: int | None = Field(None, ge=60, le=30 * 24 * 3600)
     review_timeout_policy: ReviewTimeoutPolicy | None = None
-    version: int | None = Field(None, ge=1, description="The version you last read.")
+    version: int | None = Field(
+        None, ge=1, le=VERSION_MAX, description="The version you last read."
+    )
 
 
 class WorkflowRead(_WorkflowFields):

@@ -1,0 +1,59 @@
+"""The real `loopwright serve` process logs JSON lines, uvicorn's included, and each access
+line names its request's `X-Request-ID`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.e2e
+
+
+def _lines(log_path: Path) -> list[dict[str, Any]]:
+    """Every line of the log, each of which must be a JSON object."""
+    lines = [line for line in log_path.read_text().splitlines() if line.strip()]
+    assert lines
+    parsed = []
+    for line in lines:
+        record = json.loads(line)  # a plain-text line fails here
+        assert isinstance(record, dict) and {"ts", "level", "logger", "message"} <= set(record)
+        parsed.append(record)
+    return parsed
+
+
+def test_serve_writes_json_logs_with_request_ids(
+    database_url: str, clean_db: AsyncEngine, tmp_path: Path
+) -> None:
+    log_path = tmp_path / "serve.log"
+    server = ServerProcess({"DATABASE_URL": database_url}, log_path)
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            listed = http.get("/v1/tasks", headers={"X-Request-ID": "e2e-logs-1"})
+            assert listed.headers["X-Request-ID"] == "e2e-logs-1"
+            missing = http.get("/v1/tasks/task_missing")
+            assert missing.status_code == 404
+            generated = missing.headers["X-Request-ID"]
+    finally:
+        assert server.terminate(), server.log()
+
+    records = _lines(log_path)
+    access = {r.get("request_id"): r for r in records if r["logger"] == "uvicorn.access"}
+    assert {k: access["e2e-logs-1"][k] for k in ("method", "path", "status")} == {
+        "method": "GET",
+        "path": "/v1/tasks",
+        "status": 200,
+    }
+    assert access[generated]["path"] == "/v1/tasks/task_missing"
+    assert access[generated]["status"] == 404
+    assert generated.startswith("req_")
+    messages = {(r["logger"], r["message"]) for r in records}
+    assert ("uvicorn.error", "Application startup complete.") in messages
+    assert ("uvicorn.error", "Application shutdown complete.") in messages
