@@ -14,7 +14,7 @@ from app.schemas.common import Problem
 _PROBLEMS = {
     "401": "Missing or invalid API key.",
     "404": "The resource does not exist.",
-    "409": "Version conflict, invalid transition or reused idempotency key.",
+    "409": "Version conflict, invalid transition, reused idempotency key or expired approval.",
     "413": "The request body is too large.",
     "422": "The request is not valid; `errors` names each field.",
     "503": "Unavailable, queue full or shutting down; honour `Retry-After`.",

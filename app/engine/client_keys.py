@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.errors import IdempotencyKeyReused
@@ -37,11 +36,7 @@ async def replay(
     Holds the key's lock until the transaction ends, so call it in the create's own."""
     if key is None:
         return None
-    # Two int4 halves: a lock space apart from the one-argument locks of lanes.
-    await session.execute(
-        text("SELECT pg_advisory_xact_lock(hashtext(:scope), hashtext(:key))"),
-        {"scope": key.scope, "key": key.key},
-    )
+    await idempotency.lock_key(session, key.scope, key.key)
     found = await idempotency.find_keys(session, key.scope, [key.key], live_since=live_since)
     record = found.get(key.key)
     if record is None:

@@ -157,6 +157,7 @@ class RunCommands:
         live_since = now - self._idempotency_retention  # for clients' keys only
         async with self._sessionmaker() as session, session.begin():
             if idempotency_key:
+                await idempotency.lock_key(session, scope, idempotency_key)
                 found = await idempotency.find_keys(
                     session, scope, [idempotency_key], live_since=live_since
                 )

@@ -82,7 +82,10 @@ class RunRead(BaseModel):
     waiting_for: dict[str, Any] | None
     attempt: int
     not_before: datetime | None = Field(description="A retried run waits in line until then.")
-    error_log: list[dict[str, Any]] = Field(description="One entry per failed attempt.")
+    error_log: list[dict[str, Any]] = Field(
+        description="One entry per failed attempt and per time-out (a lost heartbeat), "
+        "with what followed it."
+    )
     parent_run_id: str | None
     metadata: dict[str, Any] = Field(validation_alias="metadata_")
     cancel_requested: bool

@@ -128,6 +128,19 @@ async def test_run_creation_is_validated_and_idempotent(client: httpx.AsyncClien
     assert_problem(await client.post(f"/v1/runs/{done['id']}/cancel"), 409, "invalid_transition")
 
 
+async def test_run_creates_racing_with_one_key_make_one_run(client: httpx.AsyncClient) -> None:
+    agent_id = await make_agent(client, scripted({"text": "hi"}))
+    body = {"agent_id": agent_id, "input": "once", "lane": "race"}
+    answers = await asyncio.gather(
+        *(client.post("/v1/runs", json=body, headers={"Idempotency-Key": "race"}) for _ in range(8))
+    )
+    assert [r.status_code for r in answers] == [202] * 8, [r.text for r in answers]
+    assert len({r.json()["id"] for r in answers}) == 1
+    assert sum("idempotent-replayed" not in r.headers for r in answers) == 1
+    listed = await client.get("/v1/runs", params={"lane": "race"})
+    assert len(listed.json()["items"]) == 1
+
+
 async def test_run_events_replay_exactly_what_a_disconnected_client_missed(
     client: httpx.AsyncClient,
 ) -> None:
