@@ -189,7 +189,13 @@ class WorkerPool:
         except IntegrityError:
             return []  # another claimer took the same lane first; the index said no
         except (SQLAlchemyError, OSError) as exc:
-            log.warning("agent_run.dispatch_next_failed: %s", exc)
+            # Seed 000's event: logged, and the lanes are not blocked (the next wake-up or
+            # poll claims again).
+            event = "agent_run.dispatch_next_failed"
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning(
+                event, extra={"fields": {"event": event, "worker": self.owner, "error": error}}
+            )
             return []
         for run in runs:
             loop = self._loops(run, self.owner)
