@@ -251,6 +251,13 @@ class WorkflowCommands:
             "finished_at": None if plan.tasks else now,
         }
         async with self._sessionmaker() as session, session.begin():
+            if idempotency_key:
+                # Asked again under the key's lock: of two activations racing with one key,
+                # the second waits for the first to commit, then replays it.
+                await idempotency.lock_key(session, ACTIVATE_SCOPE, idempotency_key)
+                replay = await self._replay(session, idempotency_key, request_hash, keys_live_since)
+                if replay is not None:
+                    return Activation(replay, replayed=True)
             execution = await store.insert_execution(session, values, node_tasks)
             events = [execution_event("workflow.execution.started", execution)]
             if not plan.tasks:

@@ -204,6 +204,21 @@ async def test_activation_with_an_idempotency_key_happens_once(client: httpx.Asy
     assert_problem(moved, 409, "idempotency_key_reused")
 
 
+async def test_activations_racing_with_one_key_make_one_execution(
+    client: httpx.AsyncClient,
+) -> None:
+    workflow = await create(client, diamond())
+    url = f"/v1/workflow-executions/activate/{workflow['id']}"
+    headers = {"Idempotency-Key": "race"}
+    answers = await asyncio.gather(
+        *(client.post(url, json={"context": {"a": 1}}, headers=headers) for _ in range(6))
+    )
+    assert [r.status_code for r in answers] == [201] * 6, [r.text for r in answers]
+    assert len({r.json()["id"] for r in answers}) == 1
+    assert sum("idempotent-replayed" not in r.headers for r in answers) == 1
+    assert len((await client.get("/v1/tasks")).json()["items"]) == 4
+
+
 @pytest.mark.parametrize(
     ("env", "taken", "skipped"), [("prod", "deploy", "hold"), ("dev", "hold", "deploy")]
 )
