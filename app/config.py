@@ -273,8 +273,8 @@ class CompactionSettings(BaseModel):
 
 
 class LoopGuardSettings(BaseModel):
-    """The stagnation detector (seed 002 "Stagnation Detection"); tool-loop detection keeps
-    seed 000's fixed thresholds."""
+    """The stagnation detector (seed 002 "Stagnation Detection") and the "too many errors"
+    terminator (seed 003); tool-loop detection keeps seed 000's fixed thresholds."""
 
     stagnation_enabled: bool = Field(True, description="Stop runs stuck repeating tool calls.")
     stagnation_window_size: int = Field(
@@ -291,6 +291,15 @@ class LoopGuardSettings(BaseModel):
     )
     stagnation_min_tool_turns: int = Field(
         2, ge=1, le=100, description="Tool-bearing turns before the detector gives a verdict."
+    )
+    max_consecutive_error_batches: int = Field(
+        3,
+        ge=0,
+        le=1_000,
+        description=(
+            "Tool batches in a row in which every call failed before the run fails as "
+            "`too_many_errors` (seed 003); calls a person refused are not counted; 0: never."
+        ),
     )
 
     @model_validator(mode="after")

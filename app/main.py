@@ -136,6 +136,7 @@ def build_workers(
             max_retries=settings.workers.max_retries,
         ),
         stagnation=stagnation_policy(settings.loop_guards),
+        max_error_batches=settings.loop_guards.max_consecutive_error_batches,
         compaction=settings.compaction,
         metrics=metrics,
         breakers=breakers,

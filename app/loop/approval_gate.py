@@ -62,7 +62,7 @@ async def gate(
         )
     if approval.decision is ApprovalDecision.APPROVED:
         return call.model_copy(update={"input": approval.arguments or {}})
-    return ToolOutcome(rejection_result(approval), True, 0)
+    return ToolOutcome(rejection_result(approval), True, 0, declined=True)
 
 
 async def held_back(session: AsyncSession, run_id: str, call_ids: Iterable[str]) -> set[str]:

@@ -43,7 +43,13 @@ from app.loop import approval_gate
 from app.loop.boundary import Boundary, BoundaryWrite, started_events
 from app.loop.compaction import Compactor
 from app.loop.crashpoints import crash_point
-from app.loop.guards import Guards
+from app.loop.guards import (
+    ERROR_LIMIT_EVENT,
+    ERROR_STOP_REASON,
+    MAX_ERROR_BATCHES,
+    ErrorStreak,
+    Guards,
+)
 from app.loop.loop_detection import ASK_HUMAN, with_notes
 from app.loop.prompt import Frame, frame_of, offered_tools, read_frame
 from app.loop.run_boundaries import (
@@ -95,6 +101,7 @@ class LoopDeps:
     tool_services: Any = None
     run_retry: RunRetryPolicy = field(default_factory=RunRetryPolicy)
     stagnation: StagnationPolicy = field(default_factory=StagnationPolicy)
+    max_error_batches: int = MAX_ERROR_BATCHES  # 0: no "too many errors" terminator
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     metrics: Metrics | None = None
     breakers: Breakers = field(default_factory=Breakers)  # shared with the tool runner
@@ -301,19 +308,37 @@ class RunLoop:
                 human_pause(waiting_on_call(call, question, "resume_unsafe"), events=[unsafe_event])
             )
             return False
+        declined = await self._declined(answered)
         missing = [c for c in pending if c.id not in answered]
         if missing:
-            return await self._run_tools(self.history[-1].content, only=missing, answered=answered)
-        return await self._record_results(pending, answered, [], [])
+            return await self._run_tools(
+                self.history[-1].content, only=missing, answered=answered, declined=declined
+            )
+        return await self._record_results(pending, answered, [], [], declined)
+
+    async def _declined(self, answered: dict[str, tuple[str, bool]]) -> set[str]:
+        """Of the error results read back from the ledger, the refusals of an approval
+        (written there by the decision): a person's word, not the model's error."""
+        errors = [call_id for call_id, (_, is_error) in answered.items() if is_error]
+        if not errors:
+            return set()
+        async with self.deps.sessionmaker() as session:
+            return await approval_gate.held_back(session, self.run.id, errors)
 
     async def _stopped_at_boundary(self) -> bool:
-        """End the run here if it was cancelled or ran out of time or iterations, or hand it
-        back to the queue if this worker is shutting down."""
+        """End the run here if it was cancelled, its tool calls kept failing (too many
+        errors), or it ran out of time or iterations; or hand it back to the queue if this
+        worker is shutting down."""
         if self.stop_requested.is_set() and not self.run.cancel_requested:
             await self._commit(hand_back(self.owner))
             return True
         if self.run.cancel_requested:
             await self._settle(RunStatus.CANCELLED, stop_reason="cancelled")
+            return True
+        # Checked here, not only where the batch is recorded: a run resumed after a crash
+        # between its last failing batch and its settling stops before another LLM call.
+        if self.guards.errors.reached(self.deps.max_error_batches):
+            await self._fail_too_many_errors()
             return True
         limits = self.agent.limits
         elapsed = self._elapsed_s()
@@ -340,6 +365,29 @@ class RunLoop:
             RunStatus.FAILED,
             stop_reason="hard_time_limit",
             error=("hard_time_limit", f"the run exceeded its hard time limit of {limit:g} s"),
+        )
+
+    async def _fail_too_many_errors(self) -> None:
+        """Seed 003's terminator: the model's tool calls kept failing. Not retried: another
+        attempt resumes the same transcript and model, which fail the same way. The final
+        checkpoint starts a new streak, so a person's `retry` gives the model a fresh
+        chance (the count at its limit would stop the run again before any call)."""
+        streak, limit = self.guards.errors, self.deps.max_error_batches
+        log.warning("run %s stopped: %d failing tool batches in a row", self.run.id, streak.batches)
+        await self._settle(
+            RunStatus.FAILED,
+            stop_reason=ERROR_STOP_REASON,
+            error=(ERROR_STOP_REASON, streak.message),
+            event=(
+                ERROR_LIMIT_EVENT,
+                {
+                    "max_consecutive_error_batches": limit,
+                    "batches": streak.batches,
+                    "last_errors": list(streak.last_errors),
+                },
+            ),
+            retryable=False,
+            guards=replace(self.guards, errors=ErrorStreak()),
         )
 
     async def _summarise(self) -> None:
@@ -533,8 +581,10 @@ class RunLoop:
         *,
         only: list[ToolUseBlock] | None = None,
         answered: dict[str, tuple[str, bool]] | None = None,
+        declined: set[str] | None = None,
     ) -> bool:
-        """Run the batch; False when the run paused for a human instead of going on."""
+        """Run the batch; False when the run paused for a human instead of going on.
+        Resuming: `answered` from the ledger, of which `declined` were refused by a person."""
         calls = [b for b in content if isinstance(b, ToolUseBlock)]
         to_run = calls
         if only is not None:  # resuming: (re)start these in the ledger before they run
@@ -555,8 +605,9 @@ class RunLoop:
             return False
         crash_point("during_tool")  # the tools ran; their completion is not recorded yet
         results = {**(answered or {}), **{i: (o.content, o.is_error) for i, o in outcomes.items()}}
+        declined = (declined or set()) | {i for i, o in outcomes.items() if o.declined}
         return await self._record_results(
-            calls, results, list(outcomes.items()), completed_events(outcomes)
+            calls, results, list(outcomes.items()), completed_events(outcomes), declined
         )
 
     async def _record_results(
@@ -565,10 +616,19 @@ class RunLoop:
         results: dict[str, tuple[str, bool]],
         completed: list[tuple[str, ToolOutcome]],
         events: list[RunEvent],
+        declined: set[str],
     ) -> bool:
         """The tool_result boundary of a batch, with what the watchers make of it: their
-        notes ride in the results message; a stagnant run ends here (False)."""
-        verdict = self.guards.after_batch(calls, self.deps.stagnation)
+        notes ride in the results message; a stagnant run ends here (False). A batch that
+        brings the error streak to its limit is recorded whole (every call keeps its
+        result), and the boundary check that follows fails the run."""
+        verdict = self.guards.after_batch(
+            calls,
+            results,
+            self.deps.stagnation,
+            declined=declined,
+            max_error_batches=self.deps.max_error_batches,
+        )
         message = results_message(calls, results, "Error: no result was recorded")
         await self._commit(
             Boundary(
@@ -648,7 +708,9 @@ class RunLoop:
         extra: dict[str, Any] | None = None,
         event: tuple[str, dict[str, Any]] | None = None,
         retryable: bool = True,
+        guards: Guards | None = None,
     ) -> None:
+        """`guards`: the watchers' state for the final checkpoint, if not the loop's."""
         boundary = settled(
             self.run,
             self.history,
@@ -664,7 +726,7 @@ class RunLoop:
             retryable=retryable,
         )
         crash_point("before_final")
-        await self._commit(boundary)
+        await self._commit(boundary, guards)
 
     async def _settle_quietly(
         self, status: RunStatus, code: str, message: str, *, retryable: bool = True

@@ -49,6 +49,9 @@ class ToolOutcome:
     pauses_run: bool = False  # the content is a question for a human, not a result
     degraded: bool = False  # the tool is withdrawn for the rest of the run
     waiting_for: dict[str, Any] | None = None  # what a pausing call waits on (an approval)
+    # A person (or the approval's expiry policy) refused the call: an error result, but
+    # not the model's error (the `too_many_errors` terminator leaves it out).
+    declined: bool = False
 
 
 @dataclass(frozen=True)
