@@ -6,6 +6,12 @@
 Each boundary is one transaction (messages, ledger rows, checkpoint, run row, events),
 fenced by the run's lease: a worker that lost its lease writes nothing more. Resuming and
 running are the same path: answered tool calls are read back from the ledger, not re-run.
+
+`RunLoop` orchestrates: it owns the loop's state and every commit, the boundary checks
+and terminators, the LLM call, context recovery and settling. A tool batch (approval
+gate, tool runner, the tool_result boundary and the watchers' verdict) is `ToolBatch`'s
+(loop/tool_batch.py), which sees the loop only through `BatchHost`; the pure parts are
+in loop/prompt.py, loop/run_boundaries.py, loop/approval_gate.py and loop/guards.py.
 """
 
 from __future__ import annotations
@@ -26,9 +32,9 @@ from app.engine.breakers import Breakers
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.retry import RunRetryPolicy
-from app.engine.runs import RUNS_STREAM, RunEvent, run_stream
+from app.engine.runs import RUNS_STREAM, run_stream
 from app.llm.caller import LLMCallFailed, ResilientModel
-from app.llm.messages import Message, TextBlock, ToolUseBlock
+from app.llm.messages import Message, TextBlock
 from app.llm.policy import PERMANENT_FAILURES, LLMRetryPolicy
 from app.llm.provider import (
     LLMRequest,
@@ -50,26 +56,14 @@ from app.loop.guards import (
     ErrorStreak,
     Guards,
 )
-from app.loop.loop_detection import ASK_HUMAN, with_notes
+from app.loop.loop_detection import ASK_HUMAN
 from app.loop.prompt import Frame, frame_of, offered_tools, read_frame
-from app.loop.run_boundaries import (
-    completed_events,
-    hand_back,
-    human_pause,
-    settled,
-    waiting_on_call,
-)
+from app.loop.run_boundaries import hand_back, human_pause, settled, waiting_on_call
 from app.loop.stagnation import STOP_REASON, StagnationPolicy
 from app.loop.summary import llm_summariser
-from app.loop.tool_runner import ToolOutcome, ToolRunner
-from app.loop.tools.base import ToolContext
-from app.loop.tools.journal_tools import JOURNAL_WRITERS
-from app.loop.transcript import (
-    for_provider,
-    last_assistant_text,
-    pending_tool_uses,
-    results_message,
-)
+from app.loop.tool_batch import BatchEnd, ToolBatch, is_idempotent
+from app.loop.tool_runner import ToolRunner
+from app.loop.transcript import for_provider, last_assistant_text, pending_tool_uses
 from app.metrics import Metrics
 from app.observability import log_events
 from app.schemas.runs import RunRead
@@ -172,6 +166,17 @@ class RunLoop:
         self.guards = Guards.load(latest.loop_counters if latest else None)
         self.frame = frame_of(agent, journal)
         self.llm = self._model(agent.model.provider, deps.providers(agent, self.run.id))
+        self.batch = ToolBatch(
+            self,
+            agent,
+            tools=deps.tools,
+            approvals=deps.approvals,
+            services=deps.tool_services,
+            stagnation=deps.stagnation,
+            max_error_batches=deps.max_error_batches,
+            owner=self.owner,
+            token=self.token,
+        )
         self.compactor = self._compactor()
         # Its first boundary (the input) wrote a checkpoint with its first messages.
         started_here = latest is not None
@@ -190,19 +195,20 @@ class RunLoop:
             if await self._record_response(response):
                 return
             crash_point("after_llm_response")
-            if not await self._run_tools(response.content):
+            if not await self._went_on(await self.batch.run(response.content)):
                 return
             crash_point("after_tool_result")
 
     # -- boundaries ------------------------------------------------------------------
 
-    async def _commit(self, boundary: Boundary, guards: Guards | None = None) -> RunRead:
+    async def commit(self, boundary: Boundary, guards: Guards | None = None) -> RunRead:
         """Commit one boundary (through the group committer, alongside other runs'), fenced
         by this worker's lease; then take its messages, results and the watchers' new state
         (`guards`, recorded in its checkpoint) into the loop's state."""
         if self.lease_lost.is_set():  # the heartbeat could not renew: stop here
             raise LeaseLost()
         guards = guards or self.guards
+        registry = self.deps.tools.registry
         completed_ids = [*self.completed_calls, *(call_id for call_id, _ in boundary.completed)]
         write = BoundaryWrite(
             run_id=self.run.id,
@@ -212,7 +218,7 @@ class RunLoop:
             message_count=self.transcript_count + len(boundary.messages),
             completed_tool_call_ids=completed_ids,
             system_prompt_hash=self.system_hash,
-            idempotent={c.id: self._is_idempotent(c) for c in boundary.started},
+            idempotent={c.id: is_idempotent(registry, c) for c in boundary.started},
             now=self.deps.clock(),
             loop_counters=guards.counters,
         )
@@ -246,9 +252,9 @@ class RunLoop:
             accepted = (
                 {} if self.run.system_prompt_hash else {"system_prompt_hash": self.system_hash}
             )
-            await self._commit(Boundary(None, run_values=accepted, opening=[event]))
+            await self.commit(Boundary(None, run_values=accepted, opening=[event]))
             return
-        await self._commit(
+        await self.commit(
             Boundary(
                 "input",
                 messages=[Message.user_text(self.run.input)],
@@ -265,7 +271,7 @@ class RunLoop:
             "with the new prompt, or cancel the run."
         )
         reason = "system_prompt_changed"
-        await self._commit(
+        await self.commit(
             human_pause(
                 {"reason": reason, "question": question},
                 events=[("agent_run.resume_unsafe", {"reason": reason})],
@@ -304,17 +310,19 @@ class RunLoop:
                 "not have taken effect. Reply with its result to continue."
             )
             unsafe_event = ("agent_run.resume_unsafe", {"tool_call_id": call.id, "tool": call.name})
-            await self._commit(
+            await self.commit(
                 human_pause(waiting_on_call(call, question, "resume_unsafe"), events=[unsafe_event])
             )
             return False
         declined = await self._declined(answered)
         missing = [c for c in pending if c.id not in answered]
         if missing:
-            return await self._run_tools(
-                self.history[-1].content, only=missing, answered=answered, declined=declined
+            return await self._went_on(
+                await self.batch.run(
+                    self.history[-1].content, only=missing, answered=answered, declined=declined
+                )
             )
-        return await self._record_results(pending, answered, [], [], declined)
+        return await self._went_on(await self.batch.record(pending, answered, [], [], declined))
 
     async def _declined(self, answered: dict[str, tuple[str, bool]]) -> set[str]:
         """Of the error results read back from the ledger, the refusals of an approval
@@ -330,7 +338,7 @@ class RunLoop:
         errors), or it ran out of time or iterations; or hand it back to the queue if this
         worker is shutting down."""
         if self.stop_requested.is_set() and not self.run.cancel_requested:
-            await self._commit(hand_back(self.owner))
+            await self.commit(hand_back(self.owner))
             return True
         if self.run.cancel_requested:
             await self._settle(RunStatus.CANCELLED, stop_reason="cancelled")
@@ -392,7 +400,7 @@ class RunLoop:
 
     async def _summarise(self) -> None:
         """Soft time limit: one final turn without tools, and its text is the result."""
-        await self._commit(
+        await self.commit(
             Boundary(
                 "input",
                 messages=[Message.user_text(SUMMARY_PROMPT)],
@@ -424,7 +432,7 @@ class RunLoop:
             max_tokens=model.max_output_tokens,
             tools=self._tool_specs(tool_choice) if with_tools else [],
             tool_choice=tool_choice,
-            timeout_s=self._remaining_s(),
+            timeout_s=self.remaining_s(),
             turn=self.run.iteration,
         )
         stream = run_stream(self.run.id)
@@ -434,7 +442,7 @@ class RunLoop:
 
         metrics = self.deps.metrics
         try:
-            async with asyncio.timeout(self._remaining_s()):
+            async with asyncio.timeout(self.remaining_s()):
                 response = await self.llm.complete(request, on_text, purpose="main_loop")
         except LLMCallFailed as exc:
             if metrics is not None:
@@ -520,7 +528,7 @@ class RunLoop:
             context = (recovery.through_position, recovery.messages)
         ask = recovery.ask_human
         loops = replace(self.guards.loops, force_tool=ASK_HUMAN) if ask else self.guards.loops
-        await self._commit(
+        await self.commit(
             Boundary(
                 "compaction",
                 messages=[Message.user_text(ask.instruction)] if ask else [],
@@ -535,7 +543,8 @@ class RunLoop:
         a run that waited on a human is not charged for the wait."""
         return (self.deps.clock() - self.execution_started).total_seconds()
 
-    def _remaining_s(self) -> float:
+    def remaining_s(self) -> float:
+        """Seconds left before the hard time limit (bounding an LLM call or a tool)."""
         return max(0.001, self.agent.limits.hard_time_limit_s - self._elapsed_s())
 
     async def _record_response(self, response: LLMResponse) -> bool:
@@ -545,7 +554,7 @@ class RunLoop:
         counters = self._after_call(response)
         if message.tool_uses:
             # The response and the start of its tool calls are durable before any tool runs.
-            await self._commit(
+            await self.commit(
                 Boundary(
                     "llm_response",
                     messages=[message],
@@ -575,125 +584,24 @@ class RunLoop:
             },
         }
 
-    async def _run_tools(
-        self,
-        content: list[Any],
-        *,
-        only: list[ToolUseBlock] | None = None,
-        answered: dict[str, tuple[str, bool]] | None = None,
-        declined: set[str] | None = None,
-    ) -> bool:
-        """Run the batch; False when the run paused for a human instead of going on.
-        Resuming: `answered` from the ledger, of which `declined` were refused by a person."""
-        calls = [b for b in content if isinstance(b, ToolUseBlock)]
-        to_run = calls
-        if only is not None:  # resuming: (re)start these in the ledger before they run
-            to_run = only
-            await self._commit(Boundary(None, started=only, events=started_events(only)))
-        outcomes: dict[str, ToolOutcome] = {}
-        pause: tuple[ToolUseBlock, ToolOutcome] | None = None
-        for call in to_run:
-            outcome = await self._run_one(call)
-            if outcome.pauses_run:  # the first pause wins; later ones ask again on resume
-                pause = pause or (call, outcome)
-                continue
-            outcomes[call.id] = outcome
-        if pause is not None:
-            call, question = pause
-            waiting = question.waiting_for or waiting_on_call(call, question.content, "ask_human")
-            await self._commit(human_pause(waiting, completed=outcomes))
-            return False
-        crash_point("during_tool")  # the tools ran; their completion is not recorded yet
-        results = {**(answered or {}), **{i: (o.content, o.is_error) for i, o in outcomes.items()}}
-        declined = (declined or set()) | {i for i, o in outcomes.items() if o.declined}
-        return await self._record_results(
-            calls, results, list(outcomes.items()), completed_events(outcomes), declined
-        )
-
-    async def _record_results(
-        self,
-        calls: list[ToolUseBlock],
-        results: dict[str, tuple[str, bool]],
-        completed: list[tuple[str, ToolOutcome]],
-        events: list[RunEvent],
-        declined: set[str],
-    ) -> bool:
-        """The tool_result boundary of a batch, with what the watchers make of it: their
-        notes ride in the results message; a stagnant run ends here (False). A batch that
-        brings the error streak to its limit is recorded whole (every call keeps its
-        result), and the boundary check that follows fails the run."""
-        verdict = self.guards.after_batch(
-            calls,
-            results,
-            self.deps.stagnation,
-            declined=declined,
-            max_error_batches=self.deps.max_error_batches,
-        )
-        message = results_message(calls, results, "Error: no result was recorded")
-        await self._commit(
-            Boundary(
-                "tool_result",
-                messages=[with_notes(message, verdict.notes)],
-                completed=completed,
-                events=[*events, *verdict.events],
-            ),
-            verdict.guards,
-        )
-        if verdict.stop is None:
-            return True
-        log.warning("run %s stopped: stagnation", self.run.id)
-        await self._settle(
-            RunStatus.COMPLETED, stop_reason=STOP_REASON, result=last_assistant_text(self.history)
-        )
-        return False
-
-    def _is_idempotent(self, call: ToolUseBlock) -> bool:
-        tool = self.deps.tools.registry.get(call.name)
-        return tool is not None and tool.is_idempotent(call.input)
-
-    async def _run_one(self, call: ToolUseBlock) -> ToolOutcome:
-        gated = await approval_gate.gate(
-            call,
-            self.deps.tools.registry.get(call.name),
-            run=self.run,
-            allowed=self.agent.tools,
-            auto_approved=self.agent.auto_approve,
-            approvals=self.deps.approvals,
-        )
-        if isinstance(gated, ToolOutcome):
-            return gated
-        call = gated  # with the arguments a person approved, if one was asked
-        context = ToolContext(
-            run_id=self.run.id,
-            tool_call_id=call.id,
-            agent_id=self.agent.id,
-            conversation_id=self.run.conversation_id,
-            services=self.deps.tool_services,
-            lease_owner=self.owner,
-            lease_token=self.token,
-        )
-
-        async def on_retry(data: dict[str, Any]) -> None:
-            await self._event_now("agent.tool.retry", data)
-
-        async with asyncio.timeout(self._remaining_s()):
-            outcome = await self.deps.tools.run(
-                call,
-                context,
-                allowed=set(self.agent.tools),
-                on_retry=on_retry,
-                on_event=self._event_now,
-                unavailable=self.guards.degraded,
+    async def _went_on(self, end: BatchEnd) -> bool:
+        """After a tool batch: False when the run paused for a human, or (stagnant) is
+        settled here."""
+        if end is BatchEnd.STAGNANT:
+            log.warning("run %s stopped: stagnation", self.run.id)
+            await self._settle(
+                RunStatus.COMPLETED,
+                stop_reason=STOP_REASON,
+                result=last_assistant_text(self.history),
             )
-        if call.name in JOURNAL_WRITERS and not outcome.is_error:
-            self.frame = None  # the journal changed: the next call reads it again
-        if outcome.degraded:  # withdrawn from now on; the next checkpoint records it
-            self.guards = replace(self.guards, degraded=self.guards.degraded | {call.name})
-        return outcome
+        return end is BatchEnd.RECORDED
+
+    def journal_changed(self) -> None:
+        self.frame = None  # the next call reads the journal again
 
     async def _event_now(self, event_type: str, data: dict[str, Any]) -> None:
         """An event outside any boundary (a retry, a fallback), fenced like the rest."""
-        await self._commit(Boundary(None, events=[(event_type, data)]))
+        await self.commit(Boundary(None, events=[(event_type, data)]))
 
     # -- settling --------------------------------------------------------------------
 
@@ -726,7 +634,7 @@ class RunLoop:
             retryable=retryable,
         )
         crash_point("before_final")
-        await self._commit(boundary, guards)
+        await self.commit(boundary, guards)
 
     async def _settle_quietly(
         self, status: RunStatus, code: str, message: str, *, retryable: bool = True

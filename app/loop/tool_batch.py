@@ -1,0 +1,218 @@
+"""One tool batch of a run's loop: the calls of an assistant message, each through the
+approval gate and the tool runner, then the batch's `tool_result` boundary with what the
+watchers make of it (loop notes, stagnation, the error streak).
+
+    (resuming: ledger start of the calls to run again) → approval gate → tool runner
+    → human_pause (a call waits on a person) | tool_result boundary (+ watchers' verdict)
+
+The batch does not settle the run: it says how it ended (`BatchEnd`) and the loop, which
+owns the run's ending, settles a stagnant one. What it needs of the loop is `BatchHost`:
+the run and the watchers' state as of the last commit, the commit itself, the time left,
+and word that the journal changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import replace
+from typing import Any, Protocol
+
+from app.engine.approvals import ApprovalCommands
+from app.engine.runs import RunEvent
+from app.llm.messages import ToolUseBlock
+from app.loop import approval_gate
+from app.loop.boundary import Boundary, started_events
+from app.loop.crashpoints import crash_point
+from app.loop.guards import Guards
+from app.loop.loop_detection import with_notes
+from app.loop.run_boundaries import completed_events, human_pause, waiting_on_call
+from app.loop.stagnation import StagnationPolicy
+from app.loop.tool_runner import ToolOutcome, ToolRunner
+from app.loop.tools.base import ToolContext
+from app.loop.tools.journal_tools import JOURNAL_WRITERS
+from app.loop.tools.registry import ToolRegistry
+from app.loop.transcript import results_message
+from app.schemas.agents import AgentRead
+from app.schemas.runs import RunRead
+
+
+class BatchEnd(enum.Enum):
+    RECORDED = "recorded"  # the results are committed: the loop goes on
+    PAUSED = "paused"  # a call waits on a person; the batch's other results are kept
+    STAGNANT = "stagnant"  # recorded, and the stagnation detector stops the run
+
+
+class BatchHost(Protocol):
+    """The part of the loop a batch works with (`RunLoop` provides it)."""
+
+    @property
+    def run(self) -> RunRead:
+        """The run as the last commit returned it."""
+        ...
+
+    # The watchers' state: the batch withdraws a degraded tool here at once, so that the
+    # batch's later calls, and whatever commits next (a retry event, the pause, the
+    # results), see it.
+    guards: Guards
+
+    async def commit(self, boundary: Boundary, guards: Guards | None = None) -> RunRead:
+        """Commit one boundary, fenced by the lease; `guards`: the state it records."""
+        ...
+
+    def remaining_s(self) -> float:
+        """Seconds left before the run's hard time limit."""
+        ...
+
+    def journal_changed(self) -> None:
+        """A journal tool wrote: the next LLM call reads the journal again."""
+        ...
+
+
+def is_idempotent(registry: ToolRegistry, call: ToolUseBlock) -> bool:
+    """Whether `call` may simply run again when a crash cut it short (kept in the ledger
+    when it starts)."""
+    tool = registry.get(call.name)
+    return tool is not None and tool.is_idempotent(call.input)
+
+
+class ToolBatch:
+    """Runs the tool batches of one execution of a run (one agent, one lease)."""
+
+    def __init__(
+        self,
+        host: BatchHost,
+        agent: AgentRead,
+        *,
+        tools: ToolRunner,
+        approvals: ApprovalCommands | None,
+        services: Any,
+        stagnation: StagnationPolicy,
+        max_error_batches: int,
+        owner: str,
+        token: int,
+    ) -> None:
+        self.host = host
+        self.agent = agent
+        self.tools = tools
+        self.approvals = approvals
+        self.services = services
+        self.stagnation = stagnation
+        self.max_error_batches = max_error_batches
+        self.owner = owner
+        self.token = token
+
+    async def run(
+        self,
+        content: list[Any],
+        *,
+        only: list[ToolUseBlock] | None = None,
+        answered: dict[str, tuple[str, bool]] | None = None,
+        declined: set[str] | None = None,
+    ) -> BatchEnd:
+        """Run the batch of `content` (an assistant message's blocks). Resuming: `only`
+        the calls to run again, `answered` from the ledger, of which `declined` were
+        refused by a person."""
+        calls = [b for b in content if isinstance(b, ToolUseBlock)]
+        to_run = calls
+        if only is not None:  # resuming: (re)start these in the ledger before they run
+            to_run = only
+            await self.host.commit(Boundary(None, started=only, events=started_events(only)))
+        outcomes: dict[str, ToolOutcome] = {}
+        pause: tuple[ToolUseBlock, ToolOutcome] | None = None
+        for call in to_run:
+            outcome = await self._run_one(call)
+            if outcome.pauses_run:  # the first pause wins; later ones ask again on resume
+                pause = pause or (call, outcome)
+                continue
+            outcomes[call.id] = outcome
+        if pause is not None:
+            call, question = pause
+            waiting = question.waiting_for or waiting_on_call(call, question.content, "ask_human")
+            await self.host.commit(human_pause(waiting, completed=outcomes))
+            return BatchEnd.PAUSED
+        crash_point("during_tool")  # the tools ran; their completion is not recorded yet
+        results = {**(answered or {}), **{i: (o.content, o.is_error) for i, o in outcomes.items()}}
+        declined = (declined or set()) | {i for i, o in outcomes.items() if o.declined}
+        return await self.record(
+            calls, results, list(outcomes.items()), completed_events(outcomes), declined
+        )
+
+    async def record(
+        self,
+        calls: list[ToolUseBlock],
+        results: dict[str, tuple[str, bool]],
+        completed: list[tuple[str, ToolOutcome]],
+        events: list[RunEvent],
+        declined: set[str],
+    ) -> BatchEnd:
+        """The tool_result boundary of a batch, with what the watchers make of it: their
+        notes ride in the results message; a stagnant run is to end here. A batch that
+        brings the error streak to its limit is recorded whole (every call keeps its
+        result), and the loop's boundary check that follows fails the run."""
+        host = self.host
+        verdict = host.guards.after_batch(
+            calls,
+            results,
+            self.stagnation,
+            declined=declined,
+            max_error_batches=self.max_error_batches,
+        )
+        message = results_message(calls, results, "Error: no result was recorded")
+        await host.commit(
+            Boundary(
+                "tool_result",
+                messages=[with_notes(message, verdict.notes)],
+                completed=completed,
+                events=[*events, *verdict.events],
+            ),
+            verdict.guards,
+        )
+        return BatchEnd.RECORDED if verdict.stop is None else BatchEnd.STAGNANT
+
+    async def _run_one(self, call: ToolUseBlock) -> ToolOutcome:
+        host = self.host
+        gated = await approval_gate.gate(
+            call,
+            self.tools.registry.get(call.name),
+            run=host.run,
+            allowed=self.agent.tools,
+            auto_approved=self.agent.auto_approve,
+            approvals=self.approvals,
+        )
+        if isinstance(gated, ToolOutcome):
+            return gated
+        call = gated  # with the arguments a person approved, if one was asked
+        run = host.run
+        context = ToolContext(
+            run_id=run.id,
+            tool_call_id=call.id,
+            agent_id=self.agent.id,
+            conversation_id=run.conversation_id,
+            services=self.services,
+            lease_owner=self.owner,
+            lease_token=self.token,
+        )
+
+        async def on_retry(data: dict[str, Any]) -> None:
+            await self._event_now("agent.tool.retry", data)
+
+        async with asyncio.timeout(host.remaining_s()):
+            outcome = await self.tools.run(
+                call,
+                context,
+                allowed=set(self.agent.tools),
+                on_retry=on_retry,
+                on_event=self._event_now,
+                unavailable=host.guards.degraded,
+            )
+        if call.name in JOURNAL_WRITERS and not outcome.is_error:
+            host.journal_changed()
+        if outcome.degraded:  # withdrawn from now on; the next checkpoint records it
+            host.guards = replace(host.guards, degraded=host.guards.degraded | {call.name})
+        return outcome
+
+    async def _event_now(self, event_type: str, data: dict[str, Any]) -> None:
+        """An event outside any boundary (a tool's retry, fallback, breaker), fenced like
+        the rest."""
+        await self.host.commit(Boundary(None, events=[(event_type, data)]))
