@@ -11,6 +11,21 @@ from app.errors import PayloadTooLarge
 _DRAIN_LIMIT_BYTES = 64 * 1_048_576
 
 
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` for an app downstream of a middleware that read the whole body: the body
+    in one message, then what the client sends next (its disconnect)."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
 class BodyLimit:
     def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
         self.app = app
@@ -40,16 +55,7 @@ class BodyLimit:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Read (and drop) what the client is still sending, within reason, so that it gets

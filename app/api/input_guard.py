@@ -24,8 +24,9 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.body_limit import replaying
 from app.api.problems import problem_response
 from app.errors import FieldError, ValidationFailed
 
@@ -177,16 +178,7 @@ class InputGuard:
         if errors:
             await _refuse(errors, scope, receive, send)
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
 
 async def _refuse(errors: list[FieldError], scope: Scope, receive: Receive, send: Send) -> None:

@@ -6,29 +6,12 @@ test_migrations.py.)"""
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import migrate
-from app.db import make_engine
-from tests.support.database import admin, with_database
-
-
-@pytest.fixture
-async def scratch_engine(pg_server_url: str) -> AsyncIterator[AsyncEngine]:
-    name = f"lw_migrations_{secrets.token_hex(4)}"
-    await admin(pg_server_url, f'CREATE DATABASE "{name}"')
-    engine = make_engine(with_database(pg_server_url, name))
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
-        await admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
 
 # As 0008 kept them: (id, kind, status, decided_by, arguments)
 ROWS_0008 = [

@@ -3,11 +3,8 @@ the data a migration moves comes back on its downgrade."""
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -15,7 +12,7 @@ from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import migrate
-from app.db import Base, make_engine, make_sessionmaker
+from app.db import Base, make_sessionmaker
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.runs import CREATE_SCOPE, SPAWN_SCOPE, RunCommands
@@ -25,19 +22,6 @@ from app.models import IDEMPOTENCY_KEYS
 from app.schemas.agents import AgentCreate, ModelConfig
 from app.schemas.runs import RunCreate
 from app.store import idempotency
-from tests.support.database import admin, with_database
-
-
-@pytest.fixture
-async def scratch_engine(pg_server_url: str) -> AsyncIterator[AsyncEngine]:
-    name = f"lw_migrations_{secrets.token_hex(4)}"
-    await admin(pg_server_url, f'CREATE DATABASE "{name}"')
-    engine = make_engine(with_database(pg_server_url, name))
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
-        await admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _differences(connection: Connection) -> list[object]:

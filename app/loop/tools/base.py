@@ -11,9 +11,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from app.llm.provider import ToolSpec
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def idempotency_key(run_id: str, tool_call_id: str) -> str:
@@ -50,6 +54,18 @@ class ToolFailure(Exception):
         super().__init__(message)
         self.message = message
         self.transient = transient
+
+
+def parse_arguments(model: type[M], arguments: Any) -> M:
+    """A tool's arguments as `model`, or a ToolFailure naming every problem, for the model
+    to correct its call."""
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ToolFailure(f"invalid arguments: {problems}") from None
 
 
 ToolHandler = Callable[[ToolContext, dict[str, Any]], Awaitable[str]]

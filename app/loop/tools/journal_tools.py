@@ -11,26 +11,24 @@ them and nothing is duplicated.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
-    ValidationError,
     model_validator,
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.loop.journal import Journal, JournalEntry, ListSection, render_markdown
-from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
+from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool, parse_arguments
 from app.loop.tools.builtins import BuiltinServices
 from app.store import journal as journal_store
 
 FieldText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2_000)]
 EntryText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=1_000)]
-M = TypeVar("M", bound=BaseModel)
 
 
 class NoArguments(BaseModel):
@@ -73,16 +71,6 @@ class NewEntry(BaseModel):
         return self
 
 
-def _parse(model: type[M], arguments: dict[str, Any]) -> M:
-    try:
-        return model.model_validate(arguments)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ToolFailure(f"invalid arguments: {problems}") from None
-
-
 def _sessions(context: ToolContext) -> async_sessionmaker[AsyncSession]:
     if not isinstance(context.services, BuiltinServices):
         raise ToolFailure("the run journal is not available here")
@@ -110,7 +98,7 @@ async def _change(context: ToolContext, change: Callable[[Journal], Journal]) ->
 
 
 async def _get(context: ToolContext, arguments: dict[str, Any]) -> str:
-    _parse(NoArguments, arguments)
+    parse_arguments(NoArguments, arguments)
     async with _sessions(context)() as session:
         stored = await journal_store.read_journal(session, context.conversation_id)
     journal = Journal.model_validate(stored or {})
@@ -118,14 +106,14 @@ async def _get(context: ToolContext, arguments: dict[str, Any]) -> str:
 
 
 async def _update(context: ToolContext, arguments: dict[str, Any]) -> str:
-    values = _parse(FieldsUpdate, arguments).model_dump(exclude_none=True)
+    values = parse_arguments(FieldsUpdate, arguments).model_dump(exclude_none=True)
     if await _change(context, lambda journal: journal.model_copy(update=values)):
         return f"Updated {', '.join(values)}."
     return "No change: the journal already says this."
 
 
 async def _append(context: ToolContext, arguments: dict[str, Any]) -> str:
-    new = _parse(NewEntry, arguments)
+    new = parse_arguments(NewEntry, arguments)
     entry = JournalEntry(
         text=new.text,
         reasoning=new.reasoning,

@@ -27,9 +27,9 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -42,7 +42,7 @@ from app.engine.task_mutations import (
     UpdateTask,
 )
 from app.errors import AppError, Unavailable
-from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
+from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool, parse_arguments
 from app.schemas.common import Name, Reason, Text
 from app.schemas.tasks import TaskCreate, TaskPatch, TaskRead, TransitionRequest
 from app.states import TaskStatus
@@ -58,8 +58,6 @@ TRANSITION_FIELDS = frozenset({"assigned_to", "reviewers", "priority", "deadline
 # A task reaches `completed` only through its review: a person approves it (the review
 # gate). An agent moves its work to `in_review`; it does not approve its own work.
 REFUSED_TARGETS = {TaskStatus.COMPLETED: "a task is completed when its review is approved"}
-
-M = TypeVar("M", bound=BaseModel)
 
 
 class _AgentTaskFields(BaseModel):
@@ -127,8 +125,8 @@ def task_tools(engine: TaskEngine, sessionmaker: async_sessionmaker[AsyncSession
     """The four task tools over this process's TaskEngine (commands) and database (reads)."""
 
     async def create(context: ToolContext, arguments: dict[str, Any]) -> str:
-        given = _parse(CreateTaskArguments, arguments).model_dump(exclude_unset=True)
-        body = _parse(TaskCreate, {**given, "created_by": _actor(context)})
+        given = parse_arguments(CreateTaskArguments, arguments).model_dump(exclude_unset=True)
+        body = parse_arguments(TaskCreate, {**given, "created_by": _actor(context)})
         digest = idempotency.request_hash(body.model_dump(mode="json"))
         # Keyed on this tool call: a re-run after a crash, however late, is answered with
         # the first task (the key is kept while the run may run again).
@@ -138,7 +136,7 @@ def task_tools(engine: TaskEngine, sessionmaker: async_sessionmaker[AsyncSession
         return _task_json((await _submit(engine, mutation)).task)
 
     async def get(context: ToolContext, arguments: dict[str, Any]) -> str:
-        task_id = _parse(GetTaskArguments, arguments).task_id
+        task_id = parse_arguments(GetTaskArguments, arguments).task_id
         async with _reading(), sessionmaker() as session:
             task = await task_store.get_task(session, task_id)
         if task is None:
@@ -146,7 +144,7 @@ def task_tools(engine: TaskEngine, sessionmaker: async_sessionmaker[AsyncSession
         return _task_json(task)
 
     async def list_(context: ToolContext, arguments: dict[str, Any]) -> str:
-        query = _parse(ListTasksArguments, arguments)
+        query = parse_arguments(ListTasksArguments, arguments)
         filters = query.model_dump(include={"status", "assigned_to", "project", "priority"})
         async with _reading(), sessionmaker() as session:
             rows = await task_store.list_tasks(
@@ -164,7 +162,9 @@ def task_tools(engine: TaskEngine, sessionmaker: async_sessionmaker[AsyncSession
         return _dumps(page)
 
     async def update(context: ToolContext, arguments: dict[str, Any]) -> str:
-        mutation = _update_mutation(_parse(UpdateTaskArguments, arguments), _actor(context))
+        mutation = _update_mutation(
+            parse_arguments(UpdateTaskArguments, arguments), _actor(context)
+        )
         return _task_json((await _submit(engine, mutation)).task)
 
     return [
@@ -236,7 +236,7 @@ def _update_mutation(args: UpdateTaskArguments, actor: str) -> TaskMutation:
             )
         if args.status is TaskStatus.CANCELLED and not fields:
             return CancelTask(args.task_id, actor, version, args.reason)
-        request = _parse(
+        request = parse_arguments(
             TransitionRequest,
             {"to": args.status, "expected_version": version, "reason": args.reason, **fields},
         )
@@ -248,18 +248,8 @@ def _update_mutation(args: UpdateTaskArguments, actor: str) -> TaskMutation:
         raise ToolFailure("`reason` is recorded with a status change: give `status` too")
     if not fields:
         raise ToolFailure("nothing to change: give `status` or a field to set")
-    changes = _parse(TaskPatch, fields).model_dump(exclude_unset=True)
+    changes = parse_arguments(TaskPatch, fields).model_dump(exclude_unset=True)
     return UpdateTask(args.task_id, changes, actor, version)
-
-
-def _parse(model: type[M], arguments: Any) -> M:
-    try:
-        return model.model_validate(arguments)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ToolFailure(f"invalid arguments: {problems}") from None
 
 
 async def _submit(engine: TaskEngine, mutation: TaskMutation) -> MutationResult:
