@@ -12,9 +12,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from app.client import Client, follow
-from app.config import Settings, load_settings
-from app.observability import configure_logging
+from app.core.config import Settings, load_settings
 from app.process import tune_gc
+from app.telemetry.logs import configure_logging
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -103,8 +103,8 @@ def _runs(args: argparse.Namespace) -> None:
 
 def _migrate(args: argparse.Namespace) -> None:
     from app import migrate
-    from app.db import make_engine
     from app.embedded_pg import start_embedded
+    from app.store.db import make_engine
 
     settings = load_settings()
     embedded = None

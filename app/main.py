@@ -30,13 +30,12 @@ from app.api.body_limit import BodyLimit
 from app.api.input_guard import InputGuard
 from app.api.openapi import build_openapi, operation_id
 from app.api.request_ids import install_request_ids
-from app.config import Settings, load_settings
-from app.db import libpq_url, make_engine, make_sessionmaker
+from app.core.breakers import Breakers, CircuitBreakerPolicy
+from app.core.config import Settings, load_settings
 from app.embedded_pg import start_embedded
 from app.engine.agents import AgentCommands
 from app.engine.approval_timeouts import ApprovalTimeoutScheduler
 from app.engine.approvals import ApprovalCommands
-from app.engine.breakers import Breakers, CircuitBreakerPolicy
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.idempotency_sweep import IdempotencySweep
@@ -62,9 +61,10 @@ from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
 from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.registry import ToolRegistry
 from app.loop.tools.task_tools import task_tools
-from app.metrics import Metrics
 from app.runtime import Runtime
 from app.schemas.runs import RunRead
+from app.store.db import libpq_url, make_engine, make_sessionmaker
+from app.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.core.config import Settings
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.pg_listener import PgListener

@@ -26,8 +26,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app import migrate
-from app.config import DatabaseSettings, LLMSettings, Settings, WorkerSettings
-from app.db import libpq_url, make_engine, make_sessionmaker
+from app.core.config import DatabaseSettings, LLMSettings, Settings, WorkerSettings
+from app.core.model_config import ModelConfig, ScriptedToolCall, ScriptedTurn
+from app.core.states import RUN_SETTLED
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
@@ -38,9 +39,9 @@ from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.loop.tools.base import Tool, ToolContext, define_tool
 from app.main import build_workers
 from app.process import tune_gc
-from app.schemas.agents import AgentCreate, Limits, ModelConfig, ScriptedToolCall, ScriptedTurn
+from app.schemas.agents import AgentCreate, Limits
 from app.schemas.runs import RunCreate, RunRead
-from app.states import RUN_SETTLED
+from app.store.db import libpq_url, make_engine, make_sessionmaker
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 # name=runs:turns:capacity[:latency_ms]

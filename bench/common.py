@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import asyncpg
 from sqlalchemy.engine import make_url
 
-from app.db import libpq_url
+from app.store.db import libpq_url
 
 
 def log(message: str) -> None:

@@ -21,12 +21,12 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app import migrate
-from app.db import libpq_url, make_engine, make_sessionmaker
+from app.core.states import TaskStatus
 from app.engine.bus import EventBus
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import CreateTask, TaskMutation, TransitionTask
 from app.schemas.tasks import TaskCreate
-from app.states import TaskStatus
+from app.store.db import libpq_url, make_engine, make_sessionmaker
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 TRUNCATE_TASKS = "TRUNCATE tasks, task_transitions, events, event_streams, idempotency_keys"

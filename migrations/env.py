@@ -8,9 +8,9 @@ import asyncio
 from alembic import context
 from sqlalchemy import Connection
 
-from app.config import load_settings
-from app.db import make_engine
+from app.core.config import load_settings
 from app.models import Base
+from app.store.db import make_engine
 
 target_metadata = Base.metadata
 

@@ -14,8 +14,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import migrate
-from app.config import Settings
-from app.db import Base, make_engine
+from app.core.config import Settings
+from app.models.base import Base
+from app.store.db import make_engine
 from tests.support.database import admin, server_url, with_database
 from tests.support.server import make_settings, running_server
 

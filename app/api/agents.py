@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 from app.api.deps import RuntimeDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page
-from app.errors import NotFound, ValidationFailed
+from app.core.errors import NotFound, ValidationFailed
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
 from app.schemas.common import Page
 from app.store import agents as agent_store

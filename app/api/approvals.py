@@ -12,9 +12,11 @@ from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, get_principal
 from app.api.headers import IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page, present
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
-from app.approval_states import ApprovalDecision, ApprovalKind, ApprovalStatus
-from app.engine.approvals import APPROVALS_STREAM, ApprovalCommands
-from app.errors import NotFound
+from app.core.errors import NotFound
+from app.core.states import ApprovalDecision, ApprovalStatus
+from app.core.streams import APPROVALS_STREAM
+from app.core.vocabulary import ApprovalKind
+from app.engine.approvals import ApprovalCommands
 from app.schemas.approvals import ApprovalRead, ApproveRequest, RejectRequest
 from app.schemas.common import Page
 from app.store import approvals as store

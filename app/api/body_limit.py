@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.problems import problem_response
-from app.errors import PayloadTooLarge
+from app.core.errors import PayloadTooLarge
 
 _DRAIN_LIMIT_BYTES = 64 * 1_048_576
 

@@ -10,8 +10,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.errors import Unauthorized
 from app.engine.task_engine import TaskEngine
-from app.errors import Unauthorized
 from app.runtime import Runtime
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from LOOPWRIGHT_AUTH__API_KEYS.")

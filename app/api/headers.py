@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Header
 
-from app.errors import ValidationFailed
+from app.core.errors import ValidationFailed
 from app.schemas.bounds import VERSION_MAX
 
 IdempotencyKeyHeader = Annotated[

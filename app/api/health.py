@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from sqlalchemy import text
 
 from app.api.deps import RuntimeDep
-from app.errors import Unavailable
+from app.core.errors import Unavailable
 from app.schemas.common import Health
 
 router = APIRouter(tags=["health"])

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.body_limit import replaying
 from app.api.problems import problem_response
-from app.errors import FieldError, ValidationFailed
+from app.core.errors import FieldError, ValidationFailed
 
 _NUL = "contains a NUL character (\\u0000), which cannot be stored"
 _SURROGATE = "contains an unpaired UTF-16 surrogate (\\ud800-\\udfff), which is not text"

@@ -12,8 +12,8 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client.exposition import choose_encoder
 
 from app.api.deps import PrincipalDep, SessionDep
-from app.metrics import Metrics
 from app.store import run_counts
+from app.telemetry.metrics import Metrics
 
 router = APIRouter(tags=["metrics"])
 

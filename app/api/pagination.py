@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-from app.errors import ValidationFailed
+from app.core.errors import ValidationFailed
 from app.schemas.common import Page
 
 

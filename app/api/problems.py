@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.errors import AppError, FieldError, ValidationFailed
+from app.core.errors import AppError, FieldError, ValidationFailed
 from app.store.errors import translate
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.problems import problem_response
-from app.errors import AppError
-from app.ids import new_id
-from app.observability import current_request_id
+from app.core.errors import AppError
+from app.core.ids import new_id
+from app.telemetry.logs import current_request_id
 
 HEADER = "X-Request-ID"
 MAX_LENGTH = 128

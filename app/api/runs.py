@@ -12,13 +12,13 @@ from app.api.deps import RuntimeDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
 from app.api.pagination import decode_cursor, page, present
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
-from app.engine.runs import RUNS_STREAM, lane_stream, run_stream
-from app.errors import NotFound
+from app.core.errors import NotFound
+from app.core.states import RUN_SETTLED, RunStatus
+from app.core.streams import RUNS_STREAM, lane_stream, run_stream
 from app.schemas.bounds import POSITION_MAX
 from app.schemas.common import Page
 from app.schemas.journal import JournalRead
 from app.schemas.runs import HumanResponse, LaneRead, MessageRead, RunCreate, RunRead
-from app.states import RUN_SETTLED, RunStatus
 from app.store import conversations
 from app.store import events as event_store
 from app.store import journal as journal_store

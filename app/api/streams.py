@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from app.api.headers import decimal
-from app.errors import ValidationFailed
+from app.core.errors import ValidationFailed
 from app.runtime import Runtime
 from app.schemas.bounds import EVENT_ID_MAX
 from app.store import events as event_store

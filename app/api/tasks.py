@@ -11,15 +11,12 @@ from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, TaskEngineDep, ge
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page, present
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
-from app.engine.task_engine import TASK_STREAM, MutationResult
-from app.engine.task_mutations import (
-    CancelTask,
-    CreateTask,
-    DeleteTask,
-    TransitionTask,
-    UpdateTask,
-)
-from app.errors import NotFound, ValidationFailed
+from app.core.errors import NotFound, ValidationFailed
+from app.core.states import TaskStatus
+from app.core.streams import TASK_STREAM
+from app.core.vocabulary import Priority
+from app.engine.task_engine import MutationResult
+from app.engine.task_mutations import CancelTask, CreateTask, DeleteTask, TransitionTask, UpdateTask
 from app.schemas.common import Page
 from app.schemas.tasks import (
     CancelRequest,
@@ -29,10 +26,8 @@ from app.schemas.tasks import (
     TransitionRead,
     TransitionRequest,
 )
-from app.states import TaskStatus
 from app.store import idempotency
 from app.store import tasks as task_store
-from app.vocabulary import Priority
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], dependencies=[Depends(get_principal)])
 

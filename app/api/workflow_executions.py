@@ -12,8 +12,8 @@ from app.api.headers import IdempotencyKeyHeader, etag
 from app.api.pagination import decode_cursor, page
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.api.workflows import WorkflowCommandsDep
-from app.engine.workflows import execution_stream
-from app.errors import NotFound
+from app.core.errors import NotFound
+from app.core.streams import execution_stream
 from app.schemas.common import Page
 from app.schemas.workflows import ActivateRequest, ExecutionCancel, ExecutionRead
 from app.store import idempotency

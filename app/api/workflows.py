@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 from app.api.deps import RuntimeDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page
+from app.core.errors import NotFound, ValidationFailed
 from app.engine.workflow_graph import export_yaml, validate_workflow
 from app.engine.workflows import WorkflowCommands
-from app.errors import NotFound, ValidationFailed
 from app.schemas.common import Page
 from app.schemas.workflows import WorkflowCreate, WorkflowPatch, WorkflowRead, WorkflowValidation
 from app.store import workflows as store

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.errors import Conflict, NotFound, VersionConflict
+from app.core.ids import new_id
 from app.engine import client_keys
-from app.errors import Conflict, NotFound, VersionConflict
-from app.ids import new_id
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
 from app.store import agents as agent_store
 from app.store import idempotency

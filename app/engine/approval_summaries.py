@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from app.approval_states import SUMMARY_MAX_CHARS
+from app.core.vocabulary import SUMMARY_MAX_CHARS
 
 ELLIPSIS = "…"
 

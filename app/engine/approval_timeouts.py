@@ -24,8 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.engine.approvals import ApprovalCommands, ExpiryReport
 from app.engine.periodic import Periodic
 from app.engine.review_gate import ReviewGate
-from app.observability import log_events
 from app.store import approvals as store
+from app.telemetry.logs import log_events
 
 log = logging.getLogger(__name__)
 

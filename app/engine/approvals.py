@@ -30,31 +30,29 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.approval_states import ApprovalDecision, ApprovalKind, ApprovalStatus, check_transition
-from app.config import ApprovalSettings
+from app.core.config import ApprovalSettings
+from app.core.errors import AppError, ApprovalExpired, NotFound, VersionConflict
+from app.core.ids import new_id
+from app.core.states import ApprovalDecision, ApprovalStatus, TaskStatus, check_approval_transition
+from app.core.streams import APPROVALS_STREAM, RUNS_STREAM, run_stream
+from app.core.vocabulary import ApprovalKind, ReviewTimeoutPolicy
 from app.engine.approval_summaries import review_summary, tool_call_summary
 from app.engine.bus import EventBus
-from app.engine.runs import RUNS_STREAM, run_stream
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import TransitionTask
 from app.engine.tool_approvals import release_run
-from app.errors import AppError, ApprovalExpired, NotFound, VersionConflict
-from app.ids import new_id
-from app.observability import log_events
 from app.schemas.approvals import ApprovalRead
 from app.schemas.runs import RunRead
-from app.states import TaskStatus
 from app.store import approvals as store
 from app.store import events as event_store
 from app.store import runs as run_store
 from app.store import task_runs as task_run_store
 from app.store import tasks as task_store
 from app.store import workflows as workflow_store
-from app.workflow_states import ReviewTimeoutPolicy
+from app.telemetry.logs import log_events
 
 log = logging.getLogger(__name__)
 
-APPROVALS_STREAM = "approvals"
 TIMEOUT_ACTOR = "system:timeout"
 TIMED_OUT = {
     ApprovalKind.TASK_REVIEW: "review timed out",
@@ -302,7 +300,7 @@ class ApprovalCommands:
             else:
                 if approval.status is S.EXPIRED:
                     raise _too_late(approval, target)
-                check_transition(approval.status, target)
+                check_approval_transition(approval.status, target)
                 if expected_version is not None and expected_version != approval.version:
                     raise VersionConflict(expected=expected_version, current=approval.version)
                 decided = await self._decide(

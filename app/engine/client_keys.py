@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import IdempotencyKeyReused
+from app.core.errors import IdempotencyKeyReused
 from app.store import idempotency
 
 

@@ -18,8 +18,8 @@ from typing import Generic, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.errors import ShuttingDown
 from app.engine.writer_queue import drain_and_stop
-from app.errors import ShuttingDown
 
 log = logging.getLogger(__name__)
 

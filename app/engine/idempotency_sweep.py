@@ -23,8 +23,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.periodic import Periodic
-from app.observability import log_events
 from app.store import idempotency
+from app.telemetry.logs import log_events
 
 CHUNK = 1_000
 

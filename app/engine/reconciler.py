@@ -37,16 +37,17 @@ from typing import Any, Literal
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.states import RunStatus
+from app.core.streams import RUNS_STREAM, run_stream
 from app.engine.bus import EventBus
 from app.engine.periodic import Periodic
-from app.engine.runs import RUNS_STREAM, RunCommands, RunEvent, emit_many, run_stream
-from app.metrics import Metrics
-from app.observability import log_events
+from app.engine.runs import RunCommands, RunEvent, emit_many
 from app.schemas.runs import RunRead
-from app.states import RunStatus
 from app.store import checkpoints
 from app.store import events as event_store
 from app.store import runs as run_store
+from app.telemetry.logs import log_events
+from app.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

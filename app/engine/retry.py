@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from app.core.states import RunStatus
 from app.schemas.runs import RunRead
-from app.states import RunStatus
 from app.store.checkpoints import CheckpointKind
 
 RunEvent = tuple[str, dict[str, Any]]

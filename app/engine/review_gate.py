@@ -17,10 +17,9 @@ from collections.abc import Awaitable
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.approval_states import ApprovalStatus
+from app.core.states import ApprovalStatus, TaskStatus
 from app.engine.approvals import ApprovalCommands
 from app.engine.task_engine import MutationResult, TaskEngine
-from app.states import TaskStatus
 from app.store import task_runs as task_run_store
 
 log = logging.getLogger(__name__)

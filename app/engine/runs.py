@@ -12,21 +12,20 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.errors import Conflict, IdempotencyKeyReused, InvalidTransition, NotFound
+from app.core.ids import new_id
+from app.core.messages import Message, pending_tool_uses, results_message
+from app.core.states import RUN_ALLOWED, RunStatus
+from app.core.streams import RUNS_STREAM, lane_stream, run_stream
 from app.engine.bus import EventBus
-from app.errors import Conflict, IdempotencyKeyReused, InvalidTransition, NotFound
-from app.ids import new_id
-from app.llm.messages import Message
-from app.loop.transcript import pending_tool_uses, results_message
-from app.metrics import Metrics
-from app.observability import log_events
 from app.schemas.runs import RunCreate, RunRead
-from app.states import RUN_ALLOWED, RunStatus
 from app.store import agents as agent_store
 from app.store import conversations, idempotency, tool_calls
 from app.store import events as event_store
 from app.store import runs as run_store
+from app.telemetry.logs import log_events
+from app.telemetry.metrics import Metrics
 
-RUNS_STREAM = "runs"
 CREATE_SCOPE = "runs.create"
 # Keys of child runs, made by `spawn_child_runs` from the parent's tool call: they record
 # the parent (`run_id`), so they are kept while it may run again (and re-run a spawn cut
@@ -34,15 +33,6 @@ CREATE_SCOPE = "runs.create"
 # same neither finds nor blocks a child.
 SPAWN_SCOPE = "runs.spawn"
 CANCELLED_WHILE_WAITING = "cancelled before a human answered"
-
-
-def run_stream(run_id: str) -> str:
-    return f"run:{run_id}"
-
-
-def lane_stream(lane: str) -> str:
-    """The lifecycle events (`agent_run.*`) of every run on a lane (`GET …/lanes/{lane}/events`)."""
-    return f"lane:{lane}"
 
 
 class ResumeUnavailable(Conflict):

@@ -22,19 +22,19 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
+from app.core.streams import TASK_STREAM
 from app.engine.bus import EventBus
 from app.engine.task_mutations import Change, CreateTask, TaskMutation
 from app.engine.writer_queue import drain_and_stop
-from app.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
-from app.observability import log_events
 from app.schemas.tasks import TaskRead
 from app.store import events as event_store
 from app.store import idempotency, tasks
 from app.store.errors import StaleWrite, is_connectivity_error, translate
+from app.telemetry.logs import log_events
 
 log = logging.getLogger(__name__)
 
-TASK_STREAM = "tasks"
 CREATE_SCOPE = "tasks.create"
 # Keys of creates made by a run's tool call (`create_task`): they record the run, so they
 # are kept while it may run again (and re-run a create cut short), not for the clients'

@@ -11,23 +11,11 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from app.errors import Conflict, InvalidTransition, NotFound, ValidationFailed, VersionConflict
-from app.ids import new_id
+from app.core.errors import Conflict, InvalidTransition, NotFound, ValidationFailed, VersionConflict
+from app.core.ids import new_id
+from app.core.states import TaskStatus, allowed_targets, is_retry
 from app.schemas.tasks import TaskCreate, TaskRead
-from app.states import TaskStatus, allowed_targets, is_retry
-
-
-@dataclass(frozen=True)
-class TransitionRecord:
-    """A row for the audit trail."""
-
-    task_id: str
-    from_status: TaskStatus | None
-    to_status: TaskStatus
-    reason: str | None
-    actor: str
-    task_version: int
-    at: datetime
+from app.store.tasks import TransitionRecord
 
 
 @dataclass(frozen=True)

@@ -36,15 +36,15 @@ from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.approval_states import ApprovalDecision
+from app.core.errors import AppError
+from app.core.states import TASK_TERMINAL, ApprovalDecision, RunStatus, TaskStatus
+from app.core.streams import RUNS_STREAM
 from app.engine.bus import EventBus
-from app.engine.runs import RUNS_STREAM, LaneBusy, RunCommands
+from app.engine.runs import LaneBusy, RunCommands
 from app.engine.task_engine import MutationResult, TaskEngine
 from app.engine.task_mutations import TransitionTask
-from app.errors import AppError
 from app.schemas.runs import RunCreate, RunRead
 from app.schemas.tasks import TaskRead
-from app.states import TERMINAL, RunStatus, TaskStatus
 from app.store import approvals as approval_store
 from app.store import events as event_store
 from app.store import task_runs as store
@@ -163,7 +163,7 @@ class TaskRuns:
         async with self._task_lock(task_id):
             async with self._sessionmaker() as session:
                 task = await task_store.get_task(session, task_id)
-                if task is None or task.status in TERMINAL:
+                if task is None or task.status in TASK_TERMINAL:
                     return
                 run = await store.latest_run(session, task_id)
             if task.status is T.ASSIGNED and (run is None or run.status in _DONE):

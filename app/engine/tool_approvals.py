@@ -29,11 +29,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.approval_states import ApprovalDecision, ApprovalStatus
+from app.core.states import ApprovalDecision, ApprovalStatus, RunStatus
 from app.engine.runs import emit
 from app.schemas.approvals import ApprovalRead
 from app.schemas.runs import RunRead
-from app.states import RunStatus
 from app.store import runs as run_store
 from app.store import tool_calls
 

@@ -30,9 +30,10 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.ids import new_id
+from app.core.streams import RUNS_STREAM
 from app.engine.bus import EventBus
-from app.engine.runs import RUNS_STREAM, emit
-from app.ids import new_id
+from app.engine.runs import emit
 from app.loop.executor import RunLoop
 from app.schemas.runs import RunRead
 from app.store import runs as run_store

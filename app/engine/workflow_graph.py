@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from app.core.vocabulary import EdgeType, NodeType
 from app.engine.conditions import ConditionSyntaxError, parse
 from app.schemas.workflows import (
     NODE_CONFIGS,
@@ -26,7 +27,6 @@ from app.schemas.workflows import (
     WorkflowEdge,
     WorkflowNode,
 )
-from app.workflow_states import EdgeType, NodeType
 
 _BRANCH_EDGES = {EdgeType.CONDITIONAL_TRUE, EdgeType.CONDITIONAL_FALSE}
 

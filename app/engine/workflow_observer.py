@@ -32,18 +32,18 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.errors import AppError
+from app.core.requirements import leaves, ready_nodes
+from app.core.states import ExecutionStatus, NodeStatus, TaskStatus
+from app.core.streams import execution_stream
 from app.engine.bus import EventBus
 from app.engine.task_engine import MutationResult, TaskEngine
 from app.engine.task_mutations import UpdateTask
-from app.engine.workflow_plan import leaves, ready_nodes
-from app.engine.workflows import execution_event, execution_stream, node_event
-from app.errors import AppError
+from app.engine.workflows import execution_event, node_event
 from app.schemas.tasks import TaskRead
 from app.schemas.workflows import ExecutionRead
-from app.states import TaskStatus
 from app.store import events as event_store
 from app.store import workflows as store
-from app.workflow_states import ExecutionStatus, NodeStatus
 
 log = logging.getLogger(__name__)
 

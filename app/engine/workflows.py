@@ -17,13 +17,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine import client_keys
-from app.engine.bus import EventBus
-from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import CreateTask, TransitionTask
-from app.engine.workflow_graph import Graph, structural_issues, validate_workflow
-from app.engine.workflow_plan import PlannedTask, leaves, plan_execution
-from app.errors import (
+from app.core.errors import (
     AppError,
     Conflict,
     FieldError,
@@ -33,7 +27,16 @@ from app.errors import (
     ValidationFailed,
     VersionConflict,
 )
-from app.ids import new_id
+from app.core.ids import new_id
+from app.core.requirements import leaves
+from app.core.states import ExecutionStatus, NodeStatus, TaskStatus, allowed_targets
+from app.core.streams import execution_stream
+from app.engine import client_keys
+from app.engine.bus import EventBus
+from app.engine.task_engine import TaskEngine
+from app.engine.task_mutations import CreateTask, TransitionTask
+from app.engine.workflow_graph import Graph, structural_issues, validate_workflow
+from app.engine.workflow_plan import PlannedTask, plan_execution
 from app.schemas.tasks import TaskCreate, TaskRead
 from app.schemas.workflows import (
     ActivateRequest,
@@ -43,20 +46,14 @@ from app.schemas.workflows import (
     WorkflowPatch,
     WorkflowRead,
 )
-from app.states import TaskStatus, allowed_targets
 from app.store import events as event_store
 from app.store import idempotency
 from app.store import workflows as store
-from app.workflow_states import ExecutionStatus, NodeStatus
 
 log = logging.getLogger(__name__)
 
 ACTIVATE_SCOPE = "workflow-executions.activate"
 CREATE_SCOPE = "workflows.create"
-
-
-def execution_stream(execution_id: str) -> str:
-    return f"workflow:{execution_id}"
 
 
 class WorkflowInvalid(ValidationFailed):

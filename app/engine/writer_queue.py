@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from typing import Any, Protocol
 
-from app.errors import ShuttingDown
+from app.core.errors import ShuttingDown
 
 
 class _Pending(Protocol):

@@ -11,7 +11,7 @@ import anthropic
 import httpx2  # the SDK's transport: its errors surface raw once the body is streaming
 from anthropic.types import ContentBlockParam, MessageParam, ToolChoiceParam, ToolParam
 
-from app.llm.messages import Block, Message, TextBlock, ToolUseBlock
+from app.core.messages import Block, Message, TextBlock, ToolUseBlock
 from app.llm.provider import (
     LLMRequest,
     LLMResponse,

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from app.engine.breakers import Breakers, BreakerState, CircuitBreaker, breaker_event
+from app.core.breakers import Breakers, BreakerState, CircuitBreaker, breaker_event
+from app.core.sanitize import sanitize
 from app.llm.policy import (
     FOREGROUND_PURPOSES,
     LLMRetryPolicy,
@@ -37,7 +38,6 @@ from app.llm.policy import (
     retry_after_s,
 )
 from app.llm.provider import LLMRequest, LLMResponse, Provider, ProviderError, TextSink
-from app.sanitize import sanitize
 
 OnEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
 Callback = Callable[[], Awaitable[None]]

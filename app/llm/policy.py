@@ -12,7 +12,7 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Literal
 
-from app.config import ResilienceSettings
+from app.core.config import ResilienceSettings
 from app.llm.provider import ProviderError
 
 # Who waits for a call. Only a person (or a coordinator a person waits on) justifies

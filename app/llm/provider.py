@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from app.llm.messages import Block, Message
+from app.core.messages import Block, Message
 
 TextSink = Callable[[str], Awaitable[None]]
 

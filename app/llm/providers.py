@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-from app.config import LLMSettings
+from app.core.config import LLMSettings
 from app.llm.anthropic import AnthropicProvider
 from app.llm.provider import Provider
 from app.llm.scripted import ScriptedProvider

@@ -13,9 +13,9 @@ import asyncio
 import uuid
 from collections import Counter
 
-from app.llm.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
+from app.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
+from app.core.model_config import ScriptedTurn
 from app.llm.provider import LLMRequest, LLMResponse, ProviderError, TextSink, Usage
-from app.schemas.agents import ScriptedTurn
 
 
 def _size(block: Block) -> int:

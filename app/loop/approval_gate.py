@@ -20,10 +20,10 @@ from collections.abc import Collection, Iterable
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.approval_states import ApprovalDecision, ApprovalStatus
+from app.core.messages import ToolUseBlock
+from app.core.states import ApprovalDecision, ApprovalStatus
 from app.engine.approvals import ApprovalCommands
 from app.engine.tool_approvals import rejection_result, waiting_for
-from app.llm.messages import ToolUseBlock
 from app.loop.tool_runner import ToolOutcome
 from app.loop.tools.base import Tool
 from app.schemas.runs import RunRead

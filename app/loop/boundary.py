@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.messages import Message, ToolUseBlock
 from app.engine.runs import RunEvent, emit_many
-from app.llm.messages import Message, ToolUseBlock
 from app.loop.tool_runner import ToolOutcome
 from app.schemas.runs import RunRead
 from app.store import checkpoints, conversations, tool_calls

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property
 from typing import Any, Literal
 
-from app.config import CompactionSettings
+from app.core.config import CompactionSettings
+from app.core.messages import Message, TextBlock, ToolResultBlock
 from app.engine.runs import RunEvent
 from app.llm import tokens
-from app.llm.messages import Message, TextBlock, ToolResultBlock
 from app.llm.provider import ToolChoice, ToolSpec
 
 log = logging.getLogger(__name__)

@@ -26,15 +26,22 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import CompactionSettings
+from app.core.breakers import Breakers
+from app.core.config import CompactionSettings
+from app.core.messages import (
+    Message,
+    TextBlock,
+    for_provider,
+    last_assistant_text,
+    pending_tool_uses,
+)
+from app.core.states import RunStatus
+from app.core.streams import RUNS_STREAM, run_stream
 from app.engine.approvals import ApprovalCommands
-from app.engine.breakers import Breakers
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.retry import RunRetryPolicy
-from app.engine.runs import RUNS_STREAM, run_stream
 from app.llm.caller import LLMCallFailed, ResilientModel
-from app.llm.messages import Message, TextBlock
 from app.llm.policy import PERMANENT_FAILURES, LLMRetryPolicy
 from app.llm.provider import (
     LLMRequest,
@@ -63,14 +70,12 @@ from app.loop.stagnation import STOP_REASON, StagnationPolicy
 from app.loop.summary import llm_summariser
 from app.loop.tool_batch import BatchEnd, ToolBatch, is_idempotent
 from app.loop.tool_runner import ToolRunner
-from app.loop.transcript import for_provider, last_assistant_text, pending_tool_uses
-from app.metrics import Metrics
-from app.observability import log_events
 from app.schemas.runs import RunRead
-from app.states import RunStatus
 from app.store import agents as agent_store
 from app.store import checkpoints, conversations, tool_calls
 from app.store import journal as journal_store
+from app.telemetry.logs import log_events
+from app.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

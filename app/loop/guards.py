@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from app.config import LoopGuardSettings
+from app.core.config import LoopGuardSettings
+from app.core.messages import ToolUseBlock
 from app.engine.runs import RunEvent
-from app.llm.messages import ToolUseBlock
 from app.llm.provider import ToolChoice
 from app.loop.compaction import LadderState
 from app.loop.loop_detection import LoopState, observe_batch

@@ -6,14 +6,8 @@ before the live messages (what survives an iteration-limit halt).
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
-from pydantic import BaseModel, ConfigDict
-
-from app.llm.messages import Message, TextBlock
-
-ListSection = Literal["verified_findings", "decisions", "artifacts", "open_questions", "blockers"]
-LIST_SECTIONS: tuple[ListSection, ...] = get_args(ListSection)
+from app.core.messages import Message, TextBlock
+from app.schemas.journal import Journal, JournalEntry
 
 DIGEST_MAX_CHARS = 500
 DIGEST_TITLE = "Run journal digest:"
@@ -26,51 +20,6 @@ JOURNAL_INTRO = (
     "what earlier turns established: continue from it instead of finding it out again."
 )
 JOURNAL_ACK = "Understood. I will continue from my run journal and keep it up to date."
-
-
-class JournalEntry(BaseModel):
-    """One item of a list section, with the run and tool call that wrote it: a tool call
-    re-run after a crash finds its entry already there and adds nothing."""
-
-    model_config = ConfigDict(frozen=True)
-
-    text: str
-    reasoning: str | None = None  # decisions: why this choice was made
-    run_id: str
-    tool_call_id: str
-
-
-class Journal(BaseModel):
-    """The sections of seed 000: three top-level fields the agent overwrites, five lists it
-    appends to. An unset field is the empty string; a stored `{}` is the empty journal."""
-
-    model_config = ConfigDict(frozen=True)
-
-    objective: str = ""
-    current_state: str = ""
-    verified_findings: tuple[JournalEntry, ...] = ()
-    decisions: tuple[JournalEntry, ...] = ()
-    artifacts: tuple[JournalEntry, ...] = ()
-    open_questions: tuple[JournalEntry, ...] = ()
-    blockers: tuple[JournalEntry, ...] = ()
-    handoff_next_action: str = ""
-
-    def is_empty(self) -> bool:
-        return self == Journal()
-
-    def wrote(self, run_id: str, tool_call_id: str) -> bool:
-        """Whether this tool call of this run already added an entry (to any section)."""
-        return any(
-            entry.run_id == run_id and entry.tool_call_id == tool_call_id
-            for section in LIST_SECTIONS
-            for entry in getattr(self, section)
-        )
-
-    def with_entry(self, section: ListSection, entry: JournalEntry) -> Journal:
-        """The journal with `entry` appended; unchanged if its tool call already wrote."""
-        if self.wrote(entry.run_id, entry.tool_call_id):
-            return self
-        return self.model_copy(update={section: (*getattr(self, section), entry)})
 
 
 def render_markdown(journal: Journal) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.llm.messages import Message, TextBlock, ToolUseBlock
+from app.core.messages import Message, TextBlock, ToolUseBlock
 from app.llm.provider import ToolChoice
 
 ASK_HUMAN = "ask_human"

@@ -15,12 +15,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.llm.messages import Message
+from app.core.messages import Message
 from app.llm.provider import ToolChoice, ToolSpec
-from app.loop.journal import Journal, render_digest, render_full
+from app.loop.journal import render_digest, render_full
 from app.loop.tools.journal_tools import JOURNAL_TOOL_NAMES
 from app.loop.tools.registry import ToolRegistry
 from app.schemas.agents import AgentRead
+from app.schemas.journal import Journal
 from app.store import journal as journal_store
 
 

@@ -7,15 +7,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from app.core.messages import Message, ToolUseBlock, pending_tool_uses, results_message
+from app.core.sanitize import sanitize
+from app.core.states import RunStatus
 from app.engine.retry import RunRetryPolicy, after_failure
 from app.engine.runs import RunEvent
-from app.llm.messages import Message, ToolUseBlock
 from app.loop.boundary import Boundary
 from app.loop.tool_runner import ToolOutcome
-from app.loop.transcript import pending_tool_uses, results_message
-from app.sanitize import sanitize
 from app.schemas.runs import RunRead
-from app.states import RunStatus
 from app.store import runs as run_store
 from app.store.checkpoints import CheckpointKind
 

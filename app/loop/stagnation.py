@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.llm.messages import ToolUseBlock
+from app.core.messages import ToolUseBlock
 from app.loop.loop_detection import ASK_HUMAN, call_fingerprint
 
 STOP_REASON = "stagnation"

@@ -7,8 +7,8 @@ import asyncio
 import json
 from collections.abc import Sequence
 
-from app.config import CompactionSettings
-from app.llm.messages import Message, TextBlock, ToolUseBlock
+from app.core.config import CompactionSettings
+from app.core.messages import Message, TextBlock, ToolUseBlock
 from app.llm.provider import LLMRequest, Provider
 from app.loop.compaction import Summarise
 

@@ -18,9 +18,9 @@ import enum
 from dataclasses import replace
 from typing import Any, Protocol
 
+from app.core.messages import ToolUseBlock, results_message
 from app.engine.approvals import ApprovalCommands
 from app.engine.runs import RunEvent
-from app.llm.messages import ToolUseBlock
 from app.loop import approval_gate
 from app.loop.boundary import Boundary, started_events
 from app.loop.crashpoints import crash_point
@@ -32,7 +32,6 @@ from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
 from app.loop.tools.journal_tools import JOURNAL_WRITERS
 from app.loop.tools.registry import ToolRegistry
-from app.loop.transcript import results_message
 from app.schemas.agents import AgentRead
 from app.schemas.runs import RunRead
 

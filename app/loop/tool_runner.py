@@ -23,12 +23,12 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine.breakers import Breakers, BreakerState, CircuitBreaker, breaker_event
+from app.core.breakers import Breakers, BreakerState, CircuitBreaker, breaker_event
+from app.core.messages import ToolUseBlock
+from app.core.sanitize import sanitize
 from app.engine.retry import ToolRetryPolicy, tool_retry_delay
-from app.llm.messages import ToolUseBlock
 from app.loop.tools.base import Tool, ToolContext, ToolFailure
 from app.loop.tools.registry import ToolRegistry
-from app.sanitize import sanitize
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 built from the enums, so that the database refuses what the code would refuse. Each module
 also gives typed handles on its tables (`RUNS`, `TASKS`, …) for Core statements."""
 
-from app.db import Base
 from app.models.approvals import APPROVALS, Approval
+from app.models.base import Base
 from app.models.events import EVENTS, IDEMPOTENCY_KEYS, Event, EventStream, IdempotencyKey
 from app.models.runs import (
     AGENTS,

@@ -17,15 +17,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.approval_states import (
-    SUMMARY_MAX_CHARS,
-    ApprovalDecision,
-    ApprovalKind,
-    ApprovalStatus,
-)
-from app.db import Base
+from app.core.states import ApprovalDecision, ApprovalStatus
+from app.core.vocabulary import SUMMARY_MAX_CHARS, ApprovalKind, ReviewTimeoutPolicy
+from app.models.base import Base
 from app.models.common import now_column, one_of
-from app.workflow_states import ReviewTimeoutPolicy
 
 DECISION_MATCHES_STATUS = (
     "(status IN ('pending', 'cancelled') AND decision IS NULL)"

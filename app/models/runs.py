@@ -21,9 +21,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
+from app.core.states import RUN_ACTIVE, RunStatus
+from app.models.base import Base
 from app.models.common import now_column, one_of
-from app.states import RUN_ACTIVE, RunStatus
 
 
 class Agent(Base):

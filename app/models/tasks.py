@@ -18,10 +18,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
+from app.core.states import TaskStatus
+from app.core.vocabulary import Complexity, CoordinationTopology, Priority, TaskStructure, TaskType
+from app.models.base import Base
 from app.models.common import now_column, one_of
-from app.states import TaskStatus
-from app.vocabulary import Complexity, CoordinationTopology, Priority, TaskStructure, TaskType
 
 
 class Task(Base):

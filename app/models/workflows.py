@@ -17,9 +17,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
+from app.core.states import ExecutionStatus
+from app.core.vocabulary import ReviewTimeoutPolicy
+from app.models.base import Base
 from app.models.common import now_column, one_of
-from app.workflow_states import ExecutionStatus, ReviewTimeoutPolicy
 
 
 class Workflow(Base):

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from app.approval_states import SUMMARY_MAX_CHARS, ApprovalDecision, ApprovalKind, ApprovalStatus
-from app.schemas.common import Reason
-from app.workflow_states import ReviewTimeoutPolicy
+from app.core.fields import Reason
+from app.core.states import ApprovalDecision, ApprovalStatus
+from app.core.vocabulary import SUMMARY_MAX_CHARS, ApprovalKind, ReviewTimeoutPolicy
 
 RequiredReason = Annotated[
     str, StringConstraints(min_length=1, max_length=2_000, strip_whitespace=True)

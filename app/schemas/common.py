@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
-
-Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
-Text = Annotated[str, StringConstraints(max_length=20_000)]
-Reason = Annotated[str, StringConstraints(max_length=2_000)]
-
+from pydantic import BaseModel, ConfigDict, Field
 
 T = TypeVar("T")
 

@@ -15,9 +15,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from app.llm.messages import Block
-from app.schemas.common import Name
-from app.states import RunStatus
+from app.core.fields import Name
+from app.core.messages import Block
+from app.core.states import RunStatus
 
 Multitask = Literal["enqueue", "reject", "interrupt"]
 RunInput = Annotated[str, StringConstraints(min_length=1, max_length=200_000)]

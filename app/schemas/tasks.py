@@ -8,10 +8,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
+from app.core.fields import Name, Reason, Text
+from app.core.states import TaskStatus
+from app.core.vocabulary import Complexity, CoordinationTopology, Priority, TaskStructure, TaskType
 from app.schemas.bounds import VERSION_MAX
-from app.schemas.common import Name, Reason, Text
-from app.states import TaskStatus
-from app.vocabulary import Complexity, CoordinationTopology, Priority, TaskStructure, TaskType
 
 
 class Artifact(BaseModel):

@@ -7,17 +7,19 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from app.schemas.bounds import VERSION_MAX
-from app.schemas.common import Name, Text
-from app.vocabulary import Complexity, CoordinationTopology, Priority, TaskType
-from app.workflow_states import (
+from app.core.fields import Name, Text
+from app.core.states import ExecutionStatus, NodeStatus
+from app.core.vocabulary import (
+    Complexity,
+    CoordinationTopology,
     EdgeType,
-    ExecutionStatus,
     JoinStrategy,
-    NodeStatus,
     NodeType,
+    Priority,
     ReviewTimeoutPolicy,
+    TaskType,
 )
+from app.schemas.bounds import VERSION_MAX
 
 GraphId = Annotated[
     str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")

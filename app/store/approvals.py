@@ -10,10 +10,10 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.approval_states import ApprovalKind, ApprovalStatus
+from app.core.states import RUN_TERMINAL, ApprovalStatus, RunStatus, TaskStatus
+from app.core.vocabulary import ApprovalKind
 from app.models import AGENTS, APPROVALS, MESSAGES, RUNS, TASKS, TRANSITIONS
 from app.schemas.approvals import ApprovalRead
-from app.states import RUN_TERMINAL, RunStatus, TaskStatus
 
 _PENDING = ApprovalStatus.PENDING.value
 # How far back a tool call's summary looks for what the agent said (assistant messages).

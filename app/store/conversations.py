@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.llm.messages import Message
+from app.core.messages import Message
 from app.models import CONVERSATIONS, MESSAGES
 from app.schemas.runs import MessageRead
 from app.store.driver import driver_connection, json_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.errors import AppError, Conflict, Unavailable
+from app.core.errors import AppError, Conflict, Unavailable
 
 # Raised when the server is unreachable, restarting, or the pool is exhausted.
 CONNECTIVITY_ERRORS: tuple[type[BaseException], ...] = (

@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, delete, exists, insert, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.states import RUN_TERMINAL
 from app.models import IDEMPOTENCY_KEYS, IdempotencyKey, Run
-from app.states import RUN_TERMINAL
 
 DEFAULT_RETENTION = timedelta(hours=24)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.states import RunStatus
 from app.models import RUNS
-from app.states import RunStatus
 
 
 async def count_by_status(session: AsyncSession) -> dict[RunStatus, int]:

@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.states import RUN_ACTIVE, RunStatus
 from app.models import RUNS
 from app.schemas.runs import RunRead
-from app.states import RUN_ACTIVE, RunStatus
 from app.store.driver import driver_connection, json_text
 
 _ACTIVE = [s.value for s in RUN_ACTIVE]

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.states import RUN_SETTLED, TaskStatus
 from app.models import AGENTS, Task
 from app.schemas.runs import RunRead
 from app.schemas.tasks import TaskRead
-from app.states import RUN_SETTLED, TaskStatus
 from app.store import runs as run_store
 
 TASK_LANE_PREFIX = "task:"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.engine.task_mutations import TransitionRecord
+from app.core.states import TaskStatus
 from app.models import TASKS, Task, TaskTransition
 from app.schemas.tasks import TaskRead, TransitionRead
 from app.store.errors import StaleWrite
@@ -44,6 +46,19 @@ _INSERT_TRANSITIONS = text(
     "task_version, at) SELECT task_id, from_status, to_status, reason, actor, task_version, at "
     "FROM jsonb_populate_recordset(NULL::task_transitions, CAST(:rows AS jsonb))"
 )
+
+
+@dataclass(frozen=True)
+class TransitionRecord:
+    """A row for the audit trail."""
+
+    task_id: str
+    from_status: TaskStatus | None
+    to_status: TaskStatus
+    reason: str | None
+    actor: str
+    task_version: int
+    at: datetime
 
 
 async def get_task(session: AsyncSession, task_id: str) -> TaskRead | None:

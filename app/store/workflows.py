@@ -9,7 +9,8 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.engine.workflow_plan import ready_nodes
+from app.core.requirements import ready_nodes
+from app.core.states import ExecutionStatus, NodeStatus
 from app.models import (
     TASKS,
     WORKFLOW_EXECUTION_TASKS,
@@ -21,7 +22,6 @@ from app.models import (
 )
 from app.schemas.tasks import TaskRead
 from app.schemas.workflows import ExecutionRead, WorkflowRead
-from app.workflow_states import ExecutionStatus, NodeStatus
 
 # -- definitions ---------------------------------------------------------------------------
 

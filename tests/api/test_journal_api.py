@@ -10,7 +10,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.loop.journal import Journal, JournalEntry
+from app.schemas.journal import Journal, JournalEntry
 from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
 

@@ -8,7 +8,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.states import RunStatus
+from app.core.states import RunStatus
 from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
 from tests.support.server import make_settings, running_server

@@ -12,9 +12,9 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
-from app.observability import RequestIdFilter
+from app.telemetry.logs import RequestIdFilter
 from tests.support import server as server_support
 from tests.support.api import assert_problem
 

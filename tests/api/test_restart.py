@@ -7,7 +7,7 @@ import asyncio
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.support.api import create_task
 from tests.support.server import running_server
 from tests.support.sse import SseReader

@@ -8,7 +8,7 @@ import asyncio
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.support.api import create_task
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import CompactionSettings
-from app.llm.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from app.core.config import CompactionSettings
+from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.loop.compaction import Compactor, LadderState
 from app.store import conversations
 

@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from app.db import make_sessionmaker
-from app.states import RunStatus
+from app.core.states import RunStatus
 from app.store import checkpoints, events
 from app.store.checkpoints import CheckpointRecord
+from app.store.db import make_sessionmaker
 from app.store.driver import json_text
 from app.store.errors import constraint_name, translate
 from app.store.events import NewEvent

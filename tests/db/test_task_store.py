@@ -11,14 +11,14 @@ from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import make_engine
-from app.engine.task_mutations import TransitionRecord
-from app.errors import AppError, Conflict, Unavailable
+from app.core.errors import AppError, Conflict, Unavailable
+from app.core.states import TaskStatus
 from app.models import Task
 from app.schemas.tasks import TaskRead
-from app.states import TaskStatus
 from app.store import tasks
+from app.store.db import make_engine
 from app.store.errors import StaleWrite, translate
+from app.store.tasks import TransitionRecord
 
 S = TaskStatus
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

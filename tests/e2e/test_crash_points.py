@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import libpq_url
+from app.store.db import libpq_url
 from tests.support.chaos_tools import LEDGER_DDL
 from tests.support.processes import ServerProcess, WorkerProcess
 

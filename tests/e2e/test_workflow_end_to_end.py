@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.api.test_approvals_api import requested
 from tests.api.test_workflow_executions_api import (
     activate,

@@ -9,9 +9,9 @@ import socket
 
 import pytest
 
-from app.db import make_engine, make_sessionmaker
 from app.engine.bus import EventBus
 from app.engine.workers import WorkerPool
+from app.store.db import make_engine, make_sessionmaker
 
 
 def _refused_port() -> int:

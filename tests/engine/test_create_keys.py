@@ -9,12 +9,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.errors import IdempotencyKeyReused
+from app.core.model_config import ModelConfig
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.task_engine import TaskEngine
 from app.engine.workflows import WorkflowCommands
-from app.errors import IdempotencyKeyReused
-from app.schemas.agents import AgentCreate, ModelConfig
+from app.schemas.agents import AgentCreate
 from app.store.idempotency import request_hash
 from tests.engine.test_workflow_observer import LINE
 from tests.support.engine import ManualClock

@@ -13,14 +13,14 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.messages import Message, TextBlock, ToolUseBlock
 from app.engine.retry import ToolRetryPolicy
-from app.llm.messages import Message, TextBlock, ToolUseBlock
-from app.loop.journal import Journal
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
 from app.loop.tools.builtins import BuiltinServices
 from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.registry import ToolRegistry
+from app.schemas.journal import Journal
 from app.schemas.runs import RunRead
 from app.store import checkpoints, conversations
 from app.store import journal as journal_store

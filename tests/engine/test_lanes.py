@@ -15,13 +15,14 @@ from sqlalchemy import Table, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.engine.runs import RUNS_STREAM, LaneBusy
+from app.core.messages import Block, TextBlock, ToolUseBlock
+from app.core.states import RUN_ACTIVE, RunStatus
+from app.core.streams import RUNS_STREAM
+from app.engine.runs import LaneBusy
 from app.engine.workers import WorkerPool
-from app.llm.messages import Block, TextBlock, ToolUseBlock
 from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage
 from app.models import CONVERSATIONS, RUNS
 from app.schemas.runs import RunRead
-from app.states import RUN_ACTIVE, RunStatus
 from app.store import runs as run_store
 from tests.support.runs import SAFETY_S, Harness, call, say, tool_results
 

@@ -14,12 +14,13 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.errors import Conflict
+from app.core.states import RUN_SETTLED, RunStatus
+from app.core.streams import RUNS_STREAM, run_stream
 from app.engine.reconciler import Reconciler
-from app.engine.runs import RUNS_STREAM, ResumeUnavailable, run_stream
-from app.errors import Conflict
-from app.metrics import Metrics
-from app.states import RUN_SETTLED, RunStatus
+from app.engine.runs import ResumeUnavailable
 from app.store import runs as run_store
+from app.telemetry.metrics import Metrics
 from tests.support.runs import (
     SAFETY_S,
     FakeClock,

@@ -17,31 +17,26 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.approval_states import ApprovalDecision, ApprovalKind, ApprovalStatus
-from app.config import ApprovalSettings
+from app.core.config import ApprovalSettings
+from app.core.errors import ApprovalExpired
+from app.core.states import ApprovalDecision, ApprovalStatus, ExecutionStatus, RunStatus, TaskStatus
+from app.core.streams import APPROVALS_STREAM
+from app.core.vocabulary import ApprovalKind, ReviewTimeoutPolicy
 from app.engine.approval_timeouts import ApprovalTimeoutScheduler
-from app.engine.approvals import (
-    APPROVALS_STREAM,
-    TIMEOUT_ACTOR,
-    ApprovalCommands,
-    ExpiryReport,
-)
+from app.engine.approvals import TIMEOUT_ACTOR, ApprovalCommands, ExpiryReport
 from app.engine.review_gate import ReviewGate
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import TransitionTask
 from app.engine.task_runs import TaskRuns, run_input
 from app.engine.tool_approvals import rejection_result, waiting_for
 from app.engine.workflows import WorkflowCommands
-from app.errors import ApprovalExpired
 from app.schemas.approvals import ApprovalRead
 from app.schemas.runs import RunRead
 from app.schemas.workflows import ActivateRequest, WorkflowCreate
-from app.states import RunStatus, TaskStatus
 from app.store import approvals as approval_store
 from app.store import runs as run_store
 from app.store import tool_calls
 from app.store import workflows as workflow_store
-from app.workflow_states import ExecutionStatus, ReviewTimeoutPolicy
 from tests.support.runs import SAFETY_S, Harness, call, say
 from tests.support.tasks import TaskWorld
 

@@ -11,14 +11,15 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.errors import InvalidTransition
+from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from app.core.model_config import ScriptedFault, ScriptedTurn
+from app.core.states import RunStatus
 from app.engine.retry import ToolRetryPolicy
 from app.engine.runs import CANCELLED_WHILE_WAITING
-from app.errors import InvalidTransition
-from app.llm.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.loop.executor import SUMMARY_PROMPT
-from app.schemas.agents import Limits, ScriptedFault, ScriptedTurn
+from app.schemas.agents import Limits
 from app.schemas.runs import RunRead
-from app.states import RunStatus
 from tests.support.runs import (
     SAFETY_S,
     SECRET_PATH,

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.errors import InvalidTransition
+from app.core.model_config import ScriptedFault, ScriptedTurn
+from app.core.states import RunStatus
 from app.engine.retry import RunRetryPolicy, run_retry_delay
-from app.errors import InvalidTransition
-from app.schemas.agents import ScriptedFault, ScriptedTurn
-from app.states import RunStatus
 from tests.support.runs import Harness, assert_valid_transcript, say
 
 # No waiting in tests: a zero base makes every retry due at once.

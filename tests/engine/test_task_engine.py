@@ -11,7 +11,17 @@ from typing import Any
 
 import pytest
 
-from app.db import make_engine, make_sessionmaker
+from app.core.errors import (
+    Conflict,
+    IdempotencyKeyReused,
+    InvalidTransition,
+    NotFound,
+    QueueFull,
+    ShuttingDown,
+    ValidationFailed,
+    VersionConflict,
+)
+from app.core.states import TaskStatus as S
 from app.engine.bus import EventBus
 from app.engine.task_engine import MutationResult, TaskEngine
 from app.engine.task_mutations import (
@@ -22,18 +32,8 @@ from app.engine.task_mutations import (
     TransitionTask,
     UpdateTask,
 )
-from app.errors import (
-    Conflict,
-    IdempotencyKeyReused,
-    InvalidTransition,
-    NotFound,
-    QueueFull,
-    ShuttingDown,
-    ValidationFailed,
-    VersionConflict,
-)
 from app.schemas.tasks import TaskCreate, TaskRead
-from app.states import TaskStatus as S
+from app.store.db import make_engine, make_sessionmaker
 from app.store.idempotency import request_hash
 from tests.support.engine import CountingClock, Gate, ManualClock, Reader, StartEngine
 

@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.engine.runs import run_stream
-from app.engine.task_engine import TASK_STREAM, TaskEngine
+from app.core.model_config import ScriptedFault, ScriptedTurn
+from app.core.states import RunStatus, TaskStatus
+from app.core.streams import TASK_STREAM, run_stream
+from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import CancelTask, TransitionTask
 from app.engine.task_runs import TaskRuns, run_input, sync_route
-from app.schemas.agents import ScriptedFault, ScriptedTurn
-from app.states import RunStatus, TaskStatus
 from tests.support.runs import SAFETY_S, Harness, call, say
 from tests.support.tasks import TaskWorld
 

@@ -16,17 +16,17 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
+from app.core.states import RunStatus, TaskStatus
+from app.core.streams import TASK_STREAM
 from app.engine.reconciler import Reconciler
 from app.engine.retry import ToolRetryPolicy
-from app.engine.task_engine import TASK_STREAM
-from app.llm.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext, define_tool
 from app.loop.tools.registry import ToolRegistry
 from app.loop.tools.task_tools import TASK_TOOL_NAMES, task_tools
 from app.schemas.tasks import TaskRead
-from app.states import RunStatus, TaskStatus
 from app.store import tasks as task_store
 from tests.support.runs import SAFETY_S, Harness, assert_valid_transcript, say, tool_results
 

@@ -10,13 +10,12 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.approval_states import ApprovalStatus
+from app.core.errors import Conflict
+from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from app.core.model_config import ScriptedTurn
+from app.core.states import ApprovalStatus, RunStatus
 from app.engine.approval_summaries import NO_INTENT
-from app.errors import Conflict
-from app.llm.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from app.schemas.agents import ScriptedTurn
 from app.schemas.runs import RunRead
-from app.states import RunStatus
 from app.store import approvals as approval_store
 from app.store import conversations
 from tests.support.runs import Harness, assert_valid_transcript, call, say, tool_results

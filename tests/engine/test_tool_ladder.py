@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from app.engine.breakers import Breakers, CircuitBreakerPolicy
+from app.core.breakers import Breakers, CircuitBreakerPolicy
+from app.core.messages import ToolUseBlock
 from app.engine.retry import ToolRetryPolicy
-from app.llm.messages import ToolUseBlock
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
 from app.loop.tools.registry import ToolRegistry

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.states import TaskStatus
+from app.core.streams import execution_stream
 from app.engine.bus import EventBus
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import TransitionTask
 from app.engine.workflow_observer import ExecutionObserver
-from app.engine.workflows import WorkflowCommands, execution_stream
+from app.engine.workflows import WorkflowCommands
 from app.schemas.workflows import ActivateRequest, WorkflowCreate
-from app.states import TaskStatus
 from app.store import events as event_store
 from app.store import workflows as store
 

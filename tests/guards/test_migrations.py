@@ -12,16 +12,18 @@ from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import migrate
-from app.db import Base, make_sessionmaker
+from app.core.model_config import ModelConfig
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.runs import CREATE_SCOPE, SPAWN_SCOPE, RunCommands
 from app.engine.task_engine import CREATE_SCOPE as TASK_CREATE_SCOPE
 from app.engine.task_engine import TOOL_CREATE_SCOPE
 from app.models import IDEMPOTENCY_KEYS
-from app.schemas.agents import AgentCreate, ModelConfig
+from app.models.base import Base
+from app.schemas.agents import AgentCreate
 from app.schemas.runs import RunCreate
 from app.store import idempotency
+from app.store.db import make_sessionmaker
 
 
 def _differences(connection: Connection) -> list[object]:

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"

@@ -9,9 +9,9 @@ from typing import Any
 import anthropic
 import pytest
 
-from app.config import LLMSettings
+from app.core.config import LLMSettings
+from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.llm.anthropic import AnthropicProvider
-from app.llm.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.llm.provider import (
     LLMRequest,
     ProviderError,

@@ -13,15 +13,16 @@ from typing import Any
 
 import pytest
 
-from app.config import LLMSettings
-from app.engine.breakers import Breakers, CircuitBreakerPolicy
+from app.core.breakers import Breakers, CircuitBreakerPolicy
+from app.core.config import LLMSettings
+from app.core.messages import Message, TextBlock
+from app.core.model_config import ModelConfig, ScriptedFault, ScriptedTurn
 from app.llm.anthropic import AnthropicProvider
 from app.llm.caller import LLMCallFailed, ResilientModel
-from app.llm.messages import Message, TextBlock
 from app.llm.policy import LLMRetryPolicy, Purpose
 from app.llm.provider import LLMRequest, Provider
 from app.llm.providers import Providers
-from app.schemas.agents import AgentRead, ModelConfig, ScriptedFault, ScriptedTurn
+from app.schemas.agents import AgentRead
 from tests.support.anthropic_wire import (
     AnthropicWire,
     Drop,

@@ -8,12 +8,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.llm.messages import TextBlock, ToolUseBlock
+from app.core.messages import TextBlock, ToolUseBlock
+from app.core.model_config import ModelConfig, ScriptedTurn
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink, Usage
 from app.llm.scripted import ScriptedProvider
 from app.loop.summary import SUMMARY_SYSTEM_PROMPT
 from app.loop.tools.base import ToolContext, define_tool
-from app.schemas.agents import AgentCreate, AgentRead, Limits, ModelConfig, ScriptedTurn
+from app.schemas.agents import AgentCreate, AgentRead, Limits
 from app.store.events import StoredEvent
 from tests.support.runs import Harness
 

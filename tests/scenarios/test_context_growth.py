@@ -13,14 +13,15 @@ from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import CompactionSettings
+from app.core.config import CompactionSettings
+from app.core.messages import Message, TextBlock
+from app.core.model_config import ScriptedTurn
+from app.core.states import RunStatus
 from app.llm import tokens
-from app.llm.messages import Message, TextBlock
 from app.llm.provider import LLMRequest, ProviderError, ToolChoice
 from app.loop.compaction import ASK_HUMAN_QUESTION, PIN_PREFIX
 from app.loop.summary import SUMMARY_SYSTEM_PROMPT
-from app.schemas.agents import AgentRead, Limits, ScriptedTurn
-from app.states import RunStatus
+from app.schemas.agents import AgentRead, Limits
 from app.store import conversations
 from app.store.events import StoredEvent
 from tests.scenarios.support import (

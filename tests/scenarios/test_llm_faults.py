@@ -12,10 +12,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.engine.breakers import CircuitBreakerPolicy
+from app.core.breakers import CircuitBreakerPolicy
+from app.core.model_config import ScriptedFault, ScriptedTurn
+from app.core.states import RunStatus
 from app.llm.scripted import ScriptedProvider
-from app.schemas.agents import AgentRead, ScriptedFault, ScriptedTurn
-from app.states import RunStatus
+from app.schemas.agents import AgentRead
 from tests.scenarios.support import (
     MODEL,
     AttemptLog,

@@ -13,16 +13,16 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.messages import TextBlock
+from app.core.model_config import ScriptedTurn
+from app.core.states import RunStatus
 from app.engine.reconciler import Reconciler
 from app.engine.retry import RunRetryPolicy
-from app.llm.messages import TextBlock
 from app.loop import executor
 from app.loop.executor import LeaseLost
 from app.loop.tools.base import ToolContext, ToolFailure, define_tool
-from app.metrics import Metrics
-from app.schemas.agents import ScriptedTurn
-from app.states import RunStatus
 from app.store import checkpoints
+from app.telemetry.metrics import Metrics
 from tests.scenarios.support import of_type
 from tests.support.runs import (
     SAFETY_S,

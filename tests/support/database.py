@@ -10,7 +10,7 @@ from pathlib import Path
 import asyncpg
 from sqlalchemy.engine import make_url
 
-from app.db import libpq_url
+from app.store.db import libpq_url
 
 LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 EMBEDDED_DIR = Path(os.environ.get("LOOPWRIGHT_TEST_PGDATA", "/tmp/loopwright-test-pgdata"))

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine.task_engine import TASK_STREAM, MutationResult, TaskEngine
+from app.core.streams import TASK_STREAM
+from app.engine.task_engine import MutationResult, TaskEngine
 from app.schemas.tasks import TaskRead, TransitionRead
 from app.store import events as event_store
 from app.store import tasks as task_store

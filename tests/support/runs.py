@@ -15,19 +15,21 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import ApprovalSettings, LLMSettings
-from app.db import libpq_url, make_sessionmaker
+from app.core.breakers import Breakers, CircuitBreakerPolicy
+from app.core.config import ApprovalSettings, LLMSettings
+from app.core.messages import Message, ToolResultBlock, for_provider
+from app.core.model_config import ModelConfig, ScriptedTurn
+from app.core.states import RUN_SETTLED, RunStatus
+from app.core.streams import RUNS_STREAM, run_stream
 from app.engine.agents import AgentCommands
 from app.engine.approvals import ApprovalCommands
-from app.engine.breakers import Breakers, CircuitBreakerPolicy
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.pg_listener import PgListener
 from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
-from app.engine.runs import RUNS_STREAM, RunCommands, run_stream
+from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
 from app.engine.workers import WorkerPool
-from app.llm.messages import Message, ToolResultBlock
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink
 from app.llm.providers import Providers
 from app.loop.boundary import write_boundaries
@@ -37,14 +39,13 @@ from app.loop.tools.base import Tool, ToolContext, ToolFailure, ToolHandler, def
 from app.loop.tools.builtins import BuiltinServices, builtin_tools
 from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.registry import ToolRegistry
-from app.loop.transcript import for_provider
 from app.models import CHECKPOINTS
-from app.schemas.agents import AgentCreate, AgentRead, Limits, ModelConfig, ScriptedTurn
+from app.schemas.agents import AgentCreate, AgentRead, Limits
 from app.schemas.runs import MessageRead, RunCreate, RunRead
-from app.states import RUN_SETTLED, RunStatus
 from app.store import conversations
 from app.store import events as event_store
 from app.store import runs as run_store
+from app.store.db import libpq_url, make_sessionmaker
 
 SAFETY_S = 10.0  # only ever reached when the code under test is broken: fail, do not hang
 SECRET_PATH = "/srv/loopwright/secrets/token.txt"  # in an error that must not reach the model

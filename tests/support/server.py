@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
 
 

@@ -7,15 +7,15 @@ import itertools
 
 import pytest
 
-from app.approval_states import (
+from app.core.errors import ApprovalExpired, InvalidTransition
+from app.core.states import (
     APPROVAL_ALLOWED,
     APPROVAL_TERMINAL,
     ApprovalDecision,
-    ApprovalKind,
     ApprovalStatus,
-    check_transition,
+    check_approval_transition,
 )
-from app.errors import ApprovalExpired, InvalidTransition
+from app.core.vocabulary import ApprovalKind
 
 A = ApprovalStatus
 
@@ -39,10 +39,10 @@ def test_every_pair_follows_the_table(current: ApprovalStatus, target: ApprovalS
     allowed = (current, target) in EDGES
     assert (target in APPROVAL_ALLOWED[current]) == allowed
     if allowed:
-        check_transition(current, target)
+        check_approval_transition(current, target)
         return
     with pytest.raises(InvalidTransition) as refused:
-        check_transition(current, target)
+        check_approval_transition(current, target)
     # An expired approval has a code of its own: a client tells "too late" from "taken".
     expected_code = "approval_expired" if current is A.EXPIRED else "invalid_transition"
     assert refused.value.code == expected_code

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.approval_states import SUMMARY_MAX_CHARS
+from app.core.vocabulary import SUMMARY_MAX_CHARS
 from app.engine.approval_summaries import (
     NO_INTENT,
     NO_RESULT,

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import ResilienceSettings
-from app.engine.breakers import (
+from app.core.breakers import (
     Breakers,
     BreakerState,
     CircuitBreaker,
     CircuitBreakerPolicy,
     breaker_event,
 )
+from app.core.config import ResilienceSettings
 
 CLOSED, OPEN, HALF = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
 POLICY = CircuitBreakerPolicy(window_calls=4, min_calls=3, failure_rate=0.5, cooldown_s=10)

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from app.config import CompactionSettings
-from app.llm.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from app.core.config import CompactionSettings
+from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.llm.scripted import ScriptedProvider
 from app.loop.compaction import (
     PIN_PREFIX,
@@ -26,7 +27,6 @@ from app.loop.compaction import (
     pinned_results,
 )
 from app.loop.summary import llm_summariser
-from app.schemas.agents import ScriptedFault, ScriptedTurn
 
 SETTINGS = CompactionSettings()
 BIG = "lorem ipsum dolor sit amet " * 60  # about 300 tokens

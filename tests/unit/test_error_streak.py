@@ -12,17 +12,17 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.config import LoopGuardSettings, load_settings
-from app.db import make_sessionmaker
+from app.core.config import LoopGuardSettings, load_settings
+from app.core.messages import ToolUseBlock
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.runs import RunCommands
-from app.llm.messages import ToolUseBlock
 from app.llm.providers import Providers
 from app.loop.boundary import write_boundaries
 from app.loop.guards import ErrorStreak, Guards
 from app.loop.stagnation import StagnationPolicy
 from app.main import build_workers
+from app.store.db import make_sessionmaker
 
 _ids = count()
 ERROR = ("Error: the widget is out of stock", True)

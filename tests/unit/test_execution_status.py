@@ -6,11 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from app.core.states import ExecutionStatus, NodeStatus, TaskStatus
 from app.engine.workflow_observer import execution_status_of, node_status_of
 from app.engine.workflows import cancel_route
 from app.schemas.tasks import TaskRead
-from app.states import TaskStatus
-from app.workflow_states import ExecutionStatus, NodeStatus
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

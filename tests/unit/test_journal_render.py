@@ -9,12 +9,11 @@ import pytest
 from app.loop.journal import (
     DIGEST_MAX_CHARS,
     JOURNAL_ACK,
-    Journal,
-    JournalEntry,
     render_digest,
     render_full,
     render_markdown,
 )
+from app.schemas.journal import Journal, JournalEntry
 
 
 def entry(text: str, call: str = "call-1", run: str = "run-1", **extra: str) -> JournalEntry:

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from app.llm.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from app.core.messages import (
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    for_provider,
+    results_message,
+)
 from app.llm.provider import ToolChoice
 from app.loop.loop_detection import (
     LADDER,
@@ -18,7 +25,6 @@ from app.loop.loop_detection import (
     observe_batch,
     with_notes,
 )
-from app.loop.transcript import for_provider, results_message
 
 _ids = count()
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.metrics import Metrics
+from app.core.states import RunStatus
 from app.schemas.runs import RunRead
-from app.states import RunStatus
+from app.telemetry.metrics import Metrics
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 

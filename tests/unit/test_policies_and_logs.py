@@ -8,14 +8,19 @@ import random
 
 import pytest
 
+from app.core.messages import (
+    Message,
+    ToolResultBlock,
+    ToolUseBlock,
+    for_provider,
+    pending_tool_uses,
+)
+from app.core.model_config import ScriptedTurn
+from app.core.sanitize import sanitize
 from app.engine.retry import ToolRetryPolicy, tool_retry_delay
-from app.llm.messages import Message, ToolResultBlock, ToolUseBlock
 from app.llm.provider import LLMRequest
 from app.llm.scripted import ScriptedProvider
-from app.loop.transcript import for_provider, pending_tool_uses
-from app.observability import JsonFormatter, log_events
-from app.sanitize import sanitize
-from app.schemas.agents import ScriptedTurn
+from app.telemetry.logs import JsonFormatter, log_events
 
 
 @pytest.mark.parametrize(("retry", "base"), [(1, 0.5), (2, 2.0), (3, 8.0)])

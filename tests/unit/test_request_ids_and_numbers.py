@@ -10,7 +10,7 @@ import pytest
 
 from app.api.headers import decimal
 from app.api.request_ids import accepted
-from app.observability import JsonFormatter, RequestIdFilter, TextFormatter, current_request_id
+from app.telemetry.logs import JsonFormatter, RequestIdFilter, TextFormatter, current_request_id
 
 
 def _record(name: str, message: str, *args: object) -> logging.LogRecord:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from app.config import LoopGuardSettings, load_settings
-from app.llm.messages import ToolUseBlock
+from app.core.config import LoopGuardSettings, load_settings
+from app.core.messages import ToolUseBlock
 from app.loop.stagnation import (
     Stagnation,
     StagnationPolicy,

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from app.states import ALLOWED, TERMINAL, TaskStatus, allowed_targets, is_retry
+from app.core.states import TASK_ALLOWED, TASK_TERMINAL, TaskStatus, allowed_targets, is_retry
 
 S = TaskStatus
 
@@ -51,8 +51,8 @@ def test_every_pair_matches_the_seed(current: TaskStatus, target: TaskStatus) ->
 
 
 def test_only_completed_and_cancelled_are_terminal() -> None:
-    assert TERMINAL == {S.COMPLETED, S.CANCELLED}
-    assert set(ALLOWED) == set(S)
+    assert TASK_TERMINAL == {S.COMPLETED, S.CANCELLED}
+    assert set(TASK_ALLOWED) == set(S)
 
 
 @pytest.mark.parametrize(

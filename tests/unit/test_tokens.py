@@ -9,8 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.llm import tokens
-from app.llm.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.llm.provider import ToolSpec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from app.core.requirements import NOTHING, leaves, satisfied
 from app.engine.workflow_graph import (
     Graph,
     export_yaml,
@@ -16,7 +17,7 @@ from app.engine.workflow_graph import (
     topological_order,
     validate_workflow,
 )
-from app.engine.workflow_plan import NOTHING, leaves, plan_execution, satisfied
+from app.engine.workflow_plan import plan_execution
 from app.schemas.workflows import WorkflowEdge, WorkflowNode
 
 

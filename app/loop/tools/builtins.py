@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.states import RUN_SETTLED, RunStatus
 from app.engine.bus import EventBus
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
 from app.schemas.runs import RunCreate, RunRead
-from app.states import RUN_SETTLED, RunStatus
 from app.store import runs as run_store
 from app.store.idempotency import request_hash
 
@@ -118,7 +118,7 @@ async def _wait_settled(
 ) -> list[RunRead | None]:
     """Re-read the runs on every wake-up of the runs board until each is settled or waits
     on a human, or `timeout_s` passed: the runs as last read."""
-    from app.engine.runs import RUNS_STREAM
+    from app.core.streams import RUNS_STREAM
 
     with services.bus.subscribe(RUNS_STREAM) as wake:
         loop = asyncio.get_running_loop()

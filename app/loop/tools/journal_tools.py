@@ -22,9 +22,10 @@ from pydantic import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.loop.journal import Journal, JournalEntry, ListSection, render_markdown
+from app.loop.journal import render_markdown
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool, parse_arguments
 from app.loop.tools.builtins import BuiltinServices
+from app.schemas.journal import Journal, JournalEntry, ListSection
 from app.store import journal as journal_store
 
 FieldText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2_000)]

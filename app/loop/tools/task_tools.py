@@ -33,6 +33,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.errors import AppError, Unavailable
+from app.core.fields import Name, Reason, Text
+from app.core.states import TaskStatus
+from app.core.vocabulary import Complexity, Priority, TaskType
 from app.engine.task_engine import MutationResult, TaskEngine
 from app.engine.task_mutations import (
     CancelTask,
@@ -41,15 +45,11 @@ from app.engine.task_mutations import (
     TransitionTask,
     UpdateTask,
 )
-from app.errors import AppError, Unavailable
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool, parse_arguments
-from app.schemas.common import Name, Reason, Text
 from app.schemas.tasks import TaskCreate, TaskPatch, TaskRead, TransitionRequest
-from app.states import TaskStatus
 from app.store import idempotency
 from app.store import tasks as task_store
 from app.store.errors import translate
-from app.vocabulary import Complexity, Priority, TaskType
 
 TASK_TOOL_NAMES = ("create_task", "get_task", "list_tasks", "update_task")
 MAX_PAGE = 50

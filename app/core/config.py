@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.workflow_states import ReviewTimeoutPolicy
+from app.core.vocabulary import ReviewTimeoutPolicy
 
 
 def _default_data_dir() -> Path:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from app.config import ResilienceSettings
+from app.core.config import ResilienceSettings
 
 Clock = Callable[[], float]  # seconds, monotonic
 

@@ -18,8 +18,8 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from app.core.states import RUN_SETTLED, RunStatus
 from app.schemas.runs import RunRead
-from app.states import RUN_SETTLED, RunStatus
 
 BREAKER_STATES = ("closed", "open", "half_open")
 

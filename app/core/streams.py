@@ -1,0 +1,22 @@
+"""The names of the event streams (rows of `events`, served over SSE, woken by the bus)."""
+
+from __future__ import annotations
+
+TASK_STREAM = "tasks"  # every task's changes (`GET /v1/tasks/events`)
+RUNS_STREAM = "runs"  # every run's lifecycle (`GET /v1/runs/events`); wakes the workers
+APPROVALS_STREAM = "approvals"  # approvals asked and settled (`GET /v1/approvals/events`)
+
+
+def run_stream(run_id: str) -> str:
+    """Everything one run does (`GET /v1/runs/{id}/events`)."""
+    return f"run:{run_id}"
+
+
+def lane_stream(lane: str) -> str:
+    """The lifecycle events (`agent_run.*`) of every run on a lane (`GET …/lanes/{lane}/events`)."""
+    return f"lane:{lane}"
+
+
+def execution_stream(execution_id: str) -> str:
+    """One workflow execution's events (`GET /v1/workflow-executions/{id}/events`)."""
+    return f"workflow:{execution_id}"

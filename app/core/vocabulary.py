@@ -1,0 +1,79 @@
+"""Closed vocabularies: each enum's values are the database text."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class TaskType(StrEnum):
+    DEVELOPMENT = "development"
+    DESIGN = "design"
+    RESEARCH = "research"
+    REVIEW = "review"
+    MEETING = "meeting"
+    ADMIN = "admin"
+
+
+class Priority(StrEnum):
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class Complexity(StrEnum):
+    SIMPLE = "simple"
+    MEDIUM = "medium"
+    COMPLEX = "complex"
+    EPIC = "epic"
+
+
+class TaskStructure(StrEnum):
+    SEQUENTIAL = "sequential"
+    PARALLEL = "parallel"
+    MIXED = "mixed"
+
+
+class CoordinationTopology(StrEnum):
+    AUTO = "auto"
+    SAS = "sas"  # single agent system
+    CENTRALIZED = "centralized"
+    DECENTRALIZED = "decentralized"
+    CONTEXT_DEPENDENT = "context_dependent"
+
+
+class NodeType(StrEnum):
+    START = "start"  # the single entry point
+    END = "end"  # the single exit point
+    TASK = "task"  # becomes one task at activation
+    AGENT_ASSIGNMENT = "agent_assignment"  # names who gets the tasks downstream of it
+    CONDITIONAL = "conditional"  # takes its true or its false edge, on the runtime context
+    PARALLEL_SPLIT = "parallel_split"  # fans out to 2+ branches that run side by side
+    PARALLEL_JOIN = "parallel_join"  # fans in: waits for all branches, or for any one
+
+
+class EdgeType(StrEnum):
+    SEQUENTIAL = "sequential"  # plain flow
+    CONDITIONAL_TRUE = "conditional_true"  # taken when the source's condition holds
+    CONDITIONAL_FALSE = "conditional_false"  # taken when it does not
+    PARALLEL_BRANCH = "parallel_branch"  # one branch out of a parallel split
+
+
+class JoinStrategy(StrEnum):
+    ALL = "all"  # the join passes when every live branch is done
+    ANY = "any"  # the join passes when one branch is done
+
+
+class ReviewTimeoutPolicy(StrEnum):
+    AUTO_APPROVE = "auto_approve"  # an unanswered review approves the task
+    AUTO_DENY = "auto_deny"  # an unanswered review rejects it
+    ESCALATE = "escalate"  # an unanswered review goes to someone else
+
+
+class ApprovalKind(StrEnum):
+    TASK_REVIEW = "task_review"  # a task reached `in_review` (seed 002 review gate)
+    TOOL_CALL = "tool_call"  # a run wants to call a tool that needs a person's consent
+
+
+# A context summary (what a person decides from) is at most this long.
+SUMMARY_MAX_CHARS = 1_000

@@ -1,0 +1,1 @@
+"""What a process tells its operators: Prometheus metrics and structured logs."""
