@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from app.client import Client, follow
 from app.core.config import Settings, load_settings
-from app.process import tune_gc
+from app.core.process import tune_gc
 from app.telemetry.logs import configure_logging
 
 
@@ -102,9 +102,9 @@ def _runs(args: argparse.Namespace) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> None:
-    from app import migrate
-    from app.embedded_pg import start_embedded
+    from app.store import migrate
     from app.store.db import make_engine
+    from app.store.embedded_pg import start_embedded
 
     settings = load_settings()
     embedded = None

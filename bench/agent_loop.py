@@ -25,9 +25,9 @@ from common import ServerMeter, admin, log, peak_rss_mb, percentile, with_databa
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app import migrate
 from app.core.config import DatabaseSettings, LLMSettings, Settings, WorkerSettings
 from app.core.model_config import ModelConfig, ScriptedToolCall, ScriptedTurn
+from app.core.process import tune_gc
 from app.core.states import RUN_SETTLED
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
@@ -37,11 +37,11 @@ from app.llm import tokens
 from app.llm.providers import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.loop.tools.base import Tool, ToolContext, define_tool
-from app.main import build_workers
-from app.process import tune_gc
 from app.schemas.agents import AgentCreate, Limits
 from app.schemas.runs import RunCreate, RunRead
+from app.store import migrate
 from app.store.db import libpq_url, make_engine, make_sessionmaker
+from app.wiring import build_workers
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 # name=runs:turns:capacity[:latency_ms]

@@ -20,12 +20,12 @@ from common import admin, log, peak_rss_mb, percentile, with_database
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app import migrate
 from app.core.states import TaskStatus
 from app.engine.bus import EventBus
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import CreateTask, TaskMutation, TransitionTask
 from app.schemas.tasks import TaskCreate
+from app.store import migrate
 from app.store.db import libpq_url, make_engine, make_sessionmaker
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import migrate
 from app.core.config import Settings
 from app.models.base import Base
+from app.store import migrate
 from app.store.db import make_engine
 from tests.support.database import admin, server_url, with_database
 from tests.support.server import make_settings, running_server

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 
-from app.api.deps import RuntimeDep, SessionDep, get_principal
+from app.api.deps import ServicesDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page
 from app.core.errors import NotFound, ValidationFailed
@@ -25,14 +25,14 @@ async def create_agent(
     body: AgentCreate,
     request: Request,
     response: Response,
-    runtime: RuntimeDep,
+    services: ServicesDep,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> AgentRead:
     """With `Idempotency-Key`, a repeat of the request (same key, same body) gets the first
     response again (`Idempotent-Replayed: true`) and makes no second agent; the same key
     with another body is a 409 `idempotency_key_reused`."""
     digest = request_hash(body.model_dump(mode="json")) if idempotency_key else None
-    agent, replayed = await runtime.agents.create_keyed(
+    agent, replayed = await services.agents.create_keyed(
         body, idempotency_key=idempotency_key, request_hash=digest
     )
     response.headers["Location"] = str(request.url_for("get_agent", agent_id=agent.id))
@@ -66,20 +66,22 @@ async def update_agent(
     agent_id: str,
     body: AgentPatch,
     response: Response,
-    runtime: RuntimeDep,
+    services: ServicesDep,
     if_match: IfMatchHeader = None,
 ) -> AgentRead:
     if not body.model_fields_set:
         raise ValidationFailed.field("body", "names no field to change")
-    agent = await runtime.agents.update(agent_id, body, expected_version=expected_version(if_match))
+    agent = await services.agents.update(
+        agent_id, body, expected_version=expected_version(if_match)
+    )
     response.headers["ETag"] = etag(agent.version)
     return agent
 
 
 @router.delete("/{agent_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete an agent")
 async def delete_agent(
-    agent_id: str, runtime: RuntimeDep, if_match: IfMatchHeader = None
+    agent_id: str, services: ServicesDep, if_match: IfMatchHeader = None
 ) -> Response:
     """Refused (409 `agent_in_use`) while runs refer to the agent."""
-    await runtime.agents.delete(agent_id, expected_version=expected_version(if_match))
+    await services.agents.delete(agent_id, expected_version=expected_version(if_match))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Query, Response
 from sse_starlette import EventSourceResponse
 
-from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, get_principal
+from app.api.deps import ApprovalCommandsDep, PrincipalDep, ServicesDep, SessionDep, get_principal
 from app.api.headers import IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page, present
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
@@ -16,7 +16,6 @@ from app.core.errors import NotFound
 from app.core.states import ApprovalDecision, ApprovalStatus
 from app.core.streams import APPROVALS_STREAM
 from app.core.vocabulary import ApprovalKind
-from app.engine.approvals import ApprovalCommands
 from app.schemas.approvals import ApprovalRead, ApproveRequest, RejectRequest
 from app.schemas.common import Page
 from app.store import approvals as store
@@ -24,15 +23,6 @@ from app.store import approvals as store
 router = APIRouter(
     prefix="/v1/approvals", tags=["approvals"], dependencies=[Depends(get_principal)]
 )
-
-
-def get_approval_commands(runtime: RuntimeDep) -> ApprovalCommands:
-    return ApprovalCommands(
-        runtime.sessionmaker, runtime.bus, runtime.tasks, runtime.settings.approvals
-    )
-
-
-ApprovalCommandsDep = Annotated[ApprovalCommands, Depends(get_approval_commands)]
 
 
 def _respond(response: Response, approval: ApprovalRead) -> ApprovalRead:
@@ -68,7 +58,7 @@ async def list_approvals(
     responses={200: {"content": {"text/event-stream": {}}}},
 )
 async def stream_approval_events(
-    runtime: RuntimeDep,
+    services: ServicesDep,
     last_event_id: LastEventIdHeader = None,
     last_event_id_query: LastEventIdQuery = None,
 ) -> EventSourceResponse:
@@ -77,7 +67,7 @@ async def stream_approval_events(
     `approval.cancelled`, each with the approval; the `id` is the event's sequence number.
     Without a resume point only new events are sent."""
     after = resume_point(last_event_id, last_event_id_query)
-    return await open_stream(runtime, APPROVALS_STREAM, after)
+    return await open_stream(services, APPROVALS_STREAM, after)
 
 
 @router.get("/{approval_id}", response_model=ApprovalRead, summary="Get an approval")

@@ -1,4 +1,4 @@
-"""Request dependencies: the process runtime, a short session, the caller's identity."""
+"""Request dependencies: the process's services, a short session, the caller's identity."""
 
 from __future__ import annotations
 
@@ -11,36 +11,46 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Unauthorized
+from app.engine.approvals import ApprovalCommands
+from app.engine.services import Services
 from app.engine.task_engine import TaskEngine
-from app.runtime import Runtime
+from app.engine.workflows import WorkflowCommands
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from LOOPWRIGHT_AUTH__API_KEYS.")
 
 
-def get_runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
 
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-async def get_session(runtime: RuntimeDep) -> AsyncIterator[AsyncSession]:
-    async with runtime.sessionmaker() as session:
+async def get_session(services: ServicesDep) -> AsyncIterator[AsyncSession]:
+    async with services.sessionmaker() as session:
         yield session
 
 
-def get_task_engine(runtime: RuntimeDep) -> TaskEngine:
-    return runtime.tasks
+def get_task_engine(services: ServicesDep) -> TaskEngine:
+    return services.tasks
+
+
+def get_approval_commands(services: ServicesDep) -> ApprovalCommands:
+    return services.approvals
+
+
+def get_workflow_commands(services: ServicesDep) -> WorkflowCommands:
+    return services.workflows
 
 
 def get_principal(
-    runtime: RuntimeDep,
+    services: ServicesDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:
     """Who is calling: `key-<n>` for the n-th configured API key, `local` when the server
     runs without keys (it then listens on loopback only)."""
-    keys = runtime.settings.auth.api_keys
+    keys = services.settings.auth.api_keys
     if not keys:
         return "local"
     if credentials is None:
@@ -54,4 +64,6 @@ def get_principal(
 
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 TaskEngineDep = Annotated[TaskEngine, Depends(get_task_engine)]
+ApprovalCommandsDep = Annotated[ApprovalCommands, Depends(get_approval_commands)]
+WorkflowCommandsDep = Annotated[WorkflowCommands, Depends(get_workflow_commands)]
 PrincipalDep = Annotated[str, Depends(get_principal)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from sqlalchemy import text
 
-from app.api.deps import RuntimeDep
+from app.api.deps import ServicesDep
 from app.core.errors import Unavailable
 from app.schemas.common import Health
 
@@ -19,10 +19,10 @@ async def healthz() -> Health:
 
 
 @router.get("/readyz", response_model=Health, summary="Readiness")
-async def readyz(runtime: RuntimeDep) -> Health:
+async def readyz(services: ServicesDep) -> Health:
     """The database answers and the TaskEngine accepts writes."""
-    if not runtime.tasks.running:
+    if not services.tasks.running:
         raise Unavailable("the task engine is not running")
-    async with runtime.sessionmaker() as session:
+    async with services.sessionmaker() as session:
         await session.execute(text("SELECT 1"))
     return Health(status="ready")

@@ -11,16 +11,17 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from prometheus_client.exposition import choose_encoder
 
-from app.api.deps import PrincipalDep, SessionDep
+from app.api.deps import PrincipalDep, ServicesDep, SessionDep
 from app.store import run_counts
-from app.telemetry.metrics import Metrics
 
 router = APIRouter(tags=["metrics"])
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics(request: Request, _: PrincipalDep, session: SessionDep) -> Response:
-    exported: Metrics = request.app.state.metrics
+async def metrics(
+    request: Request, _: PrincipalDep, services: ServicesDep, session: SessionDep
+) -> Response:
+    exported = services.metrics
     exported.set_run_counts(await run_counts.count_by_status(session))
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
     return Response(encoder(exported.registry), media_type=content_type)

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
-from app.api.deps import RuntimeDep, SessionDep, get_principal
+from app.api.deps import ServicesDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
 from app.api.pagination import decode_cursor, page, present
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
@@ -45,13 +45,13 @@ async def create_run(
     body: RunCreate,
     request: Request,
     response: Response,
-    runtime: RuntimeDep,
+    services: ServicesDep,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> RunRead:
     """The run is queued on its lane (202); follow it with `GET /v1/runs/{id}/events` or
     `GET /v1/runs/{id}/wait`."""
     digest = request_hash(body.model_dump(mode="json")) if idempotency_key else None
-    run, replayed = await runtime.runs.create(
+    run, replayed = await services.runs.create(
         body, idempotency_key=idempotency_key, request_hash=digest
     )
     response.headers["Location"] = str(request.url_for("get_run", run_id=run.id))
@@ -90,11 +90,13 @@ async def list_runs(
     responses={200: {"content": {"text/event-stream": {}}}},
 )
 async def stream_all_run_events(
-    runtime: RuntimeDep,
+    services: ServicesDep,
     last_event_id: LastEventIdHeader = None,
     last_event_id_query: LastEventIdQuery = None,
 ) -> EventSourceResponse:
-    return await open_stream(runtime, RUNS_STREAM, resume_point(last_event_id, last_event_id_query))
+    return await open_stream(
+        services, RUNS_STREAM, resume_point(last_event_id, last_event_id_query)
+    )
 
 
 @router.get("/v1/runs/{run_id}", response_model=RunRead, summary="Get a run")
@@ -105,53 +107,55 @@ async def get_run(run_id: str, session: SessionDep, response: Response) -> RunRe
 
 
 @router.post("/v1/runs/{run_id}/cancel", response_model=RunRead, summary="Cancel a run")
-async def cancel_run(run_id: str, runtime: RuntimeDep) -> RunRead:
+async def cancel_run(run_id: str, services: ServicesDep) -> RunRead:
     """A queued run is cancelled at once; a running one at its next boundary (its
     completed tool results are kept); one waiting on a human at once."""
-    return await runtime.runs.cancel(run_id)
+    return await services.runs.cancel(run_id)
 
 
 @router.post("/v1/runs/{run_id}/resume", response_model=RunRead, summary="Resume a timed-out run")
-async def resume_run(run_id: str, runtime: RuntimeDep) -> RunRead:
+async def resume_run(run_id: str, services: ServicesDep) -> RunRead:
     """A `timed_out` run with `resume_available` continues from its latest checkpoint:
     completed tool calls are replayed from the ledger, never re-run."""
-    return await runtime.runs.resume(run_id)
+    return await services.runs.resume(run_id)
 
 
 @router.post("/v1/runs/{run_id}/retry", response_model=RunRead, summary="Retry a failed run")
-async def retry_run(run_id: str, runtime: RuntimeDep) -> RunRead:
+async def retry_run(run_id: str, services: ServicesDep) -> RunRead:
     """A `dead_letter`, `failed` or `timed_out` run goes back to the queue with a fresh
     retry budget; its error log is kept."""
-    return await runtime.runs.retry(run_id)
+    return await services.runs.retry(run_id)
 
 
 @router.post(
     "/v1/runs/{run_id}/human-response", response_model=RunRead, summary="Answer a waiting run"
 )
-async def respond_to_run(run_id: str, body: HumanResponse, runtime: RuntimeDep) -> RunRead:
-    return await runtime.runs.respond(run_id, body.response, retry_call=body.action == "retry_call")
+async def respond_to_run(run_id: str, body: HumanResponse, services: ServicesDep) -> RunRead:
+    return await services.runs.respond(
+        run_id, body.response, retry_call=body.action == "retry_call"
+    )
 
 
 @router.get("/v1/runs/{run_id}/wait", response_model=RunRead, summary="Wait for a run to settle")
 async def wait_for_run(
     run_id: str,
-    runtime: RuntimeDep,
+    services: ServicesDep,
     timeout_s: Annotated[float, Query(gt=0, le=300)] = 30.0,
 ) -> RunRead:
     """Returns when the run has settled or waits on a human, or when `timeout_s` passes
     (then with the run as it is)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    with runtime.bus.subscribe(run_stream(run_id)) as wake:
+    with services.bus.subscribe(run_stream(run_id)) as wake:
         while True:
-            async with runtime.sessionmaker() as session:
+            async with services.sessionmaker() as session:
                 run = await _run_or_404(session, run_id)
             if run.status in RUN_SETTLED or run.status is RunStatus.WAITING_ON_HUMAN:
                 return run
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return run
-            await wake.wait(min(remaining, runtime.settings.streams.poll_interval_s))
+            await wake.wait(min(remaining, services.settings.streams.poll_interval_s))
 
 
 @router.get(
@@ -162,7 +166,7 @@ async def wait_for_run(
 )
 async def stream_run_events(
     run_id: str,
-    runtime: RuntimeDep,
+    services: ServicesDep,
     session: SessionDep,
     last_event_id: LastEventIdHeader = None,
     last_event_id_query: LastEventIdQuery = None,
@@ -172,7 +176,7 @@ async def stream_run_events(
     await _run_or_404(session, run_id)
     await session.close()  # the stream holds no session
     after = resume_point(last_event_id, last_event_id_query)
-    return await open_stream(runtime, run_stream(run_id), 0 if after is None else after)
+    return await open_stream(services, run_stream(run_id), 0 if after is None else after)
 
 
 @router.get(
@@ -224,7 +228,7 @@ LaneName = Annotated[
 )
 async def stream_lane_events(
     lane: LaneName,
-    runtime: RuntimeDep,
+    services: ServicesDep,
     last_event_id: LastEventIdHeader = None,
     last_event_id_query: LastEventIdQuery = None,
 ) -> EventSourceResponse:
@@ -234,7 +238,7 @@ async def stream_lane_events(
     resume from the `last_event_id` of `GET /v1/lanes/{lane}` to follow on from that
     snapshot, or from 0 to replay the lane's whole history."""
     return await open_stream(
-        runtime, lane_stream(lane), resume_point(last_event_id, last_event_id_query)
+        services, lane_stream(lane), resume_point(last_event_id, last_event_id_query)
     )
 
 

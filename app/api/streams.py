@@ -18,7 +18,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from app.api.headers import decimal
 from app.core.errors import ValidationFailed
-from app.runtime import Runtime
+from app.engine.services import Services
 from app.schemas.bounds import EVENT_ID_MAX
 from app.store import events as event_store
 
@@ -49,26 +49,26 @@ def resume_point(header: str | None, query: int | None) -> int | None:
     return query
 
 
-async def open_stream(runtime: Runtime, stream: str, after: int | None) -> EventSourceResponse:
+async def open_stream(services: Services, stream: str, after: int | None) -> EventSourceResponse:
     """Without a resume point the stream starts at its current end (live events only)."""
     if after is None:
-        async with runtime.sessionmaker() as session:
+        async with services.sessionmaker() as session:
             after = await event_store.last_seq(session, stream)
-    settings = runtime.settings.streams
+    settings = services.settings.streams
     return EventSourceResponse(
-        _events(runtime, stream, after),
+        _events(services, stream, after),
         ping=settings.keepalive_s,
-        shutdown_event=runtime.shutting_down,
+        shutdown_event=services.shutting_down,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
-async def _events(runtime: Runtime, stream: str, after: int) -> AsyncIterator[ServerSentEvent]:
-    settings = runtime.settings.streams
-    with runtime.bus.subscribe(stream) as wake:
+async def _events(services: Services, stream: str, after: int) -> AsyncIterator[ServerSentEvent]:
+    settings = services.settings.streams
+    with services.bus.subscribe(stream) as wake:
         while True:
             try:
-                async with runtime.sessionmaker() as session:
+                async with services.sessionmaker() as session:
                     batch = await event_store.read_events(
                         session, stream, after=after, limit=settings.replay_batch
                     )

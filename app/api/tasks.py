@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
-from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, TaskEngineDep, get_principal
+from app.api.deps import PrincipalDep, ServicesDep, SessionDep, TaskEngineDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page, present
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
@@ -66,14 +66,14 @@ async def create_task(
     responses={200: {"content": {"text/event-stream": {}}}},
 )
 async def stream_task_events(
-    runtime: RuntimeDep,
+    services: ServicesDep,
     last_event_id: LastEventIdHeader = None,
     last_event_id_query: LastEventIdQuery = None,
 ) -> EventSourceResponse:
     """Events `task.created`, `task.updated`, `task.transitioned`, `task.deleted`; each `id`
     is the event's sequence number. Without a resume point only new events are sent."""
     after = resume_point(last_event_id, last_event_id_query)
-    return await open_stream(runtime, TASK_STREAM, after)
+    return await open_stream(services, TASK_STREAM, after)
 
 
 @router.get("", response_model=Page[TaskRead], summary="List tasks")

@@ -7,11 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
-from app.api.deps import PrincipalDep, RuntimeDep, SessionDep, get_principal
+from app.api.deps import PrincipalDep, ServicesDep, SessionDep, WorkflowCommandsDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
 from app.api.pagination import decode_cursor, page
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
-from app.api.workflows import WorkflowCommandsDep
 from app.core.errors import NotFound
 from app.core.streams import execution_stream
 from app.schemas.common import Page
@@ -117,7 +116,7 @@ async def cancel_workflow_execution(
 )
 async def stream_workflow_execution_events(
     execution_id: str,
-    runtime: RuntimeDep,
+    services: ServicesDep,
     last_event_id: LastEventIdHeader = None,
     last_event_id_query: LastEventIdQuery = None,
 ) -> EventSourceResponse:
@@ -125,7 +124,7 @@ async def stream_workflow_execution_events(
     and `workflow.execution.completed|failed|cancelled`. Without a resume point the stream
     starts from its first event, so a client that opens it late still sees the start."""
     after = resume_point(last_event_id, last_event_id_query)
-    async with runtime.sessionmaker() as session:
+    async with services.sessionmaker() as session:
         if await store.get_execution(session, execution_id) is None:
             raise NotFound("workflow execution", execution_id)
-    return await open_stream(runtime, execution_stream(execution_id), after or 0)
+    return await open_stream(services, execution_stream(execution_id), after or 0)

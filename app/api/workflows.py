@@ -6,12 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 
-from app.api.deps import RuntimeDep, SessionDep, get_principal
+from app.api.deps import SessionDep, WorkflowCommandsDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import decode_cursor, page
 from app.core.errors import NotFound, ValidationFailed
 from app.engine.workflow_graph import export_yaml, validate_workflow
-from app.engine.workflows import WorkflowCommands
 from app.schemas.common import Page
 from app.schemas.workflows import WorkflowCreate, WorkflowPatch, WorkflowRead, WorkflowValidation
 from app.store import workflows as store
@@ -20,18 +19,6 @@ from app.store.idempotency import request_hash
 router = APIRouter(
     prefix="/v1/workflows", tags=["workflows"], dependencies=[Depends(get_principal)]
 )
-
-
-def get_workflow_commands(runtime: RuntimeDep) -> WorkflowCommands:
-    return WorkflowCommands(
-        runtime.sessionmaker,
-        runtime.bus,
-        runtime.tasks,
-        idempotency_retention=runtime.settings.idempotency.retention,
-    )
-
-
-WorkflowCommandsDep = Annotated[WorkflowCommands, Depends(get_workflow_commands)]
 
 
 async def _load(session: SessionDep, workflow_id: str) -> WorkflowRead:

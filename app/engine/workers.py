@@ -26,6 +26,7 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import Protocol
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -34,13 +35,32 @@ from app.core.ids import new_id
 from app.core.streams import RUNS_STREAM
 from app.engine.bus import EventBus
 from app.engine.runs import emit
-from app.loop.executor import RunLoop
 from app.schemas.runs import RunRead
 from app.store import runs as run_store
 
 log = logging.getLogger(__name__)
 
-LoopFactory = Callable[[RunRead, str], RunLoop]
+
+class RunDriver(Protocol):
+    """What the pool needs of the loop that drives one claimed run (the agent loop
+    implements it; the composition root hands the pool a factory of them)."""
+
+    @property
+    def run(self) -> RunRead: ...
+
+    @property
+    def token(self) -> int: ...  # the lease token the run was claimed with
+
+    @property
+    def lease_lost(self) -> asyncio.Event: ...  # set by the heartbeat: stop writing
+
+    @property
+    def stop_requested(self) -> asyncio.Event: ...  # set at shutdown: hand the run back
+
+    async def execute(self) -> None: ...
+
+
+LoopFactory = Callable[[RunRead, str], RunDriver]  # (claimed run, worker name)
 
 
 def worker_name() -> str:
@@ -66,7 +86,7 @@ class WorkerPool:
         self.lease_ttl_s = lease_ttl_s
         self.poll_interval_s = poll_interval_s
         self.owner = owner or worker_name()
-        self._active: dict[str, tuple[RunLoop, asyncio.Task[None]]] = {}
+        self._active: dict[str, tuple[RunDriver, asyncio.Task[None]]] = {}
         self._lent: set[str] = set()  # runs in hand that lent their slot (see lend_slot)
         self._slot_lent = asyncio.Event()  # wakes run_until_idle when a slot is lent
         self._tasks: list[asyncio.Task[None]] = []
@@ -204,7 +224,7 @@ class WorkerPool:
             self._active[run.id] = (loop, task)
         return runs
 
-    async def _execute(self, loop: RunLoop) -> None:
+    async def _execute(self, loop: RunDriver) -> None:
         try:
             await loop.execute()
         finally:

@@ -9,16 +9,28 @@ agent's fallback model (`ModelConfig.fallback_name`) goes through the same provi
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from typing import Protocol
 
 from app.core.config import LLMSettings
+from app.core.model_config import ModelConfig
 from app.llm.anthropic import AnthropicProvider
 from app.llm.provider import Provider
 from app.llm.scripted import ScriptedProvider
-from app.schemas.agents import AgentRead
 
-ProviderFactory = Callable[[AgentRead, str], Provider]  # (agent, run id)
 SCRIPTED_KEPT = 4096
+
+
+class ModelOwner(Protocol):
+    """Whose model a provider serves: an agent, by id and version, and its model config."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def model(self) -> ModelConfig: ...
 
 
 class ProviderUnavailable(Exception):
@@ -31,7 +43,7 @@ class Providers:
         self._anthropic: dict[str | None, AnthropicProvider] = {}
         self._scripted: OrderedDict[tuple[str, int, str], ScriptedProvider] = OrderedDict()
 
-    def __call__(self, agent: AgentRead, run_id: str) -> Provider:
+    def __call__(self, agent: ModelOwner, run_id: str) -> Provider:
         model = agent.model
         if model.provider == "scripted":
             assert model.script is not None  # the schema requires it

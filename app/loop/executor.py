@@ -51,7 +51,7 @@ from app.llm.provider import (
     ToolChoice,
     ToolSpec,
 )
-from app.llm.providers import ProviderFactory, ProviderUnavailable
+from app.llm.providers import ProviderUnavailable
 from app.loop import approval_gate
 from app.loop.boundary import Boundary, BoundaryWrite, started_events
 from app.loop.compaction import Compactor
@@ -70,6 +70,7 @@ from app.loop.stagnation import STOP_REASON, StagnationPolicy
 from app.loop.summary import llm_summariser
 from app.loop.tool_batch import BatchEnd, ToolBatch, is_idempotent
 from app.loop.tool_runner import ToolRunner
+from app.schemas.agents import AgentRead
 from app.schemas.runs import RunRead
 from app.store import agents as agent_store
 from app.store import checkpoints, conversations, tool_calls
@@ -83,6 +84,11 @@ SUMMARY_PROMPT = (
     "Your time for this task is up. Without calling tools, summarise what you have done, "
     "what you found, and what remains to be done."
 )
+
+
+# The provider for an agent's model, as one run (or one purpose of it) calls it: a scripted
+# model keeps its place in the script per caller.
+ProviderFactory = Callable[[AgentRead, str], Provider]  # (agent, run id)
 
 
 class LeaseLost(Exception):

@@ -11,7 +11,6 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import migrate
 from app.core.model_config import ModelConfig
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
@@ -22,7 +21,7 @@ from app.models import IDEMPOTENCY_KEYS
 from app.models.base import Base
 from app.schemas.agents import AgentCreate
 from app.schemas.runs import RunCreate
-from app.store import idempotency
+from app.store import idempotency, migrate
 from app.store.db import make_sessionmaker
 
 

@@ -30,7 +30,7 @@ def server_url() -> str:
         return os.environ["TEST_DATABASE_URL"]
     if asyncio.run(answers(LOCAL_SERVER)):
         return LOCAL_SERVER
-    from app.embedded_pg import start_embedded
+    from app.store.embedded_pg import start_embedded
 
     return start_embedded(EMBEDDED_DIR).url
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from itertools import count
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pydantic import ValidationError
@@ -19,10 +19,11 @@ from app.engine.group_commit import GroupCommitter
 from app.engine.runs import RunCommands
 from app.llm.providers import Providers
 from app.loop.boundary import write_boundaries
+from app.loop.executor import RunLoop
 from app.loop.guards import ErrorStreak, Guards
 from app.loop.stagnation import StagnationPolicy
-from app.main import build_workers
 from app.store.db import make_sessionmaker
+from app.wiring import build_workers
 
 _ids = count()
 ERROR = ("Error: the widget is out of stock", True)
@@ -156,5 +157,5 @@ def test_the_setting_reads_the_environment_and_reaches_the_loop(
         GroupCommitter(sessionmaker, write_boundaries),
         extra_tools=[],
     )
-    loop = pool._loops(SimpleNamespace(lease_token=1), "w")  # type: ignore[arg-type]
+    loop = cast(RunLoop, pool._loops(SimpleNamespace(lease_token=1), "w"))  # type: ignore[arg-type]
     assert loop.deps.max_error_batches == 5

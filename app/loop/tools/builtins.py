@@ -7,19 +7,18 @@ import contextlib
 import json
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.states import RUN_SETTLED, RunStatus
+from app.core.streams import RUNS_STREAM
 from app.engine.bus import EventBus
+from app.engine.runs import RunCommands
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
 from app.schemas.runs import RunCreate, RunRead
 from app.store import runs as run_store
 from app.store.idempotency import request_hash
-
-if TYPE_CHECKING:
-    from app.engine.runs import RunCommands
 
 
 class SlotLender(Protocol):
@@ -118,8 +117,6 @@ async def _wait_settled(
 ) -> list[RunRead | None]:
     """Re-read the runs on every wake-up of the runs board until each is settled or waits
     on a human, or `timeout_s` passed: the runs as last read."""
-    from app.core.streams import RUNS_STREAM
-
     with services.bus.subscribe(RUNS_STREAM) as wake:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s

@@ -1,0 +1,32 @@
+"""The services of one process that requests and tools reach, built once by the
+composition root (`app/wiring.py`) and handed to the routers through a dependency."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.core.config import Settings
+from app.engine.agents import AgentCommands
+from app.engine.approvals import ApprovalCommands
+from app.engine.bus import EventBus
+from app.engine.runs import RunCommands
+from app.engine.task_engine import TaskEngine
+from app.engine.workflows import WorkflowCommands
+from app.telemetry.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    sessionmaker: async_sessionmaker[AsyncSession]
+    bus: EventBus
+    tasks: TaskEngine
+    agents: AgentCommands
+    runs: RunCommands
+    approvals: ApprovalCommands
+    workflows: WorkflowCommands
+    metrics: Metrics
+    shutting_down: anyio.Event  # set first at shutdown: open streams end

@@ -1,0 +1,308 @@
+"""The composition root: builds every service and component of a process once, starts the
+components in order and stops them in reverse, also when start-up fails halfway.
+
+Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
+workflow observer and the TaskEngine → task runs → review gate → approval sweep →
+idempotency sweep → group committer → tokenizer → reconciler (its first pass reconciles
+at boot) → workers. Stopping runs the same list backwards, after open streams are told to
+end: workers stop claiming and give running loops their grace period, …, the listener
+stops, the pool is disposed, the embedded server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.core.breakers import Breakers, CircuitBreakerPolicy
+from app.core.config import Settings
+from app.engine.agents import AgentCommands
+from app.engine.approval_timeouts import ApprovalTimeoutScheduler
+from app.engine.approvals import ApprovalCommands
+from app.engine.bus import EventBus
+from app.engine.group_commit import GroupCommitter
+from app.engine.idempotency_sweep import IdempotencySweep
+from app.engine.pg_listener import PgListener
+from app.engine.reconciler import Reconciler
+from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
+from app.engine.review_gate import ReviewGate
+from app.engine.runs import RunCommands
+from app.engine.services import Services
+from app.engine.task_engine import TaskEngine
+from app.engine.task_runs import TaskRuns
+from app.engine.workers import WorkerPool
+from app.engine.workflow_observer import ExecutionObserver
+from app.engine.workflows import WorkflowCommands
+from app.llm import tokens
+from app.llm.policy import LLMRetryPolicy
+from app.llm.providers import Providers
+from app.loop.boundary import BoundaryWrite, write_boundaries
+from app.loop.executor import LoopDeps, ProviderFactory, RunLoop
+from app.loop.guards import stagnation_policy
+from app.loop.tool_runner import ToolRunner
+from app.loop.tools.base import Tool
+from app.loop.tools.builtins import BuiltinServices, builtin_tools
+from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
+from app.loop.tools.journal_tools import journal_tools
+from app.loop.tools.registry import ToolRegistry
+from app.loop.tools.task_tools import task_tools
+from app.schemas.runs import RunRead
+from app.store import migrate
+from app.store.db import libpq_url, make_engine, make_sessionmaker
+from app.store.embedded_pg import start_embedded
+from app.telemetry.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class Component:
+    """A part of the process with a life of its own: started in order, stopped in reverse."""
+
+    name: str
+    start: Callable[[], None]
+    stop: Callable[[], Awaitable[None]]
+
+
+@dataclass
+class Runtime:
+    """What one process holds while it runs."""
+
+    services: Services
+    db: AsyncEngine
+    workers: WorkerPool | None
+    components: list[Component] = field(default_factory=list)  # in start order
+
+
+def load_plugin(entry: str) -> list[Tool]:
+    """`package.module:function`, where the function returns the tools to add."""
+    module_name, _, function_name = entry.partition(":")
+    factory = getattr(importlib.import_module(module_name), function_name or "tools")
+    tools = list(factory())
+    if not all(isinstance(tool, Tool) for tool in tools):
+        raise TypeError(f"plugin {entry!r} must return tools made with define_tool")
+    return tools
+
+
+def build_workers(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    bus: EventBus,
+    runs: RunCommands,
+    providers: ProviderFactory,
+    committer: GroupCommitter[BoundaryWrite, RunRead | None],
+    extra_tools: Sequence[Tool],
+    metrics: Metrics | None = None,
+    breakers: Breakers | None = None,
+    approvals: ApprovalCommands | None = None,
+    task_engine: TaskEngine | None = None,
+) -> WorkerPool:
+    """The run workers with their tools: built-ins, the task tools over `task_engine`
+    (none without one), http_request under the configured address policy, and whatever
+    the embedding application adds. `breakers` are the process's circuit breakers (of
+    tools and models), shared by every run."""
+    breakers = breakers or Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
+    tool_settings = settings.tools
+    http_policy = HttpToolPolicy(
+        allow_private=tool_settings.http_allow_private,
+        allowed_networks=tuple(tool_settings.http_allowed_networks),
+    )
+    plugins = [tool for entry in tool_settings.plugins for tool in load_plugin(entry)]
+    registry = ToolRegistry(
+        [
+            *builtin_tools(),
+            *journal_tools(),
+            *(task_tools(task_engine, sessionmaker) if task_engine is not None else ()),
+            make_http_request_tool(http_policy),
+            *plugins,
+            *extra_tools,
+        ]
+    )
+    services = BuiltinServices(runs, sessionmaker, bus)
+    deps = LoopDeps(
+        sessionmaker=sessionmaker,
+        bus=bus,
+        providers=providers,
+        tools=ToolRunner(registry, ToolRetryPolicy(), breakers=breakers),
+        clock=lambda: datetime.now(UTC),
+        committer=committer,
+        tool_services=services,
+        run_retry=RunRetryPolicy(
+            base_delay_s=settings.workers.retry_base_delay_s,
+            factor=settings.workers.retry_factor,
+            max_retries=settings.workers.max_retries,
+        ),
+        stagnation=stagnation_policy(settings.loop_guards),
+        max_error_batches=settings.loop_guards.max_consecutive_error_batches,
+        compaction=settings.compaction,
+        metrics=metrics,
+        breakers=breakers,
+        llm_policy=LLMRetryPolicy.from_settings(settings.resilience),
+        approvals=approvals,
+    )
+    worker_settings = settings.workers
+    pool = WorkerPool(
+        sessionmaker,
+        bus,
+        lambda run, owner: RunLoop(deps, run, owner=owner),
+        capacity=worker_settings.capacity,
+        lease_ttl_s=worker_settings.lease_ttl_s,
+        poll_interval_s=worker_settings.poll_interval_s,
+    )
+    services.attach_pool(pool)  # a run waiting for its children lends its slot
+    return pool
+
+
+async def _database(settings: Settings, stack: AsyncExitStack) -> tuple[str, AsyncEngine]:
+    """The database URL (an embedded server's when none is set) and its engine, migrated;
+    both are given back (the pool disposed, the server stopped) when the stack unwinds."""
+    url = settings.database.url
+    if url is None:
+        embedded = await asyncio.to_thread(start_embedded, settings.database.embedded_data_dir)
+        stack.push_async_callback(asyncio.to_thread, embedded.stop)
+        url = embedded.url
+    db = make_engine(
+        url,
+        pool_size=settings.database.pool_size,
+        pool_timeout_s=settings.database.pool_timeout_s,
+    )
+    stack.push_async_callback(db.dispose)
+    if settings.database.migrate_on_start:
+        await migrate.upgrade(db)
+    return url, db
+
+
+def build_runtime(
+    settings: Settings, url: str, db: AsyncEngine, tools: Sequence[Tool] = ()
+) -> Runtime:
+    """Every service and component of a process, built once and not yet started."""
+    sessionmaker = make_sessionmaker(db)
+    bus = EventBus()
+    retention = settings.idempotency.retention
+    engine_settings = settings.task_engine
+    task_engine = TaskEngine(
+        sessionmaker,
+        bus,
+        queue_size=engine_settings.queue_size,
+        max_batch=engine_settings.max_batch,
+        queue_full_retry_after_s=engine_settings.queue_full_retry_after_s,
+        idempotency_retention=retention,
+    )
+    breakers = Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
+    metrics = Metrics(
+        task_queue_depth=lambda: task_engine.queue_depth, breaker_states=breakers.snapshot
+    )
+    runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
+    approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
+    services = Services(
+        settings=settings,
+        sessionmaker=sessionmaker,
+        bus=bus,
+        tasks=task_engine,
+        agents=AgentCommands(sessionmaker, idempotency_retention=retention),
+        runs=runs,
+        approvals=approvals,
+        workflows=WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention),
+        metrics=metrics,
+        shutting_down=anyio.Event(),
+    )
+    providers = Providers(settings.llm)
+    committer = GroupCommitter(sessionmaker, write_boundaries)
+    workers = None
+    if settings.workers.enabled:
+        workers = build_workers(
+            settings,
+            sessionmaker,
+            bus,
+            runs,
+            providers,
+            committer,
+            tools,
+            metrics,
+            breakers,
+            approvals,
+            task_engine,
+        )
+    listener = PgListener(libpq_url(url), bus)
+    workflow_observer = ExecutionObserver(sessionmaker, bus, task_engine)
+    task_engine.add_observer(workflow_observer)
+    task_runs = TaskRuns(
+        sessionmaker, task_engine, runs, bus, poll_interval_s=settings.workers.poll_interval_s
+    )
+    review_gate = ReviewGate(sessionmaker, task_engine, approvals)
+    approval_sweep = ApprovalTimeoutScheduler(
+        sessionmaker, approvals, review_gate, interval_s=settings.approvals.sweep_interval_s
+    )
+    idempotency_sweep = IdempotencySweep(
+        sessionmaker, retention=retention, interval_s=settings.idempotency.sweep_interval_s
+    )
+    reconciler = Reconciler(
+        sessionmaker,
+        bus,
+        runs,
+        interval_s=settings.reconciler.interval_s,
+        auto_resume=settings.reconciler.auto_resume,
+        max_resume_attempts=settings.reconciler.max_resume_attempts,
+        cancel_timeout_s=settings.reconciler.cancel_timeout_s,
+        metrics=metrics,
+    )
+
+    components = [
+        Component("listener", listener.start, listener.stop),
+        Component("model providers", lambda: None, providers.aclose),
+        Component("workflow observer", workflow_observer.start, workflow_observer.stop),
+        Component(
+            "task engine",
+            task_engine.start,
+            lambda: task_engine.stop(engine_settings.drain_timeout_s),
+        ),
+        Component("task runs", task_runs.start, task_runs.stop),
+        Component("review gate", review_gate.start, review_gate.stop),
+        # Its first tick also catches up with approvals that expired while we were down.
+        Component("approval sweep", approval_sweep.start, approval_sweep.stop),
+        Component("idempotency sweep", idempotency_sweep.start, idempotency_sweep.stop),
+        Component("group committer", committer.start, committer.stop),
+        Component("reconciler", reconciler.start, reconciler.stop),  # first pass: at boot
+    ]
+    if workers is not None:
+        pool = workers
+        components.append(
+            Component("workers", pool.start, lambda: pool.stop(settings.workers.grace_s))
+        )
+    components.append(Component("streams", lambda: None, _end_streams(services)))
+    return Runtime(services, db, workers, components)
+
+
+def _end_streams(services: Services) -> Callable[[], Awaitable[None]]:
+    """The first step of a shutdown: open SSE streams are told to end."""
+
+    async def end() -> None:
+        services.shutting_down.set()
+
+    return end
+
+
+@asynccontextmanager
+async def running(
+    settings: Settings,
+    tools: Sequence[Tool] = (),
+    *,
+    build: Callable[[Settings, str, AsyncEngine, Sequence[Tool]], Runtime] = build_runtime,
+) -> AsyncIterator[Runtime]:
+    """A started process: its components run inside the block and are stopped, in reverse
+    order of their start, when it exits, or at once when a start fails (what started is
+    stopped, the pool disposed); the error then propagates."""
+    async with AsyncExitStack() as stack:
+        url, db = await _database(settings, stack)
+        runtime = build(settings, url, db, tools)
+        # The tokenizer (compaction's estimates) loads once, here, not in a run's first turn.
+        await asyncio.to_thread(tokens.encoding)
+        for component in runtime.components:
+            component.start()
+            stack.push_async_callback(component.stop)
+        yield runtime
