@@ -37,11 +37,12 @@ from typing import Any, Literal
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.states import RunStatus
-from app.core.streams import RUNS_STREAM, run_stream
+from app.core.states import RunStatus, StopReason
+from app.core.streams import RUNS_STREAM, RunEvent, run_stream
+from app.engine import run_transitions
 from app.engine.bus import EventBus
 from app.engine.periodic import Periodic
-from app.engine.runs import RunCommands, RunEvent, emit_many
+from app.engine.runs import RunCommands
 from app.schemas.runs import RunRead
 from app.store import checkpoints
 from app.store import events as event_store
@@ -52,7 +53,7 @@ from app.telemetry.metrics import Metrics
 log = logging.getLogger(__name__)
 
 RESUMABLE = frozenset({"input", "llm_response", "tool_result", "compaction", "journal_update"})
-HEARTBEAT_LOST = "heartbeat_lost"  # the error log code and stop reason of a time-out here
+HEARTBEAT_LOST = StopReason.HEARTBEAT_LOST.value  # the error log code of a time-out here
 
 # What the reconciler did with a run it timed out, as its error log entry says: requeued it
 # (`automatic`), gave up on it past the cap (`exhausted`), left it because automatic resume
@@ -169,6 +170,14 @@ class Reconciler:
         """The run's events and the run as they leave it: `timed_out`, or `queued` again."""
         run = await run_store.get_run(session, run_id)
         assert run is not None  # locked by the select
+        return await self.time_out(session, run, now)
+
+    async def time_out(
+        self, session: AsyncSession, run: RunRead, now: datetime
+    ) -> tuple[list[RunEvent], RunRead]:
+        """Time out `run` (locked by this transaction), whose worker stopped renewing its
+        lease: `invalid_transition` unless it is running."""
+        run_id = run.id
         latest = await checkpoints.latest(session, run_id)
         last_kind = latest.kind if latest else None
         # No checkpoint: the worker died between its claim and the run's first boundary, so
@@ -194,19 +203,6 @@ class Reconciler:
             "resume": decision,
             "at": now.isoformat(),
         }
-        changed = await run_store.update_run(
-            session,
-            run_id,
-            read_version=run.version,
-            values={
-                "status": RunStatus.TIMED_OUT,
-                "resume_available": resumable,
-                "stop_reason": HEARTBEAT_LOST,
-                "error_log": [*run.error_log, entry],
-                **run_store.finished(now),
-            },
-        )
-        assert changed is not None
         events: list[RunEvent] = [
             (
                 "agent_run.timed_out",
@@ -219,18 +215,25 @@ class Reconciler:
                 "max_resume_attempts": self.max_resume_attempts,
             }
             events.append(("agent_run.resume_exhausted", gave_up))
-        if decision != "automatic":
-            await emit_many(session, [(changed, events, now)])
-            return events, changed
-        back = await run_store.update_run(
+        changed = await run_transitions.move(
             session,
-            run_id,
-            read_version=changed.version,
-            values={"status": RunStatus.QUEUED, "finished_at": None},
+            run,
+            RunStatus.TIMED_OUT,
+            now,
+            events=events,
+            values={
+                "resume_available": resumable,
+                "stop_reason": StopReason.HEARTBEAT_LOST,
+                "error_log": [*run.error_log, entry],
+                **run_store.finished(now),
+            },
         )
-        assert back is not None
+        if decision != "automatic":
+            return events, changed
         resume: list[RunEvent] = [
             ("agent_run.resume", {"automatic": True, "automatic_resumes": resumes + 1})
         ]
-        await emit_many(session, [(changed, events, now), (back, resume, now)])
+        back = await run_transitions.move(
+            session, changed, RunStatus.QUEUED, now, events=resume, values={"finished_at": None}
+        )
         return events + resume, back

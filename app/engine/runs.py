@@ -5,7 +5,7 @@ compare-and-sets the version and appends its events; the bus hears of it after c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,13 +15,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.errors import Conflict, IdempotencyKeyReused, InvalidTransition, NotFound
 from app.core.ids import new_id
 from app.core.messages import Message, pending_tool_uses, results_message
-from app.core.states import RUN_ALLOWED, RunStatus
-from app.core.streams import RUNS_STREAM, lane_stream, run_stream
+from app.core.states import RUN_ALLOWED, RunStatus, StopReason, check_run_transition
+from app.core.streams import RUNS_STREAM, RunEvent, run_stream
+from app.engine import run_transitions
 from app.engine.bus import EventBus
+from app.engine.run_transitions import emit
 from app.schemas.runs import RunCreate, RunRead
 from app.store import agents as agent_store
 from app.store import conversations, idempotency, tool_calls
-from app.store import events as event_store
 from app.store import runs as run_store
 from app.telemetry.logs import log_events
 from app.telemetry.metrics import Metrics
@@ -64,36 +65,6 @@ class LaneBusy(Conflict):
 
     def extensions(self) -> dict[str, Any]:
         return {"lane": self.lane, "holder": self.holder}
-
-
-RunEvent = tuple[str, dict[str, Any]]
-
-
-async def emit_many(
-    session: AsyncSession, batches: Sequence[tuple[RunRead, Sequence[RunEvent], datetime]]
-) -> None:
-    """Append each run's events to its stream; the run lifecycle ones (`agent_run.*`) also
-    go to the `runs` board, which wakes workers in every process (a lane may have come
-    free), and, as on the run's stream, to its lane's stream. Only those: the other events
-    (messages, tool calls) come every turn, and a lane copy of each would cost the loop's
-    hot path a row apiece. One statement for all of them."""
-    appended: list[tuple[str, event_store.NewEvent, datetime]] = []
-    for run, events, now in batches:
-        base = {"run_id": run.id, "status": run.status.value}
-        for kind, data in events:
-            event = event_store.NewEvent(kind, {**base, **data})
-            appended.append((run_stream(run.id), event, now))
-            if kind.startswith("agent_run."):
-                board = event_store.NewEvent(kind, {**base, "lane": run.lane})
-                appended.append((RUNS_STREAM, board, now))
-                appended.append((lane_stream(run.lane), event, now))
-    await event_store.append_many(session, appended)
-
-
-async def emit(
-    session: AsyncSession, run: RunRead, event_type: str, now: datetime, **data: Any
-) -> None:
-    await emit_many(session, [(run, [(event_type, data)], now)])
 
 
 def _cancel_event(run: RunRead) -> str:
@@ -232,8 +203,7 @@ class RunCommands:
         return run
 
     async def _cancel_locked(self, session: AsyncSession, run: RunRead, now: datetime) -> RunRead:
-        if RunStatus.CANCELLED not in RUN_ALLOWED[run.status]:
-            raise InvalidTransition(run.status, RunStatus.CANCELLED, RUN_ALLOWED[run.status])
+        check_run_transition(run.status, RunStatus.CANCELLED)
         if run.status is RunStatus.RUNNING:
             # The loop sees the flag at its next boundary; nothing is interrupted mid-tool.
             if run.cancel_requested:
@@ -248,25 +218,23 @@ class RunCommands:
             await emit(session, changed, "agent_run.cancel_requested", now)
             return changed
         if run.status is RunStatus.WAITING_ON_HUMAN:
-            await self._answer_pending(session, run, now, CANCELLED_WHILE_WAITING)
-        changed = await run_store.update_run(
+            await self._close_pending_calls(session, run, now, CANCELLED_WHILE_WAITING)
+        return await run_transitions.move(
             session,
-            run.id,
-            read_version=run.version,
+            run,
+            RunStatus.CANCELLED,
+            now,
+            events=[("agent_run.cancelled", {})],
             values={
-                "status": RunStatus.CANCELLED,
                 "cancel_requested": True,
                 "cancel_requested_at": run.cancel_requested_at or now,
-                "stop_reason": "cancelled",
+                "stop_reason": StopReason.CANCELLED,
                 "waiting_for": None,
                 **run_store.finished(now),
             },
         )
-        assert changed is not None
-        await emit(session, changed, "agent_run.cancelled", now)
-        return changed
 
-    async def _answer_pending(
+    async def _close_pending_calls(
         self, session: AsyncSession, run: RunRead, now: datetime, missing: str
     ) -> None:
         """Close the transcript of a paused run: its unanswered tool calls get their
@@ -303,20 +271,15 @@ class RunCommands:
             ):
                 allowed = [s for s in RUN_ALLOWED if RunStatus.QUEUED in RUN_ALLOWED[s]]
                 raise InvalidTransition(run.status, RunStatus.QUEUED, allowed)
-            changed = await run_store.update_run(
+            retried = ("agent_run.retry", {"previous_status": run.status.value})
+            changed = await run_transitions.move(
                 session,
-                run.id,
-                read_version=run.version,
-                values={
-                    "status": RunStatus.QUEUED,
-                    "attempt": 1,
-                    "not_before": None,
-                    "finished_at": None,
-                    "stop_reason": None,
-                },
+                run,
+                RunStatus.QUEUED,
+                now,
+                events=[retried],
+                values={"attempt": 1, "not_before": None, "finished_at": None, "stop_reason": None},
             )
-            assert changed is not None
-            await emit(session, changed, "agent_run.retry", now, previous_status=run.status.value)
         self._published(changed, event="agent_run.retry")
         return changed
 
@@ -330,14 +293,14 @@ class RunCommands:
                 raise NotFound("run", run_id)
             if run.status is not RunStatus.TIMED_OUT or not run.resume_available:
                 raise ResumeUnavailable(run.status, run.resume_available)
-            changed = await run_store.update_run(
+            changed = await run_transitions.move(
                 session,
-                run.id,
-                read_version=run.version,
-                values={"status": RunStatus.QUEUED, "finished_at": None},
+                run,
+                RunStatus.QUEUED,
+                now,
+                events=[("agent_run.resume", {"automatic": False})],
+                values={"finished_at": None},
             )
-            assert changed is not None
-            await emit(session, changed, "agent_run.resume", now, automatic=False)
         self._published(changed, event="agent_run.resume")
         return changed
 
@@ -361,7 +324,7 @@ class RunCommands:
                     f"/v1/approvals/{approval}"
                 )
             call_id = run.waiting_for.get("tool_call_id")
-            values: dict[str, Any] = {"status": RunStatus.QUEUED, "waiting_for": None}
+            values: dict[str, Any] = {"waiting_for": None}
             if retry_call:
                 if run.waiting_for.get("reason") != "resume_unsafe" or call_id is None:
                     raise Conflict("only a call cut short by a crash can be retried")
@@ -378,17 +341,14 @@ class RunCommands:
                 )
             else:  # the agent's prompt changed under the run: the answer accepts the new one
                 values["system_prompt_hash"] = None
-            changed = await run_store.update_run(
-                session, run.id, read_version=run.version, values=values
-            )
-            assert changed is not None
-            await emit(
+            answered = {"tool_call_id": call_id, "action": "retry_call" if retry_call else "answer"}
+            changed = await run_transitions.move(
                 session,
-                changed,
-                "agent_run.human_response",
+                run,
+                RunStatus.QUEUED,
                 now,
-                tool_call_id=call_id,
-                action="retry_call" if retry_call else "answer",
+                events=[("agent_run.human_response", answered)],
+                values=values,
             )
         self._published(changed, event="agent_run.human_response")
         return changed

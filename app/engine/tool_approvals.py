@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import ApprovalDecision, ApprovalStatus, RunStatus
-from app.engine.runs import emit
+from app.engine import run_transitions
 from app.schemas.approvals import ApprovalRead
 from app.schemas.runs import RunRead
 from app.store import runs as run_store
@@ -84,20 +84,16 @@ async def release_run(
             attempts=1,
             now=now,
         )
-    changed = await run_store.update_run(
+    decided = {
+        "approval_id": approval.id,
+        "tool_call_id": approval.tool_call_id,
+        "decision": approval.decision.value if approval.decision else approval.status.value,
+    }
+    return await run_transitions.move(
         session,
-        run.id,
-        read_version=run.version,
-        values={"status": RunStatus.QUEUED, "waiting_for": None},
-    )
-    assert changed is not None  # the row is locked
-    await emit(
-        session,
-        changed,
-        "agent_run.approval_decided",
+        run,
+        RunStatus.QUEUED,
         now,
-        approval_id=approval.id,
-        tool_call_id=approval.tool_call_id,
-        decision=approval.decision.value if approval.decision else approval.status.value,
+        events=[("agent_run.approval_decided", decided)],
+        values={"waiting_for": None},
     )
-    return changed

@@ -33,8 +33,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.ids import new_id
 from app.core.streams import RUNS_STREAM
+from app.engine import run_transitions
 from app.engine.bus import EventBus
-from app.engine.runs import emit
 from app.schemas.runs import RunRead
 from app.store import runs as run_store
 
@@ -152,11 +152,9 @@ class WorkerPool:
     async def _release(self, leases: list[tuple[str, int]]) -> None:
         try:
             async with self._sessionmaker() as session, session.begin():
-                released = await run_store.release(session, owner=self.owner, leases=leases)
-                for run in released:
-                    await emit(
-                        session, run, "agent_run.interrupted", datetime.now(UTC), worker=self.owner
-                    )
+                released = await run_transitions.release(
+                    session, owner=self.owner, leases=leases, now=datetime.now(UTC)
+                )
         except (SQLAlchemyError, OSError):
             log.warning(
                 "could not release %d runs at shutdown; their leases will expire", len(leases)
@@ -204,7 +202,7 @@ class WorkerPool:
             return []
         try:
             async with self._sessionmaker() as session, session.begin():
-                runs = await run_store.claim_runs(
+                runs = await run_transitions.claim(
                     session, owner=self.owner, limit=free, ttl_s=self.lease_ttl_s
                 )
         except IntegrityError:

@@ -15,11 +15,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.messages import Message, ToolUseBlock
-from app.engine.runs import RunEvent, emit_many
+from app.core.streams import RunEvent
+from app.engine import run_transitions
+from app.engine.run_transitions import emit_many
 from app.loop.tool_runner import ToolOutcome
 from app.schemas.runs import RunRead
 from app.store import checkpoints, conversations, tool_calls
-from app.store import runs as run_store
 from app.store.checkpoints import CheckpointKind, CheckpointRecord
 
 
@@ -59,7 +60,7 @@ async def write_boundaries(
     session: AsyncSession, writes: list[BoundaryWrite]
 ) -> list[RunRead | None]:
     """Each write's run as written, or None (and nothing written) when its lease was lost."""
-    written = await run_store.update_leased_many(
+    written = await run_transitions.write_leased(
         session, [(w.run_id, w.owner, w.token, w.boundary.run_values) for w in writes]
     )
     live = [(w, written[w.run_id]) for w in writes if w.run_id in written]

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock
-from app.engine.runs import RunEvent
+from app.core.streams import RunEvent
 from app.llm import tokens
 from app.llm.provider import ToolChoice, ToolSpec
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.core.config import LoopGuardSettings
 from app.core.messages import ToolUseBlock
-from app.engine.runs import RunEvent
+from app.core.streams import RunEvent
 from app.llm.provider import ToolChoice
 from app.loop.compaction import LadderState
 from app.loop.loop_detection import LoopState, observe_batch

@@ -10,8 +10,8 @@ from typing import Any
 from app.core.messages import Message, ToolUseBlock, pending_tool_uses, results_message
 from app.core.sanitize import sanitize
 from app.core.states import RunStatus
+from app.core.streams import RunEvent
 from app.engine.retry import RunRetryPolicy, after_failure
-from app.engine.runs import RunEvent
 from app.loop.boundary import Boundary
 from app.loop.tool_runner import ToolOutcome
 from app.schemas.runs import RunRead

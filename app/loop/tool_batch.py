@@ -19,8 +19,8 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from app.core.messages import ToolUseBlock, results_message
+from app.core.streams import RunEvent
 from app.engine.approvals import ApprovalCommands
-from app.engine.runs import RunEvent
 from app.loop import approval_gate
 from app.loop.boundary import Boundary, started_events
 from app.loop.crashpoints import crash_point

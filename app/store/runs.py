@@ -37,7 +37,28 @@ async def get_run(session: AsyncSession, run_id: str, *, lock: bool = False) -> 
 async def update_run(
     session: AsyncSession, run_id: str, *, read_version: int, values: dict[str, Any]
 ) -> RunRead | None:
-    """Compare-and-set on `version`: None when the run changed since it was read."""
+    """Compare-and-set on `version`: None when the run changed since it was read. Not for
+    the status: that is `set_status`'s, called by the run transitions only."""
+    if "status" in values:
+        raise ValueError("a run's status changes through app/engine/run_transitions.py")
+    return await _compare_and_set(session, run_id, read_version, values)
+
+
+async def set_status(
+    session: AsyncSession,
+    run_id: str,
+    *,
+    read_version: int,
+    status: RunStatus,
+    values: dict[str, Any],
+) -> RunRead | None:
+    """`update_run` with a new status (checked against the machine by the caller)."""
+    return await _compare_and_set(session, run_id, read_version, {**values, "status": status})
+
+
+async def _compare_and_set(
+    session: AsyncSession, run_id: str, read_version: int, values: dict[str, Any]
+) -> RunRead | None:
     row = (
         await session.execute(
             update(RUNS)
