@@ -44,8 +44,8 @@ from app.llm import tokens
 from app.llm.policy import LLMRetryPolicy
 from app.llm.providers import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
-from app.loop.executor import LoopDeps, ProviderFactory, RunLoop
-from app.loop.guards import stagnation_policy
+from app.loop.deps import LoopDeps, ProviderFactory
+from app.loop.run_loop import RunLoop
 from app.loop.tool_runner import ToolRunner
 from app.loop.tools.base import Tool
 from app.loop.tools.builtins import BuiltinServices, builtin_tools
@@ -53,6 +53,7 @@ from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
 from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.registry import ToolRegistry
 from app.loop.tools.task_tools import task_tools
+from app.loop.watchers import stagnation_policy
 from app.schemas.runs import RunRead
 from app.store import migrate
 from app.store.db import libpq_url, make_engine, make_sessionmaker

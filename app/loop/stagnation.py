@@ -16,7 +16,6 @@ from typing import Any, Literal
 from app.core.messages import ToolUseBlock
 from app.loop.loop_detection import ASK_HUMAN, call_fingerprint
 
-STOP_REASON = "stagnation"
 EVENT = "agent.stagnation.detected"
 
 Turn = tuple[str, ...]  # the call fingerprints of one turn, sorted: call order does not matter

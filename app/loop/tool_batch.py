@@ -24,14 +24,14 @@ from app.engine.approvals import ApprovalCommands
 from app.loop import approval_gate
 from app.loop.boundary import Boundary, started_events
 from app.loop.crashpoints import crash_point
-from app.loop.guards import Guards
+from app.loop.exits import completed_events, human_pause, waiting_on_call
 from app.loop.loop_detection import with_notes
-from app.loop.run_boundaries import completed_events, human_pause, waiting_on_call
 from app.loop.stagnation import StagnationPolicy
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
 from app.loop.tools.journal_tools import JOURNAL_WRITERS
 from app.loop.tools.registry import ToolRegistry
+from app.loop.watchers import Watchers
 from app.schemas.agents import AgentRead
 from app.schemas.runs import RunRead
 
@@ -53,10 +53,10 @@ class BatchHost(Protocol):
     # The watchers' state: the batch withdraws a degraded tool here at once, so that the
     # batch's later calls, and whatever commits next (a retry event, the pause, the
     # results), see it.
-    guards: Guards
+    watchers: Watchers
 
-    async def commit(self, boundary: Boundary, guards: Guards | None = None) -> RunRead:
-        """Commit one boundary, fenced by the lease; `guards`: the state it records."""
+    async def commit(self, boundary: Boundary, watchers: Watchers | None = None) -> RunRead:
+        """Commit one boundary, fenced by the lease; `watchers`: the state it records."""
         ...
 
     def remaining_s(self) -> float:
@@ -150,7 +150,7 @@ class ToolBatch:
         brings the error streak to its limit is recorded whole (every call keeps its
         result), and the loop's boundary check that follows fails the run."""
         host = self.host
-        verdict = host.guards.after_batch(
+        verdict = host.watchers.after_batch(
             calls,
             results,
             self.stagnation,
@@ -165,7 +165,7 @@ class ToolBatch:
                 completed=completed,
                 events=[*events, *verdict.events],
             ),
-            verdict.guards,
+            verdict.watchers,
         )
         return BatchEnd.RECORDED if verdict.stop is None else BatchEnd.STAGNANT
 
@@ -203,12 +203,12 @@ class ToolBatch:
                 allowed=set(self.agent.tools),
                 on_retry=on_retry,
                 on_event=self._event_now,
-                unavailable=host.guards.degraded,
+                unavailable=host.watchers.degraded,
             )
         if call.name in JOURNAL_WRITERS and not outcome.is_error:
             host.journal_changed()
         if outcome.degraded:  # withdrawn from now on; the next checkpoint records it
-            host.guards = replace(host.guards, degraded=host.guards.degraded | {call.name})
+            host.watchers = replace(host.watchers, degraded=host.watchers.degraded | {call.name})
         return outcome
 
     async def _event_now(self, event_type: str, data: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.core.states import RunStatus
 from app.engine.retry import ToolRetryPolicy
 from app.engine.runs import CANCELLED_WHILE_WAITING
-from app.loop.executor import SUMMARY_PROMPT
+from app.loop.run_loop import SUMMARY_PROMPT
 from app.schemas.agents import Limits
 from app.schemas.runs import RunRead
 from tests.support.runs import (

@@ -33,7 +33,8 @@ from app.engine.workers import WorkerPool
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink
 from app.llm.providers import Providers
 from app.loop.boundary import write_boundaries
-from app.loop.executor import LoopDeps, RunLoop
+from app.loop.deps import LoopDeps
+from app.loop.run_loop import RunLoop
 from app.loop.tool_runner import ToolRunner
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, ToolHandler, define_tool
 from app.loop.tools.builtins import BuiltinServices, builtin_tools

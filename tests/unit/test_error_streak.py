@@ -19,9 +19,9 @@ from app.engine.group_commit import GroupCommitter
 from app.engine.runs import RunCommands
 from app.llm.providers import Providers
 from app.loop.boundary import write_boundaries
-from app.loop.executor import RunLoop
-from app.loop.guards import ErrorStreak, Guards
+from app.loop.run_loop import RunLoop
 from app.loop.stagnation import StagnationPolicy
+from app.loop.watchers import ErrorStreak, Watchers
 from app.store.db import make_sessionmaker
 from app.wiring import build_workers
 
@@ -36,53 +36,53 @@ def call(name: str = "broken", **arguments: Any) -> ToolUseBlock:
 
 
 def batch(
-    guards: Guards,
+    watchers: Watchers,
     results: list[tuple[str, bool]],
     *,
     calls: list[ToolUseBlock] | None = None,
     declined: frozenset[int] = frozenset(),
     policy: StagnationPolicy | None = None,
     limit: int = 3,
-) -> Guards:
-    """`guards` once a batch of one call per result (or `calls`) is counted."""
+) -> Watchers:
+    """`watchers` once a batch of one call per result (or `calls`) is counted."""
     calls = calls or [call(sku=next(_ids)) for _ in results]
-    verdict = guards.after_batch(
+    verdict = watchers.after_batch(
         calls,
         {c.id: r for c, r in zip(calls, results, strict=False)},
         policy or StagnationPolicy(),
         declined={calls[i].id for i in declined},
         max_error_batches=limit,
     )
-    return verdict.guards
+    return verdict.watchers
 
 
 def test_batches_whose_every_call_failed_count_and_any_success_starts_over() -> None:
-    guards = Guards()
-    guards = batch(guards, [ERROR])
-    guards = batch(guards, [ERROR, ERROR])
-    assert guards.errors.batches == 2
-    guards = batch(guards, [ERROR, OK])  # one success is enough
-    assert guards.errors == ErrorStreak()
-    guards = batch(guards, [ERROR])
-    assert (guards.errors.batches, guards.errors.reached(3)) == (1, False)
+    watchers = Watchers()
+    watchers = batch(watchers, [ERROR])
+    watchers = batch(watchers, [ERROR, ERROR])
+    assert watchers.errors.batches == 2
+    watchers = batch(watchers, [ERROR, OK])  # one success is enough
+    assert watchers.errors == ErrorStreak()
+    watchers = batch(watchers, [ERROR])
+    assert (watchers.errors.batches, watchers.errors.reached(3)) == (1, False)
 
 
 def test_a_call_without_a_result_is_an_error() -> None:
     calls = [call(sku=1), call(sku=2)]
     policy = StagnationPolicy()
-    verdict = Guards().after_batch(calls, {calls[0].id: OK}, policy, max_error_batches=3)
-    assert verdict.guards.errors.batches == 0
-    verdict = Guards().after_batch(calls, {calls[0].id: ERROR}, policy, max_error_batches=3)
-    assert verdict.guards.errors.batches == 1
+    verdict = Watchers().after_batch(calls, {calls[0].id: OK}, policy, max_error_batches=3)
+    assert verdict.watchers.errors.batches == 0
+    verdict = Watchers().after_batch(calls, {calls[0].id: ERROR}, policy, max_error_batches=3)
+    assert verdict.watchers.errors.batches == 1
 
 
 def test_calls_a_person_refused_count_neither_way() -> None:
-    guards = batch(batch(Guards(), [ERROR]), [ERROR])
+    watchers = batch(batch(Watchers(), [ERROR]), [ERROR])
     # A refusal beside a failure: the failure alone judges the batch.
-    guards = batch(guards, [ERROR, ERROR], declined=frozenset({1}))
-    assert guards.errors.batches == 3
-    guards = batch(Guards(errors=ErrorStreak(2)), [ERROR], declined=frozenset({0}))
-    assert guards.errors == ErrorStreak(2)  # only a refusal: nothing to judge
+    watchers = batch(watchers, [ERROR, ERROR], declined=frozenset({1}))
+    assert watchers.errors.batches == 3
+    watchers = batch(Watchers(errors=ErrorStreak(2)), [ERROR], declined=frozenset({0}))
+    assert watchers.errors == ErrorStreak(2)  # only a refusal: nothing to judge
 
 
 def test_the_stop_names_the_last_batchs_errors_clipped() -> None:
@@ -101,17 +101,17 @@ def test_zero_turns_the_terminator_off() -> None:
 
 
 def test_the_streak_rides_in_the_checkpoint_counters() -> None:
-    guards = batch(batch(Guards(), [ERROR]), [ERROR])
-    loaded = Guards.load(guards.counters)
-    assert loaded.errors == guards.errors == ErrorStreak(2, (ERROR[0],))
+    watchers = batch(batch(Watchers(), [ERROR]), [ERROR])
+    loaded = Watchers.load(watchers.counters)
+    assert loaded.errors == watchers.errors == ErrorStreak(2, (ERROR[0],))
     # A checkpoint written before the streak existed: a fresh one.
-    old = {k: v for k, v in guards.counters.items() if k != "error_streak"}
-    assert Guards.load(old).errors == ErrorStreak()
+    old = {k: v for k, v in watchers.counters.items() if k != "error_streak"}
+    assert Watchers.load(old).errors == ErrorStreak()
 
 
 def test_the_terminator_takes_a_batch_the_loop_ladder_and_stagnation_also_judge() -> None:
     same = [call(sku="W-1") for _ in range(3)]
-    at_limit = Guards()
+    at_limit = Watchers()
     for c in same[:2]:
         at_limit = batch(at_limit, [ERROR], calls=[c], policy=TERMINATES_AT_ONCE)
     # Without the terminator, the third identical call gets a nudge and stops the run as
@@ -130,9 +130,9 @@ def test_the_terminator_takes_a_batch_the_loop_ladder_and_stagnation_also_judge(
         [same[2]], {same[2].id: ERROR}, TERMINATES_AT_ONCE, max_error_batches=3
     )
     assert (verdict.notes, verdict.events, verdict.stop) == ([], [], None)
-    assert verdict.guards.errors.reached(3)
-    assert verdict.guards.loops == at_limit.loops
-    assert verdict.guards.stagnation == at_limit.stagnation
+    assert verdict.watchers.errors.reached(3)
+    assert verdict.watchers.loops == at_limit.loops
+    assert verdict.watchers.stagnation == at_limit.stagnation
 
 
 def test_the_setting_reads_the_environment_and_reaches_the_loop(

@@ -1,7 +1,7 @@
 """The loop's watchers and the state they carry from one boundary to the next.
 
-Tool-loop detection, the stagnation detector, the error streak (seed 003's "too many
-errors" terminator) and the recovery ladder each keep a small state, and the escalation
+Tool-loop detection, the stagnation detector, the error streak (what the "too many
+errors" terminator counts) and the recovery ladder each keep a small state, and the escalation
 ladder remembers the tools it withdrew (degraded); together they ride in every
 checkpoint's `loop_counters`, so a resumed run goes on where it stood. States are values:
 `after_batch` returns the next ones, which the loop adopts only once the boundary that
@@ -23,9 +23,6 @@ from app.loop.compaction import LadderState
 from app.loop.loop_detection import LoopState, observe_batch
 from app.loop.stagnation import Stagnation, StagnationPolicy, StagnationState, observe_turn
 
-ERROR_STOP_REASON = "too_many_errors"
-ERROR_LIMIT_EVENT = "agent_run.error_limit"
-MAX_ERROR_BATCHES = 3  # seed 003: `if state.error_count >= 3: stop`
 _NAMED_ERRORS = 3  # errors of the latest batch kept to name the stop
 _ERROR_CHARS = 300  # of each: enough to say what failed, small in every checkpoint
 
@@ -86,16 +83,16 @@ def stagnation_policy(settings: LoopGuardSettings) -> StagnationPolicy:
 class BatchVerdict:
     """What the watchers make of one tool batch: notes for the model (added to the batch's
     results message), events, and whether the run must stop as stagnant. A stop for too
-    many errors is the loop's next boundary check, read from `guards.errors`."""
+    many errors is the loop's next boundary check, read from `watchers.errors`."""
 
-    guards: Guards
+    watchers: Watchers
     notes: list[str]
     events: list[RunEvent]
     stop: Stagnation | None
 
 
 @dataclass(frozen=True)
-class Guards:
+class Watchers:
     loops: LoopState = field(default_factory=LoopState)
     stagnation: StagnationState = field(default_factory=StagnationState)
     ladder: LadderState = field(default_factory=LadderState)
@@ -103,7 +100,7 @@ class Guards:
     errors: ErrorStreak = field(default_factory=ErrorStreak)
 
     @classmethod
-    def load(cls, counters: Mapping[str, Any] | None) -> Guards:
+    def load(cls, counters: Mapping[str, Any] | None) -> Watchers:
         counters = counters or {}
         return cls(
             LoopState.from_json(counters.get("loop_detection")),
@@ -171,5 +168,5 @@ class Guards:
                 notes.append(verdict.note)
             else:
                 stop = verdict
-        guards = replace(self, loops=loops, stagnation=stagnation, errors=errors)
-        return BatchVerdict(guards, notes, events, stop)
+        watchers = replace(self, loops=loops, stagnation=stagnation, errors=errors)
+        return BatchVerdict(watchers, notes, events, stop)

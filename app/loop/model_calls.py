@@ -1,0 +1,174 @@
+"""The model side of one execution of a run: its LLM calls over the live context, in the
+prompt's frame, behind the resilient call policy (retries, breakers, fallback), and the
+context recovery ladder that runs before a call whose request outgrew its budget.
+
+It holds no transcript and commits nothing: the loop passes in what a call needs and
+commits what comes back (a response, a recovery).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from app.core.messages import Message, for_provider
+from app.core.streams import run_stream
+from app.llm.caller import LLMCallFailed, ResilientModel
+from app.llm.provider import (
+    LLMRequest,
+    LLMResponse,
+    Provider,
+    RefreshesCredentials,
+    ToolChoice,
+    ToolSpec,
+)
+from app.loop.compaction import Compactor, Recovery
+from app.loop.deps import LeaseLost, LoopDeps
+from app.loop.prompt import Frame, frame_of, offered_tools, read_frame
+from app.loop.summary import llm_summariser
+from app.loop.watchers import Watchers
+from app.schemas.agents import AgentRead
+
+EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+class ModelCalls:
+    """The LLM calls of one run's execution (one agent, one lease)."""
+
+    def __init__(
+        self,
+        deps: LoopDeps,
+        agent: AgentRead,
+        run_id: str,
+        conversation_id: str,
+        journal: dict[str, Any] | None,
+        watchers: Watchers,
+        *,
+        lease_lost: asyncio.Event,
+        on_event: EventSink,
+    ) -> None:
+        self.deps = deps
+        self.agent = agent
+        self.run_id = run_id
+        self.conversation_id = conversation_id
+        self._lease_lost = lease_lost
+        self._on_event = on_event
+        self._frame: Frame | None = frame_of(agent, journal)  # the journal as stored
+        self.llm = self._model(deps.providers(agent, run_id))
+        self.compactor = self._compactor(watchers)
+
+    async def frame(self) -> Frame:
+        """Read once, and again only after a journal tool wrote (nothing else changes the
+        journal while the run holds its lane)."""
+        if self._frame is None:
+            self._frame = await read_frame(self.deps.sessionmaker, self.agent, self.conversation_id)
+        return self._frame
+
+    def journal_changed(self) -> None:
+        self._frame = None  # the next call reads the journal again
+
+    def tool_specs(self, watchers: Watchers, forced: ToolChoice | None) -> list[ToolSpec]:
+        registry = self.deps.tools.registry
+        return offered_tools(registry, self.agent, withdrawn=watchers.degraded, forced=forced)
+
+    async def complete(
+        self,
+        frame: Frame,
+        history: Sequence[Message],
+        watchers: Watchers,
+        *,
+        turn: int,
+        remaining_s: float,
+        with_tools: bool,
+    ) -> LLMResponse:
+        """One LLM call over the live context, in its frame, bounded by the time left."""
+        model = self.agent.model
+        tool_choice = watchers.tool_choice if with_tools else None
+        request = LLMRequest(
+            model=model.name,
+            system=frame.system,
+            messages=[*frame.journal, *for_provider(history)],
+            max_tokens=model.max_output_tokens,
+            tools=self.tool_specs(watchers, tool_choice) if with_tools else [],
+            tool_choice=tool_choice,
+            timeout_s=remaining_s,
+            turn=turn,
+        )
+        stream = run_stream(self.run_id)
+
+        async def on_text(delta: str) -> None:
+            self.deps.bus.publish_ephemeral(stream, "message.delta", {"text": delta})
+
+        metrics = self.deps.metrics
+        try:
+            async with asyncio.timeout(remaining_s):
+                response = await self.llm.complete(request, on_text, purpose="main_loop")
+        except LLMCallFailed as exc:
+            if metrics is not None:
+                metrics.llm_call(request.model, exc.error_class)
+            raise
+        if metrics is not None:
+            metrics.llm_call(response.model, "ok")
+        return response
+
+    async def recover(
+        self,
+        frame: Frame,
+        history: list[Message],
+        watchers: Watchers,
+        *,
+        through: int,
+        iteration: int,
+    ) -> Recovery | None:
+        """When the request (its frame counted too) outgrew its budget: the recovery
+        ladder's step (R1 compaction, R2 deep prune, R3 ask the human); None within budget."""
+        recovery = await self._compactor_for(frame).recover(
+            history, through_position=through, iteration=iteration, state=watchers.ladder
+        )
+        return recovery if recovery is not None and recovery.steps else None
+
+    def _model(self, provider: Provider) -> ResilientModel:
+        """The run's model behind the call policy: retries, breakers, fallback."""
+
+        async def heartbeat() -> None:  # between the chunks of a persistent wait
+            if self._lease_lost.is_set():
+                raise LeaseLost()
+
+        return ResilientModel(
+            provider_for=lambda _model: provider,  # one provider serves every model name
+            provider_name=self.agent.model.provider,
+            breakers=self.deps.breakers,
+            policy=self.deps.llm_policy,
+            fallback_model=self.agent.model.fallback_name,
+            persistent=self.agent.limits.persistent_retries,
+            on_event=self._on_event,
+            refresh_credentials=(
+                provider.refresh_credentials if isinstance(provider, RefreshesCredentials) else None
+            ),
+            heartbeat=heartbeat,
+            sleep=self.deps.sleep,
+            clock=self.deps.clock,
+        )
+
+    def _compactor(self, watchers: Watchers) -> Compactor:
+        """Compaction for this run: the summary is a background call (it fails fast under
+        load) with the cheap model, on a provider of its own (a scripted one keeps its own
+        place in the script)."""
+        settings = self.deps.compaction
+        summariser = self._model(self.deps.providers(self.agent, f"{self.run_id}:summary"))
+        return Compactor(
+            settings,
+            llm_summariser(summariser.for_purpose("compaction_summary"), settings),
+            self.agent.model.context_window,
+            system=self.agent.system_prompt,
+            tools=self.tool_specs(watchers, None),
+        )
+
+    def _compactor_for(self, frame: Frame) -> Compactor:
+        """The compactor with the frame's system prompt and journal, made again only when
+        the frame changes: what it counts once (prompt, tools, journal) stays counted."""
+        if self.compactor.system is not frame.system or self.compactor.prefix is not frame.journal:
+            self.compactor = replace(self.compactor, system=frame.system, prefix=frame.journal)
+        return self.compactor

@@ -1,0 +1,438 @@
+"""The agent loop for one claimed run.
+
+    terminators (cancel, errors, time, iterations) → LLM call → llm_response boundary
+    → tool batch (ledger start committed first) → tool_result boundary → repeat
+
+Each boundary is one transaction (messages, ledger rows, checkpoint, run row, events),
+fenced by the run's lease: a worker that lost its lease writes nothing more. Resuming and
+running are the same path: answered tool calls are read back from the ledger, not re-run.
+
+`RunLoop` owns the loop's state and every commit, and the run's ending. The rest is in
+units of their own: the checks that may end the run at a boundary (loop/terminators.py),
+the LLM calls and context recovery (loop/model_calls.py), what a resumed run finds
+(loop/resume.py), a tool batch (loop/tool_batch.py, which sees the loop through
+`BatchHost`), and the boundaries that take a run out of `running` (loop/exits.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from dataclasses import replace
+from typing import Any
+
+from app.core.messages import Message, TextBlock, last_assistant_text
+from app.core.states import RunStatus, StopReason
+from app.core.streams import RUNS_STREAM, RunEvent, run_stream
+from app.llm.caller import LLMCallFailed
+from app.llm.policy import PERMANENT_FAILURES
+from app.llm.provider import LLMResponse
+from app.llm.providers import ProviderUnavailable
+from app.loop import resume, terminators
+from app.loop.boundary import Boundary, BoundaryWrite, started_events
+from app.loop.crashpoints import crash_point
+from app.loop.deps import LeaseLost, LoopDeps, prompt_hash
+from app.loop.exits import hand_back, settled
+from app.loop.loop_detection import ASK_HUMAN
+from app.loop.model_calls import ModelCalls
+from app.loop.terminators import AtBoundary, Ending, Stop
+from app.loop.tool_batch import BatchEnd, ToolBatch, is_idempotent
+from app.loop.watchers import Watchers
+from app.schemas.runs import RunRead
+from app.store import agents as agent_store
+from app.store import checkpoints, conversations
+from app.store import journal as journal_store
+from app.telemetry.logs import log_events
+
+log = logging.getLogger(__name__)
+
+SUMMARY_PROMPT = (
+    "Your time for this task is up. Without calling tools, summarise what you have done, "
+    "what you found, and what remains to be done."
+)
+
+
+class RunLoop:
+    """Drives one claimed run until it settles, pauses, or loses its lease."""
+
+    def __init__(self, deps: LoopDeps, run: RunRead, *, owner: str) -> None:
+        self.deps = deps
+        self.run = run
+        self.owner = owner
+        self.token = run.lease_token
+        self.lease_lost = asyncio.Event()
+        self.stop_requested = asyncio.Event()  # shutdown: hand the run back at a boundary
+        self.history: list[Message] = []  # the live context: compacted prefix + transcript
+        self.through = -1  # position of the last transcript message the history covers
+        self.transcript_count = 0  # messages of the conversation's transcript
+        self.completed_calls: list[str] = []
+        self.watchers = Watchers()
+
+    # -- entry -----------------------------------------------------------------------
+
+    async def execute(self) -> None:
+        try:
+            await self._execute()
+        except LeaseLost:
+            log.warning("run %s: lease lost; leaving it to its new owner", self.run.id)
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            await self._quietly(self._stop(terminators.out_of_time(self.agent.limits)))
+        except LLMCallFailed as exc:
+            retryable = exc.error_class not in PERMANENT_FAILURES  # a refused request is final
+            await self._fail_quietly(StopReason.PROVIDER_ERROR, str(exc), retryable=retryable)
+        except ProviderUnavailable as exc:
+            await self._fail_quietly(StopReason.PROVIDER_UNAVAILABLE, str(exc))
+        except Exception as exc:
+            log.exception("run %s failed", self.run.id)
+            await self._fail_quietly(StopReason.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+    async def _execute(self) -> None:
+        deps = self.deps
+        crash_point("after_claim")
+        self.execution_started = deps.clock()
+        conversation_id = self.run.conversation_id
+        async with deps.sessionmaker() as session:
+            agent = await agent_store.get_agent(session, self.run.agent_id)
+            self.history, self.through = await conversations.read_context(session, conversation_id)
+            latest = await checkpoints.latest(session, self.run.id)
+            journal = await journal_store.read_journal(session, conversation_id)
+        if agent is None:
+            error = (StopReason.AGENT_MISSING, "the agent was deleted")
+            await self._settle(RunStatus.FAILED, stop_reason=error[0], error=error)
+            return
+        self.agent = agent
+        self.system_hash = prompt_hash(agent.system_prompt)
+        self.transcript_count = self.through + 1  # the live context reaches the last message
+        self.watchers = Watchers.load(latest.loop_counters if latest else None)
+        self.model = ModelCalls(
+            deps,
+            agent,
+            self.run.id,
+            conversation_id,
+            journal,
+            self.watchers,
+            lease_lost=self.lease_lost,
+            on_event=self._event_now,
+        )
+        self.batch = ToolBatch(
+            self,
+            agent,
+            tools=deps.tools,
+            approvals=deps.approvals,
+            services=deps.tool_services,
+            stagnation=deps.stagnation,
+            max_error_batches=deps.max_error_batches,
+            owner=self.owner,
+            token=self.token,
+        )
+        # Its first boundary (the input) wrote a checkpoint with its first messages.
+        started_here = latest is not None
+        await self._start(started_here)
+        if started_here and self.run.system_prompt_hash != self.system_hash:
+            await self.commit(resume.prompt_drift_pause())
+            return
+        if not await self._answer_pending_calls():
+            return
+        while True:
+            stop = terminators.first_stop(self._at_boundary())
+            if stop is not None:
+                await self._stop(stop)
+                return
+            await self._recover_context()
+            response = await self._call_llm(with_tools=True)
+            if await self._record_response(response):
+                return
+            crash_point("after_llm_response")
+            if not await self._went_on(await self.batch.run(response.content)):
+                return
+            crash_point("after_tool_result")
+
+    # -- boundaries ------------------------------------------------------------------
+
+    async def commit(self, boundary: Boundary, watchers: Watchers | None = None) -> RunRead:
+        """Commit one boundary (through the group committer, alongside other runs'), fenced
+        by this worker's lease; then take its messages, results and the watchers' new state
+        (`watchers`, recorded in its checkpoint) into the loop's state."""
+        if self.lease_lost.is_set():  # the heartbeat could not renew: stop here
+            raise LeaseLost()
+        watchers = watchers or self.watchers
+        registry = self.deps.tools.registry
+        completed_ids = [*self.completed_calls, *(call_id for call_id, _ in boundary.completed)]
+        write = BoundaryWrite(
+            run_id=self.run.id,
+            owner=self.owner,
+            token=self.token,
+            boundary=boundary,
+            message_count=self.transcript_count + len(boundary.messages),
+            completed_tool_call_ids=completed_ids,
+            system_prompt_hash=self.system_hash,
+            idempotent={c.id: is_idempotent(registry, c) for c in boundary.started},
+            now=self.deps.clock(),
+            loop_counters=watchers.counters,
+        )
+        run = await self.deps.committer.submit(write)
+        if run is None:
+            raise LeaseLost()
+        events = [*boundary.opening, *boundary.events]
+        log_events(events, run_id=run.id, lane=run.lane)
+        if self.deps.metrics is not None:
+            self.deps.metrics.observe_run_events(events, run)
+        if boundary.context is not None:
+            self.history = list(boundary.context[1])
+        self.history += boundary.messages
+        self.through += len(boundary.messages)
+        self.transcript_count += len(boundary.messages)
+        self.watchers = watchers
+        self.completed_calls = completed_ids
+        self.run = run
+        self.deps.bus.publish(run_stream(run.id))
+        if any(kind.startswith("agent_run.") for kind, _ in events):
+            self.deps.bus.publish(RUNS_STREAM)  # local waiters (pools, wait tools) hear it now
+        return run
+
+    async def _start(self, started_here: bool) -> None:
+        event = (
+            "agent_run.started",
+            {"attempt": self.run.attempt, "resumed": started_here, "worker": self.owner},
+        )
+        if started_here:
+            # A prompt change a human accepted (the hash was cleared) is adopted here.
+            accepted = (
+                {} if self.run.system_prompt_hash else {"system_prompt_hash": self.system_hash}
+            )
+            await self.commit(Boundary(None, run_values=accepted, opening=[event]))
+            return
+        await self.commit(
+            Boundary(
+                "input",
+                messages=[Message.user_text(self.run.input)],
+                run_values={"system_prompt_hash": self.system_hash},
+                opening=[event],
+            )
+        )
+
+    async def _answer_pending_calls(self) -> bool:
+        """A resumed run answers the calls its transcript left open (see loop/resume.py).
+        False when the run paused."""
+        pending = await resume.pending_calls(self.deps.sessionmaker, self.run.id, self.history)
+        if pending is None:
+            return True
+        if pending.unsafe is not None:
+            await self.commit(resume.unsafe_pause(pending.unsafe))
+            return False
+        if pending.missing:
+            end = await self.batch.run(
+                self.history[-1].content,
+                only=pending.missing,
+                answered=pending.answered,
+                declined=pending.declined,
+            )
+        else:
+            end = await self.batch.record(pending.calls, pending.answered, [], [], pending.declined)
+        return await self._went_on(end)
+
+    def _at_boundary(self) -> AtBoundary:
+        return AtBoundary(
+            run=self.run,
+            limits=self.agent.limits,
+            watchers=self.watchers,
+            history=self.history,
+            elapsed_s=self._elapsed_s(),
+            shutting_down=self.stop_requested.is_set(),
+            max_error_batches=self.deps.max_error_batches,
+        )
+
+    async def _stop(self, stop: Stop) -> None:
+        """End the run as a terminator decided (or hand it back to the queue)."""
+        if stop.ending is Ending.HAND_BACK:
+            await self.commit(hand_back(self.owner))
+            return
+        if stop.reason is not StopReason.CANCELLED:
+            log.warning("run %s stopped: %s", self.run.id, stop.reason)
+        if stop.ending is Ending.SUMMARISE:
+            await self._summarise(stop)
+            return
+        assert stop.status is not None and stop.reason is not None
+        await self._settle(
+            stop.status,
+            stop_reason=stop.reason,
+            result=stop.result,
+            error=(stop.reason, stop.error) if stop.error is not None else None,
+            event=stop.event,
+            retryable=stop.retryable,
+            watchers=stop.watchers,
+        )
+
+    async def _summarise(self, stop: Stop) -> None:
+        """One final turn without tools, and its text is the result."""
+        await self.commit(
+            Boundary(
+                "input",
+                messages=[Message.user_text(SUMMARY_PROMPT)],
+                events=[("agent.exhaustion.soft_time_limit", {})],
+            )
+        )
+        response = await self._call_llm(with_tools=False)
+        text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
+        message = Message(role="assistant", content=[TextBlock(text=text or "(no summary)")])
+        assert stop.status is not None
+        await self._settle(
+            stop.status,
+            stop_reason=stop.reason,
+            result=text,
+            messages=[message],
+            extra=self._after_call(response),
+        )
+
+    async def _call_llm(self, *, with_tools: bool) -> LLMResponse:
+        return await self.model.complete(
+            await self.model.frame(),
+            self.history,
+            self.watchers,
+            turn=self.run.iteration,
+            remaining_s=self.remaining_s(),
+            with_tools=with_tools,
+        )
+
+    async def _recover_context(self) -> None:
+        """Before an LLM call: commit what the recovery ladder did with a `compaction`
+        checkpoint. R3's forced `ask_human` is kept in the watchers, so a crash before the
+        call does not lose it."""
+        recovery = await self.model.recover(
+            await self.model.frame(),
+            self.history,
+            self.watchers,
+            through=self.through,
+            iteration=self.run.iteration,
+        )
+        if recovery is None:
+            return
+        context = None
+        if recovery.messages is not None:
+            context = (recovery.through_position, recovery.messages)
+        ask = recovery.ask_human
+        loops = replace(self.watchers.loops, force_tool=ASK_HUMAN) if ask else self.watchers.loops
+        await self.commit(
+            Boundary(
+                "compaction",
+                messages=[Message.user_text(ask.instruction)] if ask else [],
+                events=recovery.events,
+                context=context,
+            ),
+            replace(self.watchers, ladder=recovery.state, loops=loops),
+        )
+
+    def _elapsed_s(self) -> float:
+        """Time limits bound one execution (a worker's time), as a task's time limit would:
+        a run that waited on a human is not charged for the wait."""
+        return (self.deps.clock() - self.execution_started).total_seconds()
+
+    def remaining_s(self) -> float:
+        """Seconds left before the hard time limit (bounding an LLM call or a tool)."""
+        return max(0.001, self.agent.limits.hard_time_limit_s - self._elapsed_s())
+
+    async def _record_response(self, response: LLMResponse) -> bool:
+        """Persist the assistant message before any of its tools run; True when it is the
+        final answer (and the run is settled)."""
+        message = Message(role="assistant", content=response.content)
+        counters = self._after_call(response)
+        if message.tool_uses:
+            # The response and the start of its tool calls are durable before any tool runs.
+            await self.commit(
+                Boundary(
+                    "llm_response",
+                    messages=[message],
+                    run_values=counters,
+                    started=message.tool_uses,
+                    events=started_events(message.tool_uses),
+                )
+            )
+            return False
+        await self._settle(
+            RunStatus.COMPLETED,
+            stop_reason=StopReason.END_TURN,
+            result=message.text,
+            messages=[message],
+            extra=counters,
+        )
+        return True
+
+    def _after_call(self, response: LLMResponse) -> dict[str, Any]:
+        """The run's counters once this LLM call is counted."""
+        usage = self.run.usage
+        return {
+            "iteration": self.run.iteration + 1,
+            "usage": {
+                "input_tokens": usage.input_tokens + response.usage.input_tokens,
+                "output_tokens": usage.output_tokens + response.usage.output_tokens,
+            },
+        }
+
+    async def _went_on(self, end: BatchEnd) -> bool:
+        """After a tool batch: False when the run paused for a human, or (stagnant) is
+        settled here."""
+        if end is BatchEnd.STAGNANT:
+            log.warning("run %s stopped: stagnation", self.run.id)
+            await self._settle(
+                RunStatus.COMPLETED,
+                stop_reason=StopReason.STAGNATION,
+                result=last_assistant_text(self.history),
+            )
+        return end is BatchEnd.RECORDED
+
+    def journal_changed(self) -> None:
+        self.model.journal_changed()
+
+    async def _event_now(self, event_type: str, data: dict[str, Any]) -> None:
+        """An event outside any boundary (a retry, a fallback), fenced like the rest."""
+        await self.commit(Boundary(None, events=[(event_type, data)]))
+
+    # -- settling --------------------------------------------------------------------
+
+    async def _settle(
+        self,
+        status: RunStatus,
+        *,
+        stop_reason: StopReason | None = None,
+        result: str | None = None,
+        error: tuple[str, str] | None = None,
+        messages: list[Message] | None = None,
+        extra: dict[str, Any] | None = None,
+        event: RunEvent | None = None,
+        retryable: bool = True,
+        watchers: Watchers | None = None,
+    ) -> None:
+        """`watchers`: the watchers' state for the final checkpoint, if not the loop's."""
+        boundary = settled(
+            self.run,
+            self.history,
+            status,
+            self.deps.clock(),
+            policy=self.deps.run_retry,
+            stop_reason=stop_reason,
+            result=result,
+            error=error,
+            messages=messages,
+            extra=extra,
+            event=event,
+            retryable=retryable,
+        )
+        crash_point("before_final")
+        await self.commit(boundary, watchers)
+
+    async def _fail_quietly(
+        self, reason: StopReason, message: str, *, retryable: bool = True
+    ) -> None:
+        failing = self._settle(
+            RunStatus.FAILED, stop_reason=reason, error=(reason, message), retryable=retryable
+        )
+        await self._quietly(failing)
+
+    async def _quietly(self, settling: Awaitable[None]) -> None:
+        try:
+            await settling
+        except LeaseLost:
+            log.warning("run %s: lease lost before it could be settled", self.run.id)
