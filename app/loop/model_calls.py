@@ -24,12 +24,15 @@ from app.llm.provider import (
     ToolChoice,
     ToolSpec,
 )
+from app.loop.boundary import Boundary
 from app.loop.compaction import Compactor, Recovery
 from app.loop.deps import LeaseLost, LoopDeps
+from app.loop.loop_detection import ASK_HUMAN
 from app.loop.prompt import Frame, frame_of, offered_tools, read_frame
 from app.loop.summary import llm_summariser
 from app.loop.watchers import Watchers
 from app.schemas.agents import AgentRead
+from app.schemas.runs import RunRead
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
 
@@ -172,3 +175,33 @@ class ModelCalls:
         if self.compactor.system is not frame.system or self.compactor.prefix is not frame.journal:
             self.compactor = replace(self.compactor, system=frame.system, prefix=frame.journal)
         return self.compactor
+
+
+def counted(run: RunRead, response: LLMResponse) -> dict[str, Any]:
+    """The run's counters once this LLM call is counted."""
+    usage = run.usage
+    return {
+        "iteration": run.iteration + 1,
+        "usage": {
+            "input_tokens": usage.input_tokens + response.usage.input_tokens,
+            "output_tokens": usage.output_tokens + response.usage.output_tokens,
+        },
+    }
+
+
+def recovery_boundary(recovery: Recovery, watchers: Watchers) -> tuple[Boundary, Watchers]:
+    """What the recovery ladder did, as a `compaction` boundary, and the watchers' state it
+    records. R3's forced `ask_human` is kept in that state, so that a crash before the call
+    does not lose it."""
+    context = None
+    if recovery.messages is not None:
+        context = (recovery.through_position, recovery.messages)
+    ask = recovery.ask_human
+    loops = replace(watchers.loops, force_tool=ASK_HUMAN) if ask else watchers.loops
+    boundary = Boundary(
+        "compaction",
+        messages=[Message.user_text(ask.instruction)] if ask else [],
+        events=recovery.events,
+        context=context,
+    )
+    return boundary, replace(watchers, ladder=recovery.state, loops=loops)

@@ -19,31 +19,28 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from dataclasses import replace
 from typing import Any
 
 from app.core.messages import Message, TextBlock, last_assistant_text
 from app.core.states import RunStatus, StopReason
-from app.core.streams import RUNS_STREAM, RunEvent, run_stream
+from app.core.streams import RunEvent
 from app.llm.caller import LLMCallFailed
 from app.llm.policy import PERMANENT_FAILURES
 from app.llm.provider import LLMResponse
 from app.llm.providers import ProviderUnavailable
 from app.loop import resume, terminators
-from app.loop.boundary import Boundary, BoundaryWrite, started_events
+from app.loop.boundary import Boundary, started_events
 from app.loop.crashpoints import crash_point
-from app.loop.deps import LeaseLost, LoopDeps, prompt_hash
+from app.loop.deps import LeaseLost, prompt_hash
 from app.loop.exits import hand_back, settled
-from app.loop.loop_detection import ASK_HUMAN
-from app.loop.model_calls import ModelCalls
+from app.loop.leased_run import LeasedRun
+from app.loop.model_calls import ModelCalls, counted, recovery_boundary
 from app.loop.terminators import AtBoundary, Ending, Stop
-from app.loop.tool_batch import BatchEnd, ToolBatch, is_idempotent
+from app.loop.tool_batch import BatchEnd, ToolBatch
 from app.loop.watchers import Watchers
-from app.schemas.runs import RunRead
 from app.store import agents as agent_store
 from app.store import checkpoints, conversations
 from app.store import journal as journal_store
-from app.telemetry.logs import log_events
 
 log = logging.getLogger(__name__)
 
@@ -53,21 +50,8 @@ SUMMARY_PROMPT = (
 )
 
 
-class RunLoop:
+class RunLoop(LeasedRun):
     """Drives one claimed run until it settles, pauses, or loses its lease."""
-
-    def __init__(self, deps: LoopDeps, run: RunRead, *, owner: str) -> None:
-        self.deps = deps
-        self.run = run
-        self.owner = owner
-        self.token = run.lease_token
-        self.lease_lost = asyncio.Event()
-        self.stop_requested = asyncio.Event()  # shutdown: hand the run back at a boundary
-        self.history: list[Message] = []  # the live context: compacted prefix + transcript
-        self.through = -1  # position of the last transcript message the history covers
-        self.transcript_count = 0  # messages of the conversation's transcript
-        self.completed_calls: list[str] = []
-        self.watchers = Watchers()
 
     # -- entry -----------------------------------------------------------------------
 
@@ -151,47 +135,6 @@ class RunLoop:
             crash_point("after_tool_result")
 
     # -- boundaries ------------------------------------------------------------------
-
-    async def commit(self, boundary: Boundary, watchers: Watchers | None = None) -> RunRead:
-        """Commit one boundary (through the group committer, alongside other runs'), fenced
-        by this worker's lease; then take its messages, results and the watchers' new state
-        (`watchers`, recorded in its checkpoint) into the loop's state."""
-        if self.lease_lost.is_set():  # the heartbeat could not renew: stop here
-            raise LeaseLost()
-        watchers = watchers or self.watchers
-        registry = self.deps.tools.registry
-        completed_ids = [*self.completed_calls, *(call_id for call_id, _ in boundary.completed)]
-        write = BoundaryWrite(
-            run_id=self.run.id,
-            owner=self.owner,
-            token=self.token,
-            boundary=boundary,
-            message_count=self.transcript_count + len(boundary.messages),
-            completed_tool_call_ids=completed_ids,
-            system_prompt_hash=self.system_hash,
-            idempotent={c.id: is_idempotent(registry, c) for c in boundary.started},
-            now=self.deps.clock(),
-            loop_counters=watchers.counters,
-        )
-        run = await self.deps.committer.submit(write)
-        if run is None:
-            raise LeaseLost()
-        events = [*boundary.opening, *boundary.events]
-        log_events(events, run_id=run.id, lane=run.lane)
-        if self.deps.metrics is not None:
-            self.deps.metrics.observe_run_events(events, run)
-        if boundary.context is not None:
-            self.history = list(boundary.context[1])
-        self.history += boundary.messages
-        self.through += len(boundary.messages)
-        self.transcript_count += len(boundary.messages)
-        self.watchers = watchers
-        self.completed_calls = completed_ids
-        self.run = run
-        self.deps.bus.publish(run_stream(run.id))
-        if any(kind.startswith("agent_run.") for kind, _ in events):
-            self.deps.bus.publish(RUNS_STREAM)  # local waiters (pools, wait tools) hear it now
-        return run
 
     async def _start(self, started_here: bool) -> None:
         event = (
@@ -284,7 +227,7 @@ class RunLoop:
             stop_reason=stop.reason,
             result=text,
             messages=[message],
-            extra=self._after_call(response),
+            extra=counted(self.run, response),
         )
 
     async def _call_llm(self, *, with_tools: bool) -> LLMResponse:
@@ -308,22 +251,8 @@ class RunLoop:
             through=self.through,
             iteration=self.run.iteration,
         )
-        if recovery is None:
-            return
-        context = None
-        if recovery.messages is not None:
-            context = (recovery.through_position, recovery.messages)
-        ask = recovery.ask_human
-        loops = replace(self.watchers.loops, force_tool=ASK_HUMAN) if ask else self.watchers.loops
-        await self.commit(
-            Boundary(
-                "compaction",
-                messages=[Message.user_text(ask.instruction)] if ask else [],
-                events=recovery.events,
-                context=context,
-            ),
-            replace(self.watchers, ladder=recovery.state, loops=loops),
-        )
+        if recovery is not None:
+            await self.commit(*recovery_boundary(recovery, self.watchers))
 
     def _elapsed_s(self) -> float:
         """Time limits bound one execution (a worker's time), as a task's time limit would:
@@ -338,7 +267,7 @@ class RunLoop:
         """Persist the assistant message before any of its tools run; True when it is the
         final answer (and the run is settled)."""
         message = Message(role="assistant", content=response.content)
-        counters = self._after_call(response)
+        counters = counted(self.run, response)
         if message.tool_uses:
             # The response and the start of its tool calls are durable before any tool runs.
             await self.commit(
@@ -359,17 +288,6 @@ class RunLoop:
             extra=counters,
         )
         return True
-
-    def _after_call(self, response: LLMResponse) -> dict[str, Any]:
-        """The run's counters once this LLM call is counted."""
-        usage = self.run.usage
-        return {
-            "iteration": self.run.iteration + 1,
-            "usage": {
-                "input_tokens": usage.input_tokens + response.usage.input_tokens,
-                "output_tokens": usage.output_tokens + response.usage.output_tokens,
-            },
-        }
 
     async def _went_on(self, end: BatchEnd) -> bool:
         """After a tool batch: False when the run paused for a human, or (stagnant) is

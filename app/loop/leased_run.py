@@ -1,0 +1,75 @@
+"""A claimed run as its loop holds it: the run as last committed, its live context and the
+watchers' state, and the one way its loop writes, `commit`, fenced by the lease."""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.core.messages import Message
+from app.core.streams import RUNS_STREAM, run_stream
+from app.loop.boundary import Boundary, BoundaryWrite
+from app.loop.deps import LeaseLost, LoopDeps
+from app.loop.tool_batch import is_idempotent
+from app.loop.watchers import Watchers
+from app.schemas.runs import RunRead
+from app.telemetry.logs import log_events
+
+
+class LeasedRun:
+    """The state a run's loop carries between boundaries, and its commit (`RunLoop` drives
+    it; a tool batch sees it as `BatchHost`)."""
+
+    def __init__(self, deps: LoopDeps, run: RunRead, *, owner: str) -> None:
+        self.deps = deps
+        self.run = run  # as the last commit returned it
+        self.owner = owner
+        self.token = run.lease_token
+        self.lease_lost = asyncio.Event()
+        self.stop_requested = asyncio.Event()  # shutdown: hand the run back at a boundary
+        self.history: list[Message] = []  # the live context: compacted prefix + transcript
+        self.through = -1  # position of the last transcript message the history covers
+        self.transcript_count = 0  # messages of the conversation's transcript
+        self.completed_calls: list[str] = []
+        self.watchers = Watchers()
+        self.system_hash = ""  # of the agent's prompt, once the loop has read its agent
+
+    async def commit(self, boundary: Boundary, watchers: Watchers | None = None) -> RunRead:
+        """Commit one boundary (through the group committer, alongside other runs'), fenced
+        by this worker's lease; then take its messages, results and the watchers' new state
+        (`watchers`, recorded in its checkpoint) into the loop's state."""
+        if self.lease_lost.is_set():  # the heartbeat could not renew: stop here
+            raise LeaseLost()
+        watchers = watchers or self.watchers
+        registry = self.deps.tools.registry
+        completed_ids = [*self.completed_calls, *(call_id for call_id, _ in boundary.completed)]
+        write = BoundaryWrite(
+            run_id=self.run.id,
+            owner=self.owner,
+            token=self.token,
+            boundary=boundary,
+            message_count=self.transcript_count + len(boundary.messages),
+            completed_tool_call_ids=completed_ids,
+            system_prompt_hash=self.system_hash,
+            idempotent={c.id: is_idempotent(registry, c) for c in boundary.started},
+            now=self.deps.clock(),
+            loop_counters=watchers.counters,
+        )
+        run = await self.deps.committer.submit(write)
+        if run is None:
+            raise LeaseLost()
+        events = [*boundary.opening, *boundary.events]
+        log_events(events, run_id=run.id, lane=run.lane)
+        if self.deps.metrics is not None:
+            self.deps.metrics.observe_run_events(events, run)
+        if boundary.context is not None:
+            self.history = list(boundary.context[1])
+        self.history += boundary.messages
+        self.through += len(boundary.messages)
+        self.transcript_count += len(boundary.messages)
+        self.watchers = watchers
+        self.completed_calls = completed_ids
+        self.run = run
+        self.deps.bus.publish(run_stream(run.id))
+        if any(kind.startswith("agent_run.") for kind, _ in events):
+            self.deps.bus.publish(RUNS_STREAM)  # local waiters (pools, wait tools) hear it now
+        return run
