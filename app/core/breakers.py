@@ -1,4 +1,4 @@
-"""Circuit breakers (seed 001 "Circuit Breakers"): stop calling a tool or a model that keeps
+"""Circuit breakers: stop calling a tool or a model that keeps
 failing, for a cooldown, then let one probe call find out whether it has recovered.
 
     closed ──(failure rate ≥ threshold over the window)──▶ open

@@ -106,7 +106,7 @@ class ReconcilerSettings(BaseModel):
         le=100,
         description=(
             "Automatic resumes of one run (over its life) before the reconciler leaves it "
-            "timed out for a person (seed 002); 0: never resume automatically."
+            "timed out for a person; 0: never resume automatically."
         ),
     )
     cancel_timeout_s: float = Field(
@@ -175,8 +175,7 @@ class LLMSettings(BaseModel):
 
 
 class ResilienceSettings(BaseModel):
-    """LLM retries (seed 001 "Retryability Classification", "Production Considerations")
-    and the circuit breakers of tools and models."""
+    """LLM retries and the circuit breakers of tools and models."""
 
     llm_max_attempts: int = Field(
         4, ge=1, le=100, description="Attempts at one LLM call (persistent mode: unlimited)."
@@ -230,7 +229,7 @@ class ToolSettings(BaseModel):
 
 
 class CompactionSettings(BaseModel):
-    """Auto-compaction and the recovery ladder (seed 000): when a prompt grows past the
+    """Auto-compaction and the recovery ladder: when a prompt grows past the
     threshold, older messages are folded into a summary, then pruned deeper, then a human
     is asked."""
 
@@ -273,8 +272,8 @@ class CompactionSettings(BaseModel):
 
 
 class LoopGuardSettings(BaseModel):
-    """The stagnation detector (seed 002 "Stagnation Detection") and the "too many errors"
-    terminator (seed 003); tool-loop detection keeps seed 000's fixed thresholds."""
+    """The stagnation detector and the "too many errors" terminator; tool-loop detection
+    has fixed thresholds."""
 
     stagnation_enabled: bool = Field(True, description="Stop runs stuck repeating tool calls.")
     stagnation_window_size: int = Field(
@@ -298,7 +297,7 @@ class LoopGuardSettings(BaseModel):
         le=1_000,
         description=(
             "Tool batches in a row in which every call failed before the run fails as "
-            "`too_many_errors` (seed 003); calls a person refused are not counted; 0: never."
+            "`too_many_errors`; calls a person refused are not counted; 0: never."
         ),
     )
 

@@ -1,5 +1,5 @@
 """Error text that may reach a model or a client: no file paths, no credentials in URLs,
-no tracebacks, and bounded in length (seed 002 "Error sanitization")."""
+no tracebacks, and bounded in length."""
 
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ class ReviewTimeoutPolicy(StrEnum):
 
 
 class ApprovalKind(StrEnum):
-    TASK_REVIEW = "task_review"  # a task reached `in_review` (seed 002 review gate)
+    TASK_REVIEW = "task_review"  # a task reached `in_review`: its reviewer decides
     TOOL_CALL = "tool_call"  # a run wants to call a tool that needs a person's consent
 
 

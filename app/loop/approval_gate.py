@@ -1,4 +1,4 @@
-"""Gated tool calls, the loop's side (SPEC C4: fail-closed approvals).
+"""Gated tool calls, the loop's side: approvals fail closed.
 
 A call that may change the world runs only once a person approved it, unless its tool
 never needs approval or the agent's operator allowed it (`Tool.needs_approval`). The

@@ -1,4 +1,4 @@
-"""Auto-compaction and the recovery ladder (seed 000): keep a run's prompt under a share of
+"""Auto-compaction and the recovery ladder: keep a run's prompt under a share of
 the model's context window by folding older messages into a summary (R1), pruning deeper
 (R2), and at last asking the human (R3) — at most `max_recovery_actions` times per run.
 

@@ -1,6 +1,6 @@
 """The boundaries that take a run out of `running`: a pause for a person, a hand-back to
-the queue at shutdown, and settling (with the failure policy of seed 004). Pure: they
-build what `RunLoop.commit` writes, from what the loop knows."""
+the queue at shutdown, and settling (a failure is retried with backoff, then dead-lettered).
+Pure: they build what `RunLoop.commit` writes, from what the loop knows."""
 
 from __future__ import annotations
 

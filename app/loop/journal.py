@@ -1,4 +1,4 @@
-"""The run journal (seed 000 "Run Journal"): a conversation's working memory, which the
+"""The run journal: a conversation's working memory, which the
 agent edits on purpose through its journal tools, and the two ways the loop shows it back
 to the model: a short digest for the system prompt and the full Markdown as a message pair
 before the live messages (what survives an iteration-limit halt).
@@ -23,7 +23,7 @@ JOURNAL_ACK = "Understood. I will continue from my run journal and keep it up to
 
 
 def render_markdown(journal: Journal) -> str:
-    """Every section in the order of the seed's table, empty ones marked as such, so the
+    """Every section in a fixed order, empty ones marked as such, so the
     model sees the whole structure it can fill."""
 
     def field(title: str, text: str) -> str:

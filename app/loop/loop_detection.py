@@ -1,4 +1,4 @@
-"""Tool-loop detection (seed 000): after each tool batch, notice a model that keeps calling
+"""Tool-loop detection: after each tool batch, notice a model that keeps calling
 the same tool and escalate from a nudge, to a directive, to a forced `ask_human`.
 
 `observe_batch` is pure. Its state is a small value the loop keeps in every checkpoint's
@@ -35,7 +35,7 @@ LADDER: tuple[LoopLevel, ...] = ("nudge", "directive", "force_ask_human")
 
 @dataclass(frozen=True)
 class LoopPolicy:
-    """Seed 000's thresholds: identical thrash is one (tool, arguments) at least 3 times
+    """Fixed thresholds: identical thrash is one (tool, arguments) at least 3 times
     in the last 6 calls; pattern thrash is one tool at least 4 times there, with differing
     arguments."""
 
@@ -52,7 +52,7 @@ class LoopPolicy:
 
 def call_fingerprint(call: ToolUseBlock) -> str:
     """`name:digest`, equal for two calls exactly when their tool and arguments are (key
-    order aside): seed 002's `name:sha256(canonical_json_args)[:16]`."""
+    order aside): the first 16 hex digits of the SHA-256 of the canonical JSON arguments."""
     canonical = json.dumps(call.input, sort_keys=True, separators=(",", ":"))
     return f"{call.name}:{hashlib.sha256(canonical.encode()).hexdigest()[:16]}"
 

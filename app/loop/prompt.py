@@ -1,7 +1,7 @@
 """What an LLM call of a run is made of, around its live messages: the frame (the system
 prompt with the run journal's digest, and the rendered journal) and the tools offered.
 
-The journal goes in twice (seed 000): its ~500-character digest in the system prompt, and
+The journal goes in twice: its ~500-character digest in the system prompt, and
 its full text as a user/assistant pair just before the live messages. The system prompt's
 hash (resume drift) is taken of the agent's prompt alone, since the digest changes with
 every journal write.

@@ -1,4 +1,4 @@
-"""Stagnation detection (seed 002): over the last tool-bearing turns, a high share of
+"""Stagnation detection: over the last tool-bearing turns, a high share of
 repeated calls, or turns going round in an A→B→A→B cycle, means the agent is stuck. It
 gets a corrective note (up to `max_corrections`), then the run stops: `stagnation`.
 
@@ -23,7 +23,7 @@ Turn = tuple[str, ...]  # the call fingerprints of one turn, sorted: call order 
 
 @dataclass(frozen=True)
 class StagnationPolicy:
-    """Seed 002's `StagnationConfig`, with its defaults."""
+    """When a run counts as stuck, and how often it is corrected first."""
 
     enabled: bool = True
     window_size: int = 5  # recent tool-bearing turns looked at
@@ -127,7 +127,7 @@ def observe_turn(
     """The state once one answered tool batch is counted, and the verdict it brings, if
     any. Call it once per batch, when its results are committed.
 
-    Two rules keep the detector fair, beyond the seed's: a turn none of whose calls is
+    Two rules keep the detector fair: a turn none of whose calls is
     repeated in the window is progress and gets no verdict (so a compliant turn right
     after a correction is never what stops the run), and a turn carrying `ask_human`
     clears the state (a person's answer is new direction)."""

@@ -1,4 +1,4 @@
-"""Runs one tool call through the error pipeline of seed 001: an unknown tool, an aborted
+"""Runs one tool call through the error pipeline: an unknown tool, an aborted
 call, a permission denied and a failed execution each become an error result for the
 model, never an exception that would leave a `tool_use` unanswered.
 

@@ -59,7 +59,7 @@ class Conversation(Base):
     # The live context is this compacted prefix ({"through_position", "messages"}) followed
     # by the messages after it; the transcript itself stays append-only (auto-compaction).
     context: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
-    # The run journal: working memory the agent edits through its journal tools (seed 000).
+    # The run journal: working memory the agent edits through its journal tools.
     journal: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     created_at: Mapped[datetime] = now_column()
 
@@ -103,7 +103,7 @@ class Run(Base):
     stop_reason: Mapped[str | None] = mapped_column(Text)
     waiting_for: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     attempt: Mapped[int] = mapped_column(Integer)
-    # A failed run retried with backoff waits in the queue until then (seed 004).
+    # A failed run retried with backoff waits in the queue until then.
     not_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error_log: Mapped[list[dict[str, Any]]] = mapped_column(
         JSONB, server_default=text("'[]'::jsonb")

@@ -25,7 +25,7 @@ from app.models.common import now_column, one_of
 
 
 class Task(Base):
-    """A unit of work (seed 002 "Task Definition") with a durable version."""
+    """A unit of work with a durable version."""
 
     __tablename__ = "tasks"
     __table_args__ = (

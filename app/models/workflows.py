@@ -24,7 +24,7 @@ from app.models.common import now_column, one_of
 
 
 class Workflow(Base):
-    """A workflow definition (seed 002): a graph of nodes and edges, kept as JSONB."""
+    """A workflow definition: a graph of nodes and edges, kept as JSONB."""
 
     __tablename__ = "workflows"
     __table_args__ = (

@@ -24,7 +24,7 @@ class JournalEntry(BaseModel):
 
 
 class Journal(BaseModel):
-    """The sections of seed 000: three top-level fields the agent overwrites, five lists it
+    """The sections: three top-level fields the agent overwrites, five lists it
     appends to. An unset field is the empty string; a stored `{}` is the empty journal."""
 
     model_config = ConfigDict(frozen=True)

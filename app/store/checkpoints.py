@@ -1,4 +1,4 @@
-"""Checkpoints: one row per safe boundary of a run (seed 000 "Checkpoints and Resume")."""
+"""Checkpoints: one row per safe boundary of a run, where it may resume."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """The tool model and its factory.
 
-`define_tool()` is the only way to make a tool, and its defaults fail closed (seed 001
-"Fail-Closed Defaults"): a tool is assumed side-effecting (never retried, never re-run on
-resume), without fallback, required, destructive and needing permission unless its
-definition says otherwise.
+`define_tool()` is the only way to make a tool, and its defaults fail closed: a tool is
+assumed side-effecting (never retried, never re-run on resume), without fallback, required,
+destructive and needing permission unless its definition says otherwise.
 """
 
 from __future__ import annotations

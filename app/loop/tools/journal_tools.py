@@ -1,4 +1,4 @@
-"""The journal tools (seed 000 "Run Journal"): `get_run_journal`, `update_run_journal` and
+"""The journal tools: `get_run_journal`, `update_run_journal` and
 `append_run_journal_entry`.
 
 Every agent has them without listing them: the loop shows the journal to every model, and

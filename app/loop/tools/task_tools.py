@@ -1,4 +1,4 @@
-"""The task tools (SPEC C4): `create_task`, `get_task`, `list_tasks` and `update_task`, so
+"""The task tools: `create_task`, `get_task`, `list_tasks` and `update_task`, so
 that agents coordinate through the task board.
 
 They go the way the `/v1/tasks` API goes: commands are mutations submitted to the
@@ -207,7 +207,7 @@ def task_tools(engine: TaskEngine, sessionmaker: async_sessionmaker[AsyncSession
             UpdateTaskArguments.model_json_schema(),
             update,
             # Not idempotent (see the module docstring), yet no person approves each call
-            # (seed 003 "reversibility x blast radius"): a task change is reversible (fields
+            # (weighed by reversibility and blast radius): a task change is reversible (fields
             # can be set back; blocked, failed and interrupted tasks go back to assigned)
             # and its blast radius is one task on the board, every move recorded in its
             # audit trail under this run's name. The one irreversible move left to an agent
