@@ -11,9 +11,9 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from app.core.errors import Conflict, InvalidTransition, NotFound, ValidationFailed, VersionConflict
+from app.core.errors import Conflict, NotFound, ValidationFailed, VersionConflict
 from app.core.ids import new_id
-from app.core.states import TaskStatus, allowed_targets, is_retry
+from app.core.states import TaskStatus, check_task_transition, is_retry
 from app.schemas.tasks import TaskCreate, TaskRead
 from app.store.tasks import TransitionRecord
 
@@ -60,14 +60,9 @@ def _move(
     now: datetime,
     overrides: dict[str, Any],
 ) -> Change:
-    allowed = allowed_targets(
-        task.status, retry_count=task.retry_count, max_retries=task.max_retries
+    check_task_transition(
+        task.status, to, retry_count=task.retry_count, max_retries=task.max_retries
     )
-    if to not in allowed:
-        why = ""
-        if is_retry(task.status, to):
-            why = f" (retries exhausted: {task.retry_count} of {task.max_retries} used)"
-        raise InvalidTransition(task.status, to, allowed, why)
     updates: dict[str, Any] = {**overrides, "status": to, "version": task.version + 1}
     updates["updated_at"] = now
     if is_retry(task.status, to):

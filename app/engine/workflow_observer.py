@@ -36,6 +36,7 @@ from app.core.errors import AppError
 from app.core.requirements import leaves, ready_nodes
 from app.core.states import ExecutionStatus, NodeStatus, TaskStatus
 from app.core.streams import execution_stream
+from app.engine import execution_transitions
 from app.engine.bus import EventBus
 from app.engine.task_engine import MutationResult, TaskEngine
 from app.engine.task_mutations import UpdateTask
@@ -188,11 +189,7 @@ class ExecutionObserver:
                 "reason": _reason(status, node_status),
                 "finished_at": None if status is ExecutionStatus.RUNNING else now,
             }
-            await store.update_execution(
-                session, execution_id, read_version=current.version, values=values
-            )
-            synced = await store.get_execution(session, execution_id)
-            assert synced is not None
+            synced = await execution_transitions.update(session, current, values)
             events = [
                 node_event(n, current.node_tasks[n], current.node_status[n], s)
                 for n, s in changed.items()

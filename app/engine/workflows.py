@@ -22,16 +22,21 @@ from app.core.errors import (
     Conflict,
     FieldError,
     IdempotencyKeyReused,
-    InvalidTransition,
     NotFound,
     ValidationFailed,
     VersionConflict,
 )
 from app.core.ids import new_id
 from app.core.requirements import leaves
-from app.core.states import ExecutionStatus, NodeStatus, TaskStatus, allowed_targets
+from app.core.states import (
+    ExecutionStatus,
+    NodeStatus,
+    TaskStatus,
+    allowed_targets,
+    check_execution_transition,
+)
 from app.core.streams import execution_stream
-from app.engine import client_keys
+from app.engine import client_keys, execution_transitions
 from app.engine.bus import EventBus
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import CreateTask, TransitionTask
@@ -357,27 +362,23 @@ class WorkflowCommands:
             current = await store.get_execution(session, execution_id, lock=True)
             if current is None:
                 raise NotFound("workflow execution", execution_id)
-            if current.status is not ExecutionStatus.RUNNING:
-                raise InvalidTransition(current.status, status, [])
+            check_execution_transition(current.status, status)
             open_nodes = {
                 n: s
                 for n, s in current.node_status.items()
                 if s in (NodeStatus.PENDING, NodeStatus.RUNNING)
             }
             node_status = current.node_status | dict.fromkeys(open_nodes, NodeStatus.CANCELLED)
-            await store.update_execution(
+            finished = await execution_transitions.update(
                 session,
-                execution_id,
-                read_version=current.version,
-                values={
+                current,
+                {
                     "status": status,
                     "reason": reason,
                     "node_status": {n: s.value for n, s in node_status.items()},
                     "finished_at": now,
                 },
             )
-            finished = await store.get_execution(session, execution_id)
-            assert finished is not None
             events = [
                 node_event(node_id, current.node_tasks.get(node_id), before, NodeStatus.CANCELLED)
                 for node_id, before in open_nodes.items()
