@@ -325,7 +325,9 @@ class ApprovalCommands:
         now: datetime,
     ) -> ApprovalRead:
         """Settle a locked pending approval; a tool call's run is released (unless the
-        approval was withdrawn: then the run is gone or moved on)."""
+        approval was withdrawn: then the run is gone or moved on). Every change of an
+        approval's status is made here, checked against its machine."""
+        check_approval_transition(approval.status, target)
         decided = await store.update_approval(
             session,
             approval.id,
