@@ -9,7 +9,7 @@ from typing import Any
 
 from app.core.messages import Message, ToolUseBlock, pending_tool_uses, results_message
 from app.core.sanitize import sanitize
-from app.core.states import RunStatus
+from app.core.states import RunStatus, StopReason
 from app.core.streams import RunEvent
 from app.engine.retry import RunRetryPolicy, after_failure
 from app.loop.boundary import Boundary
@@ -77,7 +77,7 @@ def settled(
     now: datetime,
     *,
     policy: RunRetryPolicy,
-    stop_reason: str | None = None,
+    stop_reason: StopReason | None = None,
     result: str | None = None,
     error: tuple[str, str] | None = None,
     messages: list[Message] | None = None,
