@@ -1,4 +1,4 @@
-"""A worker pool that cannot reach the database to claim logs seed 000's
+"""A worker pool that cannot reach the database to claim logs
 `agent_run.dispatch_next_failed` as a structured event and claims nothing, without raising:
 the claim loop goes on, and the next wake-up or poll tries again."""
 

@@ -289,7 +289,7 @@ async def test_a_run_that_keeps_losing_its_worker_is_resumed_twice_then_left_to_
     for death in range(1, 4):
         await _claimed_then_died(h, run.id, owner=f"worker-{death}")
         if death == 1:
-            await _input_checkpoint(h, run.id)  # a resumable boundary by the seed's rule
+            await _input_checkpoint(h, run.id)  # a resumable boundary
         clock.advance(300)
         stamps.append(clock.now.isoformat())
         report = await reconciler.run_once()

@@ -85,7 +85,7 @@ async def test_a_backing_off_run_holds_its_place_in_the_lane(clean_db: AsyncEngi
 
 
 async def test_a_refused_request_fails_the_run_at_once_without_retries(h: Harness) -> None:
-    """A 400 says the request itself is wrong: no later attempt can fix it (seed 001)."""
+    """A 400 says the request itself is wrong: no later attempt can fix it."""
     refused = ScriptedFault(status=400, message="invalid request: bad schema", times=1)
     agent = await h.agent(ScriptedTurn(text="never", fault=refused))
     done = await h.finish(agent)

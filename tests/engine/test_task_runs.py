@@ -1,6 +1,6 @@
 """Tasks executed by agent runs, on the real database with a real TaskEngine and worker
 pool: dispatch once dependencies are done, the run's lifecycle driving the task (review
-gate, failure and retry, cancel, shutdown) — seed 002 "AgentEngine ↔ TaskEngine Sync"."""
+gate, failure and retry, cancel, shutdown)."""
 
 from __future__ import annotations
 

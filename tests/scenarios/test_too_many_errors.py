@@ -1,4 +1,4 @@
-"""A model whose tool calls keep failing (seed 003's "too many errors" terminator): after
+"""A model whose tool calls keep failing (the "too many errors" terminator): after
 `max_consecutive_error_batches` (3) tool batches in a row in which every call failed,
 the run fails as `too_many_errors` once that batch's results are recorded, and the retry
 policy leaves it failed. A batch with any success starts the count again; a call a person
@@ -110,7 +110,7 @@ async def test_three_failing_batches_in_a_row_fail_the_run_and_it_is_not_retried
 
 
 async def test_a_batch_with_a_success_starts_the_count_again(h: Harness) -> None:
-    # Seed 001's error paths, each a different tool (so no loop or stagnation verdict
+    # The tool error paths, each a different tool (so no loop or stagnation verdict
     # stands in the way): a tool's own failure, an exception, an unknown tool.
     mixed = ScriptedTurn.model_validate(
         {

@@ -17,7 +17,7 @@ from app.store import checkpoints
 from tests.scenarios.support import of_type
 from tests.support.runs import Harness, assert_valid_transcript, call, say, tool_results
 
-SCHEDULE_S = (0.5, 2.0, 8.0)  # the service's default tool retry delays (seed 000)
+SCHEDULE_S = (0.5, 2.0, 8.0)  # the service's default tool retry delays
 
 
 async def test_a_flaky_idempotent_tool_is_retried_with_growing_delays_until_it_answers(

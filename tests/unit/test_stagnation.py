@@ -249,7 +249,7 @@ def test_the_settings_group_mirrors_the_policy_and_reads_the_environment(
             **{k.removeprefix("stagnation_"): v for k, v in fields.items() if "stagnation_" in k}
         )
 
-    assert policy(LoopGuardSettings()) == StagnationPolicy()  # the seed's defaults, both sides
+    assert policy(LoopGuardSettings()) == StagnationPolicy()  # the documented defaults, both sides
     monkeypatch.setenv("LOOPWRIGHT_LOOP_GUARDS__STAGNATION_MAX_CORRECTIONS", "0")
     assert policy(load_settings().loop_guards).max_corrections == 0
     with pytest.raises(ValueError, match="min_tool_turns"):

@@ -1,4 +1,4 @@
-"""The task state machine, checked over every (from, to) pair against seed 002's table."""
+"""The task state machine, checked over every (from, to) pair against the lifecycle written out below."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from app.core.states import TASK_ALLOWED, TASK_TERMINAL, TaskStatus, allowed_tar
 
 S = TaskStatus
 
-# Seed 002 "Task Lifecycle", written out independently of app.states.
+# The task lifecycle, written out independently of app.core.states.
 SEED_EDGES = {
     (S.CREATED, S.ASSIGNED),
     (S.ASSIGNED, S.IN_PROGRESS),
