@@ -1,4 +1,5 @@
-"""The task state machine, checked over every (from, to) pair against the lifecycle written out below."""
+"""The task state machine, checked over every (from, to) pair against the lifecycle
+written out below."""
 
 from __future__ import annotations
 
