@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from dataclasses import replace
 from typing import Any
 
 from app.core.messages import Message, TextBlock, last_assistant_text
 from app.core.states import RunStatus, StopReason
-from app.core.streams import RunEvent
 from app.llm.caller import LLMCallFailed
 from app.llm.policy import PERMANENT_FAILURES
 from app.llm.provider import LLMResponse
@@ -35,7 +34,7 @@ from app.loop.deps import LeaseLost, prompt_hash
 from app.loop.exits import hand_back, settled
 from app.loop.leased_run import LeasedRun
 from app.loop.model_calls import ModelCalls, counted, recovery_boundary
-from app.loop.terminators import AtBoundary, Ending, Stop
+from app.loop.terminators import AtBoundary, Ending, Stop, failed
 from app.loop.tool_batch import BatchEnd, ToolBatch
 from app.loop.watchers import Watchers
 from app.store import agents as agent_store
@@ -63,15 +62,15 @@ class RunLoop(LeasedRun):
         except asyncio.CancelledError:
             raise
         except TimeoutError:
-            await self._quietly(self._stop(terminators.out_of_time(self.agent.limits)))
+            await self._quietly(terminators.out_of_time(self.agent.limits))
         except LLMCallFailed as exc:
             retryable = exc.error_class not in PERMANENT_FAILURES  # a refused request is final
-            await self._fail_quietly(StopReason.PROVIDER_ERROR, str(exc), retryable=retryable)
+            await self._quietly(failed(StopReason.PROVIDER_ERROR, str(exc), retryable=retryable))
         except ProviderUnavailable as exc:
-            await self._fail_quietly(StopReason.PROVIDER_UNAVAILABLE, str(exc))
+            await self._quietly(failed(StopReason.PROVIDER_UNAVAILABLE, str(exc)))
         except Exception as exc:
             log.exception("run %s failed", self.run.id)
-            await self._fail_quietly(StopReason.INTERNAL, f"{type(exc).__name__}: {exc}")
+            await self._quietly(failed(StopReason.INTERNAL, f"{type(exc).__name__}: {exc}"))
 
     async def _execute(self) -> None:
         deps = self.deps
@@ -84,8 +83,7 @@ class RunLoop(LeasedRun):
             latest = await checkpoints.latest(session, self.run.id)
             journal = await journal_store.read_journal(session, conversation_id)
         if agent is None:
-            error = (StopReason.AGENT_MISSING, "the agent was deleted")
-            await self._settle(RunStatus.FAILED, stop_reason=error[0], error=error)
+            await self._settle(failed(StopReason.AGENT_MISSING, "the agent was deleted"))
             return
         self.agent = agent
         self.system_hash = prompt_hash(agent.system_prompt)
@@ -198,16 +196,7 @@ class RunLoop(LeasedRun):
         if stop.ending is Ending.SUMMARISE:
             await self._summarise(stop)
             return
-        assert stop.status is not None and stop.reason is not None
-        await self._settle(
-            stop.status,
-            stop_reason=stop.reason,
-            result=stop.result,
-            error=(stop.reason, stop.error) if stop.error is not None else None,
-            event=stop.event,
-            retryable=stop.retryable,
-            watchers=stop.watchers,
-        )
+        await self._settle(stop)
 
     async def _summarise(self, stop: Stop) -> None:
         """One final turn without tools, and its text is the result."""
@@ -221,13 +210,8 @@ class RunLoop(LeasedRun):
         response = await self._call_llm(with_tools=False)
         text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
         message = Message(role="assistant", content=[TextBlock(text=text or "(no summary)")])
-        assert stop.status is not None
         await self._settle(
-            stop.status,
-            stop_reason=stop.reason,
-            result=text,
-            messages=[message],
-            extra=counted(self.run, response),
+            replace(stop, result=text, messages=(message,), counters=counted(self.run, response))
         )
 
     async def _call_llm(self, *, with_tools: bool) -> LLMResponse:
@@ -280,13 +264,8 @@ class RunLoop(LeasedRun):
                 )
             )
             return False
-        await self._settle(
-            RunStatus.COMPLETED,
-            stop_reason=StopReason.END_TURN,
-            result=message.text,
-            messages=[message],
-            extra=counters,
-        )
+        answer = Stop(Ending.SETTLE, RunStatus.COMPLETED, StopReason.END_TURN, message.text)
+        await self._settle(replace(answer, messages=(message,), counters=counters))
         return True
 
     async def _went_on(self, end: BatchEnd) -> bool:
@@ -294,10 +273,9 @@ class RunLoop(LeasedRun):
         settled here."""
         if end is BatchEnd.STAGNANT:
             log.warning("run %s stopped: stagnation", self.run.id)
+            result = last_assistant_text(self.history)
             await self._settle(
-                RunStatus.COMPLETED,
-                stop_reason=StopReason.STAGNATION,
-                result=last_assistant_text(self.history),
+                Stop(Ending.SETTLE, RunStatus.COMPLETED, StopReason.STAGNATION, result)
             )
         return end is BatchEnd.RECORDED
 
@@ -310,47 +288,31 @@ class RunLoop(LeasedRun):
 
     # -- settling --------------------------------------------------------------------
 
-    async def _settle(
-        self,
-        status: RunStatus,
-        *,
-        stop_reason: StopReason | None = None,
-        result: str | None = None,
-        error: tuple[str, str] | None = None,
-        messages: list[Message] | None = None,
-        extra: dict[str, Any] | None = None,
-        event: RunEvent | None = None,
-        retryable: bool = True,
-        watchers: Watchers | None = None,
-    ) -> None:
-        """`watchers`: the watchers' state for the final checkpoint, if not the loop's."""
+    async def _settle(self, stop: Stop) -> None:
+        """The run's last boundary (or, for a failure with retries left, its return to the
+        queue)."""
+        assert stop.status is not None
+        error = (stop.reason or StopReason.INTERNAL, stop.error) if stop.error else None
         boundary = settled(
             self.run,
             self.history,
-            status,
+            stop.status,
             self.deps.clock(),
             policy=self.deps.run_retry,
-            stop_reason=stop_reason,
-            result=result,
+            stop_reason=stop.reason,
+            result=stop.result,
             error=error,
-            messages=messages,
-            extra=extra,
-            event=event,
-            retryable=retryable,
+            messages=list(stop.messages),
+            extra=stop.counters,
+            event=stop.event,
+            retryable=stop.retryable,
         )
         crash_point("before_final")
-        await self.commit(boundary, watchers)
+        await self.commit(boundary, stop.watchers)
 
-    async def _fail_quietly(
-        self, reason: StopReason, message: str, *, retryable: bool = True
-    ) -> None:
-        failing = self._settle(
-            RunStatus.FAILED, stop_reason=reason, error=(reason, message), retryable=retryable
-        )
-        await self._quietly(failing)
-
-    async def _quietly(self, settling: Awaitable[None]) -> None:
+    async def _quietly(self, stop: Stop) -> None:
+        """Settle after a failure, unless the lease is already gone."""
         try:
-            await settling
+            await self._stop(stop)
         except LeaseLost:
             log.warning("run %s: lease lost before it could be settled", self.run.id)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from app.core.messages import Message, last_assistant_text
 from app.core.states import RunStatus, StopReason
@@ -52,7 +53,8 @@ class Ending(enum.Enum):
 
 @dataclass(frozen=True)
 class Stop:
-    """How a terminator ends the run."""
+    """How a run ends: decided by a terminator, or by the loop itself (the final answer,
+    stagnation, a failure)."""
 
     ending: Ending
     status: RunStatus | None = None
@@ -62,6 +64,13 @@ class Stop:
     event: RunEvent | None = None  # recorded before the run's own ending event
     retryable: bool = True  # False: a retry with backoff would fail the same way
     watchers: Watchers | None = None  # the state the final checkpoint records, if not the loop's
+    messages: tuple[Message, ...] = ()  # the last messages, written with the ending
+    counters: dict[str, Any] | None = None  # the run's counters, when a last call counted
+
+
+def failed(reason: StopReason, message: str, *, retryable: bool = True) -> Stop:
+    """The run fails (and, `retryable`, is retried with backoff)."""
+    return Stop(Ending.SETTLE, RunStatus.FAILED, reason, error=message, retryable=retryable)
 
 
 Terminator = Callable[[AtBoundary], Stop | None]
@@ -109,7 +118,7 @@ def too_many_errors(at: AtBoundary) -> Stop | None:
 def out_of_time(limits: Limits) -> Stop:
     """The run reached its hard time limit (here, or during a call it bounded)."""
     message = f"the run exceeded its hard time limit of {limits.hard_time_limit_s:g} s"
-    return Stop(Ending.SETTLE, RunStatus.FAILED, StopReason.HARD_TIME_LIMIT, error=message)
+    return failed(StopReason.HARD_TIME_LIMIT, message)
 
 
 def hard_time_limit(at: AtBoundary) -> Stop | None:
