@@ -1,5 +1,5 @@
 """The context summary of an approval: a short text a person can decide from without
-opening the run or the task (seed 003's `summarize_state_for_human`).
+opening the run or the task.
 
 - a tool call: the agent's name, what the model said it was about to do (the run's latest
   assistant text up to the call), and the call's arguments, abbreviated;

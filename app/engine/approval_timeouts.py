@@ -1,4 +1,4 @@
-"""The approval sweep (seed 002's ApprovalTimeoutScheduler): on a tick, pending approvals
+"""The approval sweep: on a tick, pending approvals
 past their expiry get their timeout policy, and what a crash or a race left half done is
 finished.
 

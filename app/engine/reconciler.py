@@ -1,15 +1,13 @@
-"""The reconciler: on boot and on a tick, it settles what no worker will (seed 000
-"Checkpoints and Resume").
+"""The reconciler: on boot and on a tick, it settles what no worker will.
 
 - A `running` run whose lease expired (its worker died or hung) becomes `timed_out`, and
   its error log gets a `heartbeat_lost` entry saying what the reconciler did with it.
   `resume_available` is set when its latest checkpoint is a resumable boundary (`input`,
   `llm_response`, `tool_result`, `compaction`, `journal_update`) and also when it has no
-  checkpoint at all. That second case deliberately departs from seed 000, which leaves a
-  run without a checkpoint to a human: its worker died between the claim and the first
-  boundary, so nothing was done and starting over is safe.
+  checkpoint at all: its worker died between the claim and the first boundary, so
+  nothing was done and starting over is safe.
 - With automatic resume on, a resumable run goes straight back to the head of its lane's
-  queue, at most `max_resume_attempts` times over its life (seed 002's cap, 2 by default):
+  queue, at most `max_resume_attempts` times over its life (2 by default):
   a run that kills or hangs every worker that takes it (a poison input, a tool that runs
   the process out of memory) would otherwise be requeued forever. Past the cap it stays
   `timed_out` with `resume_available` (a person may still resume it) and an
@@ -181,7 +179,7 @@ class Reconciler:
         latest = await checkpoints.latest(session, run_id)
         last_kind = latest.kind if latest else None
         # No checkpoint: the worker died between its claim and the run's first boundary, so
-        # nothing was done and starting over is safe (seed 000 would leave it to a human).
+        # nothing was done and starting over is safe.
         resumable = latest is None or latest.kind in RESUMABLE
         resumes = automatic_resumes(run.error_log)
         decision: ResumeDecision

@@ -17,7 +17,7 @@ RunEvent = tuple[str, dict[str, Any]]
 
 @dataclass(frozen=True)
 class ToolRetryPolicy:
-    """Seed 000 "Tool Retries": transient failures of idempotent tools are retried after
+    """Transient failures of idempotent tools are retried after
     0.5 s, 2 s and 8 s, with up to 25 % jitter, then the error goes to the model."""
 
     delays_s: tuple[float, ...] = (0.5, 2.0, 8.0)
@@ -40,7 +40,7 @@ def tool_retry_delay(policy: ToolRetryPolicy, retry: int, rng: random.Random) ->
 
 @dataclass(frozen=True)
 class RunRetryPolicy:
-    """Seed 004: a failed run is retried after base * factor^n seconds (30 s, 60 s, … for
+    """A failed run is retried after base * factor^n seconds (30 s, 60 s, … for
     base 15 s, factor 2), at most `max_retries` times, then it goes to dead_letter."""
 
     base_delay_s: float = 15.0
@@ -76,7 +76,7 @@ def after_failure(
     *,
     retryable: bool = True,
 ) -> FailedRun:
-    """Seed 004: a failure goes to the run's error log, then the run is retried after a
+    """A failure goes to the run's error log, then the run is retried after a
     backoff (back to the queue, keeping its place in its lane) or, once its retries are
     used up, dead-lettered. Without retries configured, or for a failure no later attempt
     can fix (`retryable=False`: a refused request), it stays failed."""

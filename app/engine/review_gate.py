@@ -1,4 +1,4 @@
-"""The review gate (seed 002 orchestrator step 11): a task that enters `in_review` gets a
+"""The review gate: a task that enters `in_review` gets a
 `task_review` approval, and the approval's decision moves the task on.
 
 It observes the TaskEngine; the observer only starts a task of its own, so the writer

@@ -1,4 +1,4 @@
-"""Tasks executed by agents (seed 002 "AgentEngine ↔ TaskEngine Incremental Sync").
+"""Tasks executed by agents, kept in step with their runs.
 
 A task assigned to an agent whose dependencies are all completed becomes a run on lane
 `task:<id>`, and that lane's newest run then drives the task:
@@ -19,7 +19,7 @@ whose newest run completed and was rejected in review is due its rework run (it 
 sent back to review for work already rejected). A task whose workflow execution stopped
 running gets no new run.
 
-Sync is best effort, as the seed asks (a failure is logged, the agent is never blocked),
+Sync is best effort (a failure is logged, the agent is never blocked),
 and convergent: each pass compares the task with its lane's newest run and walks only
 allowed transitions, so a replayed event or the sweep after a restart end in the same
 state. Passes over one task are serialised within the process; the bridge runs in the
@@ -301,7 +301,7 @@ async def _execution_stopped(session: AsyncSession, task_id: str) -> bool:
 
 
 async def _best_effort(work: Awaitable[Result]) -> Result | None:
-    """Sync never stops on a failed step (seed 002): log it, go on; None when it failed."""
+    """Sync never stops on a failed step: log it, go on; None when it failed."""
     try:
         return await work
     except asyncio.CancelledError:

@@ -1,5 +1,4 @@
-"""The execution observer: task changes move workflow executions (seed 002 "Observer
-Mechanism").
+"""The execution observer: task changes move workflow executions.
 
 The TaskEngine calls the observer after each committed mutation; it only notes the task
 id and wakes its own loop, so the engine's writer never waits on workflow I/O. The loop

@@ -1,6 +1,6 @@
 """Activation as a pure function: which nodes live, which tasks to make, what each waits on.
 
-Eager instantiation (seed 002): every task on a live path is planned at once. A node is
+Eager instantiation: every task on a live path is planned at once. A node is
 live when one of its incoming edges is: an edge is live when its source is, and, leaving
 a conditional, when it is the branch the condition chose on the runtime context. Dead
 nodes are `skipped`; live control nodes are `completed`; live task nodes are `pending`.
