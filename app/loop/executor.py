@@ -1,4 +1,4 @@
-"""The agent loop for one claimed run (seed 000; seed 003 "executor", "terminator").
+"""The agent loop for one claimed run, its boundaries and its terminators.
 
     boundary checks (cancel, time, iterations) → LLM call → llm_response boundary
     → tool batch (ledger start committed first) → tool_result boundary → repeat
@@ -41,17 +41,17 @@ from app.engine.approvals import ApprovalCommands
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.retry import RunRetryPolicy
-from app.llm.caller import LLMCallFailed, ResilientModel
 from app.llm.policy import PERMANENT_FAILURES, LLMRetryPolicy
 from app.llm.provider import (
     LLMRequest,
     LLMResponse,
     Provider,
+    ProviderUnavailable,
     RefreshesCredentials,
     ToolChoice,
     ToolSpec,
 )
-from app.llm.providers import ProviderUnavailable
+from app.llm.resilient import LLMCallFailed, ResilientModel
 from app.loop import approval_gate
 from app.loop.boundary import Boundary, BoundaryWrite, started_events
 from app.loop.compaction import Compactor
@@ -477,7 +477,7 @@ class RunLoop:
         return offered_tools(registry, self.agent, withdrawn=self.guards.degraded, forced=forced)
 
     def _model(self, provider_name: str, provider: Provider) -> ResilientModel:
-        """The run's model behind seed 001's call policy: retries, breakers, fallback."""
+        """The run's model behind the LLM call policy: retries, breakers, fallback."""
 
         async def heartbeat() -> None:  # between the chunks of a persistent wait
             if self.lease_lost.is_set():

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.breakers import CircuitBreakerPolicy
 from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.core.states import RunStatus
-from app.llm.scripted import ScriptedProvider
+from app.llm.providers.scripted import ScriptedProvider
 from app.schemas.agents import AgentRead
 from tests.scenarios.support import (
     MODEL,
