@@ -243,9 +243,8 @@ class ToolSettings(BaseModel):
 
 
 class CompactionSettings(BaseModel):
-    """Auto-compaction and the recovery ladder: when a prompt grows past the
-    threshold, older messages are folded into a summary, then pruned deeper, then a human
-    is asked."""
+    """Auto-compaction and the recovery ladder: when a prompt grows past the threshold,
+    older messages are folded into a summary, then pruned deeper, then a human is asked."""
 
     threshold_ratio: float = Field(
         0.7, gt=0, lt=1, description="Compact past this share of the model's context window."

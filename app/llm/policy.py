@@ -13,7 +13,7 @@ from email.utils import parsedate_to_datetime
 from typing import Literal
 
 from app.core.config import ResilienceSettings
-from app.llm.provider import TRANSIENT, ErrorClass, Overflow, ProviderError
+from app.llm.provider import REFUSED, TRANSIENT, ErrorClass, Overflow, ProviderError
 
 # Who waits for a call. Only a person (or a coordinator a person waits on) justifies
 # retrying into a capacity event; everything else fails fast so as not to amplify it.
@@ -22,25 +22,14 @@ Purpose = Literal[
 ]
 FOREGROUND_PURPOSES: frozenset[Purpose] = frozenset({"main_loop", "user_request", "coordinator"})
 
+# Capacity errors: retried only when someone waits on the call.
+CAPACITY: frozenset[ErrorClass] = frozenset({"rate_limited", "overloaded"})
 # Errors that say something about the service's health, and so count against its breaker.
 # The others (a bad request, a refused key) prove the service is up and answering.
-SERVICE_FAULTS: frozenset[ErrorClass] = frozenset(
-    {
-        "request_timeout",
-        "conflict",
-        "rate_limited",
-        "overloaded",
-        "server_error",
-        "timeout",
-        "connection",
-    }
-)
-CAPACITY: frozenset[ErrorClass] = frozenset({"rate_limited", "overloaded"})
-# Failures no later attempt of the same request can fix (the client's own errors are
-# never retried), so a run that meets one is not retried with backoff either.
-PERMANENT_FAILURES: frozenset[str] = frozenset(
-    {"context_overflow", "bad_request", "auth", "forbidden", "not_found"}
-)
+SERVICE_FAULTS: frozenset[ErrorClass] = CAPACITY | TRANSIENT
+# Failures no later attempt of the same request can fix (a refused key, once refreshed,
+# included), so a run that meets one is not retried with backoff either.
+PERMANENT_FAILURES: frozenset[str] = frozenset({"context_overflow", "auth", *REFUSED})
 _TRANSIENT_REASONS: dict[ErrorClass, str] = {
     "timeout": "no answer in time; the service may recover",
     "connection": "the connection failed; a new one may not",

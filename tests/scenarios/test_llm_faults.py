@@ -1,6 +1,7 @@
-"""A provider that misbehaves, under the agent loop: each LLM call goes through seed 001's
-call policy. Rate limits wait what `retry-after` says, overload storms are ridden out in
-the foreground and switch to the fallback model after N in a row, a context overflow is
+"""A provider that misbehaves, under the agent loop: each LLM call goes through the call
+policy, and the scripted model's faults are classed as Anthropic's API would class them.
+Rate limits wait what `retry-after` says, overload storms are ridden out in the
+foreground and switch to the fallback model after N in a row, a context overflow is
 retried with the room left, `x-should-retry: false` is obeyed, a dropped connection is
 retried, and an open circuit breaker sends calls straight to the fallback model.
 

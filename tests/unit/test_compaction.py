@@ -1,4 +1,4 @@
-"""Auto-compaction and the recovery ladder (seed 000) as pure policy: where the verbatim
+"""Auto-compaction and the recovery ladder as pure policy: where the verbatim
 tail starts, what is pinned, the truncation fallback, R1 → R2 → R3, the cap on recovery
 actions, and the counters' JSON round trip."""
 

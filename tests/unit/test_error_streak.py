@@ -1,4 +1,4 @@
-"""The error streak (seed 003's "too many errors" terminator) as the watchers keep it:
+"""The error streak (behind the "too many errors" terminator) as the watchers keep it:
 tool batches in, the count and the last errors out, and who wins when the loop ladder and
 stagnation judge the same batch."""
 
@@ -138,7 +138,7 @@ def test_the_terminator_takes_a_batch_the_loop_ladder_and_stagnation_also_judge(
 def test_the_setting_reads_the_environment_and_reaches_the_loop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert LoopGuardSettings().max_consecutive_error_batches == 3  # the seed's
+    assert LoopGuardSettings().max_consecutive_error_batches == 3  # the default
     monkeypatch.setenv("LOOPWRIGHT_LOOP_GUARDS__MAX_CONSECUTIVE_ERROR_BATCHES", "5")
     settings = load_settings()
     assert settings.loop_guards.max_consecutive_error_batches == 5
