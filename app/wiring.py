@@ -42,7 +42,7 @@ from app.engine.workflow_observer import ExecutionObserver
 from app.engine.workflows import WorkflowCommands
 from app.llm import tokens
 from app.llm.policy import LLMRetryPolicy
-from app.llm.providers import Providers
+from app.llm.providers.registry import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.loop.deps import LoopDeps, ProviderFactory
 from app.loop.run_loop import RunLoop

@@ -34,7 +34,7 @@ from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.runs import RunCommands
 from app.llm import tokens
-from app.llm.providers import Providers
+from app.llm.providers.registry import Providers
 from app.loop.boundary import BoundaryWrite, write_boundaries
 from app.loop.tools.base import Tool, ToolContext, define_tool
 from app.schemas.agents import AgentCreate, Limits

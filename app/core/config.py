@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.core.vocabulary import ReviewTimeoutPolicy
@@ -164,18 +164,32 @@ class IdempotencySettings(BaseModel):
         return timedelta(seconds=self.retention_s)
 
 
-class LLMSettings(BaseModel):
-    anthropic_api_key: SecretStr | None = Field(None, description="Key for `anthropic` models.")
-    anthropic_base_url: str | None = Field(None, description="Messages API base URL override.")
-    anthropic_api_key_file: Path | None = Field(
+class AnthropicSettings(BaseModel):
+    """The `anthropic` provider (`LOOPWRIGHT_LLM__ANTHROPIC__API_KEY` and so on)."""
+
+    api_key: SecretStr | None = Field(None, description="Key for `anthropic` models.")
+    base_url: str | None = Field(None, description="Messages API base URL override.")
+    api_key_file: Path | None = Field(
         None,
         description="A file holding the key (a mounted secret); read again after a 401, so "
         "a rotated key is picked up without a restart. Takes precedence over the key.",
     )
 
 
+class LLMSettings(BaseModel):
+    """One group per model provider that needs settings (the scripted one needs none).
+    Unknown names are refused, so a setting of a provider that does not exist, or one
+    left over from an older layout, stops the process instead of being ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
+
+
 class ResilienceSettings(BaseModel):
-    """LLM retries and the circuit breakers of tools and models."""
+    """How hard one LLM call tries (attempts, backoff, the server's `retry-after`, the
+    fallback model after overloads, persistent mode for unattended runs) and the circuit
+    breakers of tools and models."""
 
     llm_max_attempts: int = Field(
         4, ge=1, le=100, description="Attempts at one LLM call (persistent mode: unlimited)."
@@ -229,9 +243,8 @@ class ToolSettings(BaseModel):
 
 
 class CompactionSettings(BaseModel):
-    """Auto-compaction and the recovery ladder: when a prompt grows past the
-    threshold, older messages are folded into a summary, then pruned deeper, then a human
-    is asked."""
+    """Auto-compaction and the recovery ladder: when a prompt grows past the threshold,
+    older messages are folded into a summary, then pruned deeper, then a human is asked."""
 
     threshold_ratio: float = Field(
         0.7, gt=0, lt=1, description="Compact past this share of the model's context window."
@@ -272,8 +285,9 @@ class CompactionSettings(BaseModel):
 
 
 class LoopGuardSettings(BaseModel):
-    """The stagnation detector and the "too many errors" terminator; tool-loop detection
-    has fixed thresholds."""
+    """The stagnation detector (a run that keeps repeating its tool calls, or cycling
+    through them, is stuck) and the "too many errors" terminator; tool-loop detection has
+    fixed thresholds of its own, not set here."""
 
     stagnation_enabled: bool = Field(True, description="Stop runs stuck repeating tool calls.")
     stagnation_window_size: int = Field(

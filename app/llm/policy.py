@@ -1,19 +1,19 @@
-"""The LLM call policy as data and pure functions (seed 001 "Retryability Classification",
-"Query-Source Partitioning", "Production Considerations"): which provider errors are worth
-another attempt, for whom, after how long. `app/llm/caller.py` applies it."""
+"""The LLM call policy as data and pure functions: which provider errors are worth
+another attempt, for whom, after how long. It reads only the neutral fields of a
+`ProviderError` (class, overflow counts, the server's verdict, `retry-after`), never a
+vendor's wording. `app/llm/resilient.py` applies it."""
 
 from __future__ import annotations
 
 import math
 import random
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Literal
 
 from app.core.config import ResilienceSettings
-from app.llm.provider import ProviderError
+from app.llm.provider import REFUSED, TRANSIENT, ErrorClass, Overflow, ProviderError
 
 # Who waits for a call. Only a person (or a coordinator a person waits on) justifies
 # retrying into a capacity event; everything else fails fast so as not to amplify it.
@@ -22,52 +22,18 @@ Purpose = Literal[
 ]
 FOREGROUND_PURPOSES: frozenset[Purpose] = frozenset({"main_loop", "user_request", "coordinator"})
 
-ErrorClass = Literal[
-    "context_overflow",  # 400: input + max_tokens exceed the window (or the input alone does)
-    "bad_request",  # 400, 413, 422 and any other 4xx not named below: the request is wrong
-    "auth",  # 401: the key was refused; a credentials refresh is worth one more attempt
-    "forbidden",  # 403
-    "not_found",  # 404: e.g. an unknown model name
-    "request_timeout",  # 408
-    "conflict",  # 409: lock contention on their side
-    "rate_limited",  # 429
-    "overloaded",  # 529 (also an `overloaded_error` inside a stream)
-    "server_error",  # other 5xx
-    "timeout",  # nothing arrived in time
-    "connection",  # refused, reset, or a stream cut short
-]
+# Capacity errors: retried only when someone waits on the call.
+CAPACITY: frozenset[ErrorClass] = frozenset({"rate_limited", "overloaded"})
 # Errors that say something about the service's health, and so count against its breaker.
 # The others (a bad request, a refused key) prove the service is up and answering.
-SERVICE_FAULTS: frozenset[ErrorClass] = frozenset(
-    {
-        "request_timeout",
-        "conflict",
-        "rate_limited",
-        "overloaded",
-        "server_error",
-        "timeout",
-        "connection",
-    }
-)
-CAPACITY: frozenset[ErrorClass] = frozenset({"rate_limited", "overloaded"})
-# Failures no later attempt of the same request can fix: a run that meets one is not
-# retried with backoff (seed 001: client errors are not retried).
-PERMANENT_FAILURES: frozenset[str] = frozenset(
-    {"context_overflow", "bad_request", "auth", "forbidden", "not_found"}
-)
-
-_CLASS_BY_STATUS: dict[int, ErrorClass] = {
-    401: "auth",
-    403: "forbidden",
-    404: "not_found",
-    408: "request_timeout",
-    409: "conflict",
-    429: "rate_limited",
-    529: "overloaded",
+SERVICE_FAULTS: frozenset[ErrorClass] = CAPACITY | TRANSIENT
+# Failures no later attempt of the same request can fix (a refused key, once refreshed,
+# included), so a run that meets one is not retried with backoff either.
+PERMANENT_FAILURES: frozenset[str] = frozenset({"context_overflow", "auth", *REFUSED})
+_TRANSIENT_REASONS: dict[ErrorClass, str] = {
+    "timeout": "no answer in time; the service may recover",
+    "connection": "the connection failed; a new one may not",
 }
-# "input length and `max_tokens` exceed context limit: 188059 + 20000 > 200000"
-_OVERFLOW = re.compile(r"exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)")
-_PROMPT_TOO_LONG = re.compile(r"prompt is too long", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -128,63 +94,51 @@ class RetryDecision:
 def classify(
     error: ProviderError, *, foreground: bool, min_output_tokens: int = 3_000
 ) -> RetryDecision:
-    """Seed 001's table. A server's `x-should-retry` overrides it both ways, except that a
-    background call never retries a capacity error: that rule protects the service."""
-    if error.kind == "timeout":
-        return RetryDecision("timeout", True, "no answer in time; the service may recover")
-    if error.kind == "connection":
-        return RetryDecision("connection", True, "the connection failed; a new one may not")
-    decision = _by_status(error, foreground, min_output_tokens)
-    directive = error.headers.get("x-should-retry", "").strip().lower()
-    if directive == "false" and decision.retry:
+    """The decision for one failed attempt. Transport failures and the service's transient
+    faults are retried; capacity errors only when someone waits on the call; a refused key
+    once, with fresh credentials; a context overflow at once with a smaller `max_tokens`
+    when enough room is left; a refused request never. The server's own verdict on
+    retrying overrides that both ways, except that a background call never retries a
+    capacity error: that rule protects the service."""
+    decision = _by_class(error, foreground, min_output_tokens)
+    if error.should_retry is False and decision.retry:
         return RetryDecision(decision.error_class, False, "the server said not to retry")
-    if directive == "true" and not decision.retry:
+    if error.should_retry is True and not decision.retry:
         if decision.error_class in CAPACITY and not foreground:
             return decision
         return RetryDecision(decision.error_class, True, "the server asked for a retry")
     return decision
 
 
-def _by_status(error: ProviderError, foreground: bool, floor: int) -> RetryDecision:
-    status = error.status or 500
-    if status == 400:
-        return _bad_request(error.message, floor)
-    error_class = _CLASS_BY_STATUS.get(status) or (
-        "server_error" if status >= 500 else "bad_request"
-    )
+def _by_class(error: ProviderError, foreground: bool, floor: int) -> RetryDecision:
+    error_class = error.error_class
+    if error_class == "context_overflow":
+        return _overflow(error.overflow, floor)
     if error_class == "auth":
         return RetryDecision("auth", True, "the key may be stale", refresh_credentials=True)
     if error_class in CAPACITY:
         if foreground:
             return RetryDecision(error_class, True, "capacity: someone is waiting on this call")
         return RetryDecision(error_class, False, "capacity: a background call fails fast")
-    if error_class in {"request_timeout", "conflict", "server_error"}:
-        return RetryDecision(error_class, True, "transient on the service's side")
+    if error_class in TRANSIENT:
+        reason = _TRANSIENT_REASONS.get(error_class, "transient on the service's side")
+        return RetryDecision(error_class, True, reason)
     return RetryDecision(error_class, False, "the request itself was refused")
 
 
-def _bad_request(message: str, floor: int) -> RetryDecision:
-    overflow = parse_context_overflow(message)
-    if overflow is not None:
-        input_tokens, _, limit = overflow
-        available = limit - input_tokens
-        if available >= floor:
-            reason = f"context overflow: {available} tokens left for the answer"
-            return RetryDecision("context_overflow", True, reason, max_tokens=available)
-        reason = f"context overflow: only {available} tokens left for the answer (< {floor})"
+def _overflow(overflow: Overflow | None, floor: int) -> RetryDecision:
+    """Retry with the room the window leaves for the answer, if it is at least `floor`."""
+    if overflow is None or overflow.input_tokens is None or overflow.context_window is None:
+        reason = "context overflow: the service did not say how much room is left"
         return RetryDecision("context_overflow", False, reason)
-    if _PROMPT_TOO_LONG.search(message):
+    available = overflow.context_window - overflow.input_tokens
+    if available <= 0:
         return RetryDecision("context_overflow", False, "the input alone exceeds the window")
-    return RetryDecision("bad_request", False, "the request is malformed")
-
-
-def parse_context_overflow(message: str) -> tuple[int, int, int] | None:
-    """(input tokens, requested max_tokens, context limit) from an overflow error's text."""
-    match = _OVERFLOW.search(message)
-    if match is None:
-        return None
-    input_tokens, max_tokens, limit = (int(g) for g in match.groups())
-    return input_tokens, max_tokens, limit
+    if available >= floor:
+        reason = f"context overflow: {available} tokens left for the answer"
+        return RetryDecision("context_overflow", True, reason, max_tokens=available)
+    reason = f"context overflow: only {available} tokens left for the answer (< {floor})"
+    return RetryDecision("context_overflow", False, reason)
 
 
 def retry_after_s(headers: dict[str, str], *, now: datetime) -> float | None:

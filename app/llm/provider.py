@@ -1,8 +1,10 @@
-"""The provider protocol: one streaming completion call, and the errors it may raise.
+"""The provider protocol: one streaming completion call, the neutral errors it may raise,
+and how providers are handed out per agent.
 
-Providers do not retry: the caller's policy decides (SPEC C5), so the anthropic SDK runs
-with `max_retries=0`. A provider reports failures as `ProviderError` carrying what the
-policy needs: the HTTP status (None for transport failures), response headers and kind.
+Providers never retry: the caller's policy decides whether and when to try again, so
+each provider turns its vendor's failures into a `ProviderError` of a neutral class (the
+vendor-specific reading of statuses and messages stays in the provider's own module), and
+the policy reads only the neutral fields.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from app.core.messages import Block, Message
+from app.core.model_config import ModelConfig
 
 TextSink = Callable[[str], Awaitable[None]]
 
@@ -59,25 +62,66 @@ class LLMResponse:
     model: str
 
 
-ErrorKind = Literal["http", "timeout", "connection"]
+# Why a call failed, whatever the vendor. In groups:
+#   context_overflow: the prompt plus the answer asked for do not fit the model's window;
+#   capacity: rate_limited (this client asks too often), overloaded (the service is full);
+#   auth: the credentials were refused (fresh ones may help);
+#   refused: bad_request, forbidden, not_found: the request itself is wrong;
+#   transient: request_timeout, conflict, server_error (the service's side), timeout
+#     (nothing arrived in time), connection (refused, reset, or a stream cut short).
+ErrorClass = Literal[
+    "context_overflow",
+    "rate_limited",
+    "overloaded",
+    "auth",
+    "bad_request",
+    "forbidden",
+    "not_found",
+    "request_timeout",
+    "conflict",
+    "server_error",
+    "timeout",
+    "connection",
+]
+REFUSED: frozenset[ErrorClass] = frozenset({"bad_request", "forbidden", "not_found"})
+TRANSIENT: frozenset[ErrorClass] = frozenset(
+    {"request_timeout", "conflict", "server_error", "timeout", "connection"}
+)
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """A context overflow's numbers, each None when the vendor does not state it: the
+    prompt's tokens, the answer's `max_tokens` asked for, and the model's context window."""
+
+    input_tokens: int | None = None
+    max_tokens: int | None = None
+    context_window: int | None = None
 
 
 class ProviderError(Exception):
-    """A failed provider call: an HTTP error status, a timeout, or a broken connection."""
+    """A failed provider call, in neutral terms: its class, a message for people, the HTTP
+    status if the vendor answered one (None for transport failures), the response headers
+    (lower-cased; `retry-after` is read from them), the overflow's numbers for a
+    `context_overflow`, and the server's own verdict on retrying when it gave one."""
 
     def __init__(
         self,
-        kind: ErrorKind,
+        error_class: ErrorClass,
         message: str,
         *,
         status: int | None = None,
         headers: dict[str, str] | None = None,
+        overflow: Overflow | None = None,
+        should_retry: bool | None = None,
     ) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.error_class: ErrorClass = error_class
+        self.message = message
         self.status = status
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
-        self.message = message
+        self.overflow = overflow
+        self.should_retry = should_retry
 
 
 class Provider(Protocol):
@@ -92,3 +136,32 @@ class RefreshesCredentials(Protocol):
     """A provider that can fetch its credentials again (after a 401)."""
 
     async def refresh_credentials(self) -> None: ...
+
+
+class ModelOwner(Protocol):
+    """Whose model a provider serves: an agent, by id and version, and its model config."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def model(self) -> ModelConfig: ...
+
+
+class ProviderUnavailable(Exception):
+    """The agent's model needs a provider this process cannot offer (no such provider, or
+    no credentials for it)."""
+
+
+class ProviderPool(Protocol):
+    """Hands out the providers of one vendor and keeps the ones it made (shared clients,
+    or per-run state), closing them with the process."""
+
+    def __call__(self, owner: ModelOwner, run_id: str) -> Provider:
+        """The provider for this owner's model in this run; ProviderUnavailable if none."""
+        ...
+
+    async def aclose(self) -> None: ...

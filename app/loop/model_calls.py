@@ -15,7 +15,6 @@ from typing import Any
 
 from app.core.messages import Message, for_provider
 from app.core.streams import run_stream
-from app.llm.caller import LLMCallFailed, ResilientModel
 from app.llm.provider import (
     LLMRequest,
     LLMResponse,
@@ -24,6 +23,7 @@ from app.llm.provider import (
     ToolChoice,
     ToolSpec,
 )
+from app.llm.resilient import LLMCallFailed, ResilientModel
 from app.loop.boundary import Boundary
 from app.loop.compaction import Compactor, Recovery
 from app.loop.deps import LeaseLost, LoopDeps

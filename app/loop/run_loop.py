@@ -23,10 +23,9 @@ from typing import Any
 
 from app.core.messages import Message, TextBlock, last_assistant_text
 from app.core.states import RunStatus, StopReason
-from app.llm.caller import LLMCallFailed
 from app.llm.policy import PERMANENT_FAILURES
-from app.llm.provider import LLMResponse
-from app.llm.providers import ProviderUnavailable
+from app.llm.provider import LLMResponse, ProviderUnavailable
+from app.llm.resilient import LLMCallFailed
 from app.loop import resume, terminators
 from app.loop.boundary import Boundary, started_events
 from app.loop.crashpoints import crash_point

@@ -24,7 +24,7 @@ async def test_an_anthropic_agent_runs_through_the_messages_api(
             Reply.text("It is sunny in Oslo, says the echo."),
         )
         settings = make_settings(
-            database_url, llm={"anthropic_api_key": "sk-test", "anthropic_base_url": wire.url}
+            database_url, llm={"anthropic": {"api_key": "sk-test", "base_url": wire.url}}
         )
         async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
             agent = await http.post(

@@ -365,7 +365,7 @@ async def test_a_gated_tool_call_is_summarised_with_what_the_model_said(
             Reply.text("Understood, I will not post it."),
         )
         settings = make_settings(
-            database_url, llm={"anthropic_api_key": "sk-test", "anthropic_base_url": wire.url}
+            database_url, llm={"anthropic": {"api_key": "sk-test", "base_url": wire.url}}
         )
         async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
             agent = await http.post(

@@ -9,9 +9,8 @@ from typing import Any
 import anthropic
 import pytest
 
-from app.core.config import LLMSettings
+from app.core.config import AnthropicSettings, LLMSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from app.llm.anthropic import AnthropicProvider
 from app.llm.provider import (
     LLMRequest,
     ProviderError,
@@ -20,7 +19,8 @@ from app.llm.provider import (
     ToolSpec,
     Usage,
 )
-from app.llm.providers import Providers
+from app.llm.providers.anthropic import AnthropicProvider
+from app.llm.providers.registry import Providers
 from app.schemas.agents import AgentRead
 from tests.support.anthropic_wire import (
     AnthropicWire,
@@ -227,7 +227,7 @@ async def test_tool_choice_tool_needs_a_name(provider: AnthropicProvider) -> Non
 
 
 @pytest.mark.parametrize(
-    ("error", "header", "value"),
+    ("error", "header", "value", "error_class"),
     [
         (
             HttpError(
@@ -238,16 +238,19 @@ async def test_tool_choice_tool_needs_a_name(provider: AnthropicProvider) -> Non
             ),
             "retry-after",
             "17",
+            "rate_limited",
         ),
         (
             HttpError(529, "overloaded_error", "Overloaded", {"x-should-retry": "true"}),
             "x-should-retry",
             "true",
+            "overloaded",
         ),
         (
             HttpError(500, "api_error", "Internal server error", {"x-should-retry": "false"}),
             "x-should-retry",
             "false",
+            "server_error",
         ),
         (
             HttpError(
@@ -255,24 +258,31 @@ async def test_tool_choice_tool_needs_a_name(provider: AnthropicProvider) -> Non
             ),
             "request-id",
             "req_wire_0001",
+            "context_overflow",
         ),
         (
             HttpError(401, "authentication_error", "invalid x-api-key"),
             "request-id",
             "req_wire_0001",
+            "auth",
         ),
     ],
     ids=["429", "529", "500", "400", "401"],
 )
 async def test_error_status_becomes_provider_error_without_retry(
-    wire: AnthropicWire, provider: AnthropicProvider, error: HttpError, header: str, value: str
+    wire: AnthropicWire,
+    provider: AnthropicProvider,
+    error: HttpError,
+    header: str,
+    value: str,
+    error_class: str,
 ) -> None:
     wire.plan(error, Reply.text("a retry would have got this"))
 
     with pytest.raises(ProviderError) as caught:
         await provider.complete(ask())
 
-    assert caught.value.kind == "http"
+    assert caught.value.error_class == error_class
     assert caught.value.status == error.status
     assert caught.value.headers[header] == value
     assert error.message in caught.value.message
@@ -281,11 +291,16 @@ async def test_error_status_becomes_provider_error_without_retry(
 
 
 @pytest.mark.parametrize(
-    ("error_type", "status"),
-    [("overloaded_error", 529), ("api_error", 500), ("rate_limit_error", 429), ("novel", 500)],
+    ("error_type", "status", "error_class"),
+    [
+        ("overloaded_error", 529, "overloaded"),
+        ("api_error", 500, "server_error"),
+        ("rate_limit_error", 429, "rate_limited"),
+        ("novel", 500, "server_error"),
+    ],
 )
 async def test_error_event_mid_stream_becomes_provider_error(
-    wire: AnthropicWire, provider: AnthropicProvider, error_type: str, status: int
+    wire: AnthropicWire, provider: AnthropicProvider, error_type: str, status: int, error_class: str
 ) -> None:
     wire.plan(StreamError(error_type, "Overloaded", partial_text="I was saying"))
     deltas = Deltas()
@@ -294,7 +309,7 @@ async def test_error_event_mid_stream_becomes_provider_error(
         await provider.complete(ask(), deltas)
 
     assert "".join(deltas.seen) == "I was saying"
-    assert caught.value.kind == "http"
+    assert caught.value.error_class == error_class
     assert caught.value.status == status
     assert "mid-stream" in caught.value.message
     assert "Overloaded" in caught.value.message
@@ -310,7 +325,7 @@ async def test_no_answer_within_timeout_is_a_timeout(
     with pytest.raises(ProviderError) as caught:
         await provider.complete(ask(timeout_s=0.3))
 
-    assert caught.value.kind == "timeout"
+    assert caught.value.error_class == "timeout"
     assert caught.value.status is None
     assert len(wire.requests) == 1
 
@@ -323,7 +338,7 @@ async def test_stream_that_stalls_is_a_timeout(
     with pytest.raises(ProviderError) as caught:
         await provider.complete(ask(timeout_s=0.3))
 
-    assert caught.value.kind == "timeout"
+    assert caught.value.error_class == "timeout"
     assert len(wire.requests) == 1
 
 
@@ -347,7 +362,7 @@ async def test_dropped_connection_is_a_connection_error(
     with pytest.raises(ProviderError) as caught:
         await provider.complete(ask(), deltas)
 
-    assert caught.value.kind == "connection"
+    assert caught.value.error_class == "connection"
     assert caught.value.status is None
     assert "".join(deltas.seen) == partial_text
     assert len(wire.requests) == 1
@@ -361,7 +376,7 @@ async def test_stream_closed_before_message_stop_is_a_connection_error(
     with pytest.raises(ProviderError) as caught:
         await provider.complete(ask())
 
-    assert caught.value.kind == "connection"
+    assert caught.value.error_class == "connection"
     assert "message_stop" in caught.value.message
 
 
@@ -374,7 +389,7 @@ async def test_refused_connection_is_a_connection_error() -> None:
             with pytest.raises(ProviderError) as caught:
                 await provider.complete(ask())
 
-    assert caught.value.kind == "connection"
+    assert caught.value.error_class == "connection"
 
 
 async def test_wire_answers_without_stream_too(wire: AnthropicWire) -> None:
@@ -397,7 +412,7 @@ async def test_refreshing_credentials_reads_the_rotated_key_file(
     key_file = tmp_path / "anthropic.key"
     key_file.write_text("sk-ant-old\n")
     wire.plan(HttpError(401, "authentication_error", "invalid x-api-key"), Reply.text("hi"))
-    settings = LLMSettings(anthropic_api_key_file=key_file, anthropic_base_url=wire.url)
+    settings = LLMSettings(anthropic=AnthropicSettings(api_key_file=key_file, base_url=wire.url))
     providers = Providers(settings)
     agent = AgentRead.model_validate(
         {

@@ -17,11 +17,11 @@ from app.core.breakers import Breakers, CircuitBreakerPolicy
 from app.core.config import LLMSettings
 from app.core.messages import Message, TextBlock
 from app.core.model_config import ModelConfig, ScriptedFault, ScriptedTurn
-from app.llm.anthropic import AnthropicProvider
-from app.llm.caller import LLMCallFailed, ResilientModel
 from app.llm.policy import LLMRetryPolicy, Purpose
 from app.llm.provider import LLMRequest, Provider
-from app.llm.providers import Providers
+from app.llm.providers.anthropic import AnthropicProvider
+from app.llm.providers.registry import Providers
+from app.llm.resilient import LLMCallFailed, ResilientModel
 from app.schemas.agents import AgentRead
 from tests.support.anthropic_wire import (
     AnthropicWire,

@@ -11,7 +11,7 @@ from typing import Any
 from app.core.messages import TextBlock, ToolUseBlock
 from app.core.model_config import ModelConfig, ScriptedTurn
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink, Usage
-from app.llm.scripted import ScriptedProvider
+from app.llm.providers.scripted import ScriptedProvider
 from app.loop.summary import SUMMARY_SYSTEM_PROMPT
 from app.loop.tools.base import ToolContext, define_tool
 from app.schemas.agents import AgentCreate, AgentRead, Limits

@@ -178,7 +178,7 @@ async def test_after_four_recovery_actions_the_run_goes_on_to_its_iteration_limi
 
 
 def not_found(request: LLMRequest) -> str:
-    raise ProviderError("http", f"model: {request.model} not found", status=404)
+    raise ProviderError("not_found", f"model: {request.model} not found", status=404)
 
 
 async def test_a_failing_summary_model_degrades_to_truncation_then_stops_being_asked(
@@ -214,7 +214,7 @@ async def test_a_failing_summary_model_degrades_to_truncation_then_stops_being_a
 
 
 def overloaded(request: LLMRequest) -> str:
-    raise ProviderError("http", "Overloaded", status=529)
+    raise ProviderError("overloaded", "Overloaded", status=529)
 
 
 async def test_an_overloaded_summary_model_fails_fast_and_compaction_truncates(

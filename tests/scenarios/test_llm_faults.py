@@ -1,6 +1,7 @@
-"""A provider that misbehaves, under the agent loop: each LLM call goes through seed 001's
-call policy. Rate limits wait what `retry-after` says, overload storms are ridden out in
-the foreground and switch to the fallback model after N in a row, a context overflow is
+"""A provider that misbehaves, under the agent loop: each LLM call goes through the call
+policy, and the scripted model's faults are classed as Anthropic's API would class them.
+Rate limits wait what `retry-after` says, overload storms are ridden out in the
+foreground and switch to the fallback model after N in a row, a context overflow is
 retried with the room left, `x-should-retry: false` is obeyed, a dropped connection is
 retried, and an open circuit breaker sends calls straight to the fallback model.
 
@@ -15,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.breakers import CircuitBreakerPolicy
 from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.core.states import RunStatus
-from app.llm.scripted import ScriptedProvider
+from app.llm.providers.scripted import ScriptedProvider
 from app.schemas.agents import AgentRead
 from tests.scenarios.support import (
     MODEL,

@@ -31,7 +31,7 @@ from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
 from app.engine.workers import WorkerPool
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink
-from app.llm.providers import Providers
+from app.llm.providers.registry import Providers
 from app.loop.boundary import write_boundaries
 from app.loop.deps import LoopDeps
 from app.loop.run_loop import RunLoop

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.core.model_config import ScriptedFault, ScriptedTurn
-from app.llm.scripted import ScriptedProvider
+from app.llm.providers.scripted import ScriptedProvider
 from app.loop.compaction import (
     PIN_PREFIX,
     AskHuman,

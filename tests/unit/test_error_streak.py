@@ -17,7 +17,7 @@ from app.core.messages import ToolUseBlock
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.runs import RunCommands
-from app.llm.providers import Providers
+from app.llm.providers.registry import Providers
 from app.loop.boundary import write_boundaries
 from app.loop.run_loop import RunLoop
 from app.loop.stagnation import StagnationPolicy

@@ -1,6 +1,7 @@
-"""The LLM call policy as tables: seed 001's retryability classification for every status,
-foreground and background, with and without the server's `x-should-retry`; the backoff
-formula; `retry-after` and context-overflow parsing."""
+"""The LLM call policy as tables: the decision for every status Anthropic's API answers
+(classed by its module), foreground and background, with and without the server's
+`x-should-retry`; overflows in neutral terms; the backoff formula; `retry-after` and the
+parsing of Anthropic's overflow messages."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from app.llm.policy import (
     LLMRetryPolicy,
     backoff_delay,
     classify,
-    parse_context_overflow,
     retry_after_s,
 )
-from app.llm.provider import ProviderError
+from app.llm.provider import Overflow, ProviderError
+from app.llm.providers.anthropic_errors import http_error, parse_overflow
 
 OVERFLOW = "input length and `max_tokens` exceed context limit: 188059 + 20000 > 200000"
 TIGHT_OVERFLOW = "input length and `max_tokens` exceed context limit: 198000 + 20000 > 200000"
@@ -25,7 +26,8 @@ YES = {"x-should-retry": "true"}
 
 
 def http(status: int, headers: dict[str, str] | None = None, message: str = "") -> ProviderError:
-    return ProviderError("http", f"anthropic: {status}: {message}", status=status, headers=headers)
+    """The error Anthropic's module makes of this answer."""
+    return http_error(status, f"anthropic: {status}: {message}", headers or {})
 
 
 # (error, foreground, class, retry)
@@ -86,7 +88,7 @@ TABLE = [
 
 
 @pytest.mark.parametrize(("error", "foreground", "error_class", "retry"), TABLE)
-def test_classification_follows_seed_001(
+def test_each_answer_gets_its_class_and_decision(
     error: ProviderError, foreground: bool, error_class: str, retry: bool
 ) -> None:
     decision = classify(error, foreground=foreground)
@@ -136,17 +138,51 @@ def test_only_errors_about_the_service_count_against_its_breaker(
 @pytest.mark.parametrize(
     ("message", "parsed"),
     [
-        (OVERFLOW, (188_059, 20_000, 200_000)),
-        (f"anthropic: 400 invalid_request_error: {OVERFLOW}", (188_059, 20_000, 200_000)),
-        ("exceed context limit: 5+6>10", (5, 6, 10)),
-        ("prompt is too long: 210000 tokens > 200000 maximum", None),
+        (OVERFLOW, Overflow(188_059, 20_000, 200_000)),
+        (f"anthropic: 400 invalid_request_error: {OVERFLOW}", Overflow(188_059, 20_000, 200_000)),
+        ("exceed context limit: 5+6>10", Overflow(5, 6, 10)),
+        (
+            "prompt is too long: 210000 tokens > 200000 maximum",
+            Overflow(input_tokens=210_000, context_window=200_000),
+        ),
+        ("Prompt is too long", Overflow()),
         ("messages.0.content: field required", None),
     ],
 )
-def test_overflow_token_counts_are_read_from_the_message(
-    message: str, parsed: tuple[int, int, int] | None
+def test_anthropic_overflow_token_counts_are_read_from_the_message(
+    message: str, parsed: Overflow | None
 ) -> None:
-    assert parse_context_overflow(message) == parsed
+    assert parse_overflow(message) == parsed
+
+
+def overflow(counts: Overflow | None) -> ProviderError:
+    """A neutral overflow, worded as no vendor words it."""
+    return ProviderError("context_overflow", "the context is full", overflow=counts)
+
+
+@pytest.mark.parametrize(
+    ("counts", "retry", "max_tokens"),
+    [
+        (Overflow(input_tokens=90_000, max_tokens=20_000, context_window=100_000), True, 10_000),
+        (Overflow(input_tokens=90_000, context_window=100_000), True, 10_000),
+        (Overflow(input_tokens=98_000, max_tokens=20_000, context_window=100_000), False, None),
+        (Overflow(input_tokens=120_000, context_window=100_000), False, None),
+        (Overflow(max_tokens=20_000), False, None),  # no room can be computed
+        (None, False, None),
+    ],
+)
+def test_the_policy_reads_only_the_neutral_overflow_counts(
+    counts: Overflow | None, retry: bool, max_tokens: int | None
+) -> None:
+    decision = classify(overflow(counts), foreground=True)
+    assert (decision.error_class, decision.retry) == ("context_overflow", retry)
+    assert decision.max_tokens == max_tokens
+
+
+def test_the_servers_verdict_is_a_neutral_field_not_a_header() -> None:
+    error = ProviderError("server_error", "down", status=503, should_retry=False)
+    assert classify(error, foreground=True).retry is False
+    assert classify(ProviderError("bad_request", "no", should_retry=True), foreground=True).retry
 
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)

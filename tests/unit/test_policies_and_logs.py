@@ -19,7 +19,7 @@ from app.core.model_config import ScriptedTurn
 from app.core.sanitize import sanitize
 from app.engine.retry import ToolRetryPolicy, tool_retry_delay
 from app.llm.provider import LLMRequest
-from app.llm.scripted import ScriptedProvider
+from app.llm.providers.scripted import ScriptedProvider
 from app.telemetry.logs import JsonFormatter, log_events
 
 

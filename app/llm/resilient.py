@@ -1,10 +1,11 @@
-"""One logical LLM call, made resilient: retries as `app/llm/policy.py` classifies, a
-circuit breaker per model, a fallback model, adaptive `max_tokens`, one credentials
-refresh, and persistent retry mode for unattended runs (seed 001, SPEC C5).
+"""`ResilientModel`: one logical LLM call made resilient: retries as `app/llm/policy.py`
+classifies, a circuit breaker per model, a fallback model, adaptive `max_tokens`, one
+credentials refresh, and persistent retry mode for unattended runs. Providers never retry
+on their own; this is the one place that does.
 
     breaker open? ──▶ fallback model; else fail at once (persistent mode: wait for its probe)
     attempt ──▶ ok: return
-            └─▶ error: classify ─▶ 401: refresh once, again at once
+            └─▶ error: classify ─▶ auth: refresh once, again at once
                                  ─▶ overflow: shrink max_tokens, again at once
                                  ─▶ N overloads in a row: fallback model, again at once
                                  ─▶ retryable and budget left: wait (backoff/retry-after)
@@ -69,9 +70,10 @@ class LLMCallFailed(Exception):
 
 @dataclass
 class ResilientModel:
-    """Calls a provider's model the way seed 001 asks. Made per run (or per background
-    job): `provider_for` maps a model name to its provider, `provider_name` names the
-    breakers (`provider:<provider_name>:<model>`), and the callbacks reach the run."""
+    """Calls a provider's model with retries, breakers, fallback and adaptive
+    `max_tokens`, as the module docstring draws. Made per run (or per background job):
+    `provider_for` maps a model name to its provider, `provider_name` names the breakers
+    (`provider:<provider_name>:<model>`), and the callbacks reach the run."""
 
     provider_for: Callable[[str], Provider]
     provider_name: str

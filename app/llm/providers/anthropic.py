@@ -1,9 +1,12 @@
 """The Anthropic provider: one streamed Messages API call through the official SDK, with
-our transcript translated to its wire shapes and every failure reported as ProviderError."""
+our transcript translated to its wire shapes and every failure reported as a neutral
+ProviderError (`anthropic_errors` reads the API's statuses and messages); and its pool,
+which reads the key (or the key file) from `settings.llm.anthropic`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
@@ -11,32 +14,22 @@ import anthropic
 import httpx2  # the SDK's transport: its errors surface raw once the body is streaming
 from anthropic.types import ContentBlockParam, MessageParam, ToolChoiceParam, ToolParam
 
+from app.core.config import AnthropicSettings
 from app.core.messages import Block, Message, TextBlock, ToolUseBlock
 from app.llm.provider import (
     LLMRequest,
     LLMResponse,
+    ModelOwner,
     ProviderError,
+    ProviderUnavailable,
     TextSink,
     ToolChoice,
     ToolSpec,
     Usage,
 )
+from app.llm.providers.anthropic_errors import status_error
 
-# An `event: error` inside a stream arrives after the response has already said 200, so the
-# status the policy sees comes from the error's type, as Anthropic's error table pairs them.
-# An unknown type counts as 500 `api_error`: a fault on their side, as retryable as any 5xx.
-STATUS_BY_ERROR_TYPE: dict[str, int] = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "billing_error": 402,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "timeout_error": 504,
-    "overloaded_error": 529,
-}
+KEY_ENV = "LOOPWRIGHT_LLM__ANTHROPIC__API_KEY"
 
 
 class AnthropicProvider:
@@ -66,8 +59,8 @@ class AnthropicProvider:
         )
 
     async def refresh_credentials(self) -> None:
-        """After a 401 (seed 001): read the key again from its source (a rotated secret
-        file) and start a new client, which also drops connections a reset left behind."""
+        """After a 401: read the key again from its source (a rotated secret file) and
+        start a new client, which also drops connections a reset left behind."""
         if self._key_source is None:
             return
         old, self._client = self._client, self._new_client(self._key_source())
@@ -91,7 +84,14 @@ class AnthropicProvider:
         try:
             return await self._stream(request, on_text)
         except anthropic.APIStatusError as exc:
-            raise _status_error(exc) from exc
+            # A status below 400 is an `event: error` in a stream that began with 200.
+            raise status_error(
+                exc.status_code,
+                exc.type or "unknown_error",
+                exc.api_message or exc.message,
+                dict(exc.response.headers),
+                mid_stream=exc.status_code < 400,
+            ) from exc
         # Timeouts first: the SDK's and httpx's timeout errors subclass their connection errors.
         except (anthropic.APITimeoutError, httpx2.TimeoutException) as exc:
             message = f"anthropic: nothing received for {request.timeout_s:g}s ({_cause(exc)})"
@@ -137,20 +137,45 @@ class AnthropicProvider:
         )
 
 
-def _status_error(exc: anthropic.APIStatusError) -> ProviderError:
-    error_type = exc.type or "unknown_error"
-    status = exc.status_code
-    where = ""
-    if status < 400:  # an `event: error` in a stream that began with 200
-        status = STATUS_BY_ERROR_TYPE.get(error_type, 500)
-        where = " mid-stream"
-    text = exc.api_message or exc.message
-    return ProviderError(
-        "http",
-        f"anthropic: {status} {error_type}{where}: {text}",
-        status=status,
-        headers=dict(exc.response.headers),
-    )
+class AnthropicProviders:
+    """The `ProviderPool` of Anthropic: one provider per base URL (the agent's model
+    config's, else the settings'), shared by every run and closed with the process. The
+    key is the key file's content when one is configured (read again after a 401, so a
+    rotated secret is picked up without a restart), else the configured key."""
+
+    def __init__(self, settings: AnthropicSettings) -> None:
+        self._settings = settings
+        self._providers: dict[str | None, AnthropicProvider] = {}
+
+    def __call__(self, owner: ModelOwner, run_id: str) -> AnthropicProvider:
+        base_url = owner.model.base_url or self._settings.base_url
+        if base_url not in self._providers:
+            self._providers[base_url] = AnthropicProvider(
+                self.api_key(), base_url=base_url, key_source=self.api_key
+            )
+        return self._providers[base_url]
+
+    def api_key(self) -> str:
+        """The key as configured now; ProviderUnavailable when there is none to read."""
+        if self._settings.api_key_file is not None:
+            return _read_key_file(self._settings.api_key_file)
+        if self._settings.api_key is None:
+            raise ProviderUnavailable(f"no Anthropic API key is configured ({KEY_ENV})")
+        return self._settings.api_key.get_secret_value()
+
+    async def aclose(self) -> None:
+        for provider in self._providers.values():
+            await provider.aclose()
+        self._providers.clear()
+
+
+def _read_key_file(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError as exc:
+        raise ProviderUnavailable(
+            f"cannot read the Anthropic key file ({KEY_ENV}_FILE): {exc}"
+        ) from exc
 
 
 def _cause(exc: Exception) -> str:

@@ -4,18 +4,31 @@ The turn to play is the request's `turn` (the LLM calls the run made before this
 every run of a conversation starts the script afresh, a resumed run continues where it
 stopped, and text the loop adds to the transcript (notes, summaries) does not move it.
 A turn's `fault` is raised on the first `times` attempts at that turn (counted per provider
-instance, which `Providers` keeps per run), then the turn answers.
+instance, which the pool keeps per run), then the turn answers. The scripted model stands
+in for an Anthropic-like service: a fault's status, headers and message mean what they
+would from Anthropic's API (529 an overload, a 400 with its overflow wording a context
+overflow with the counts it states).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import Counter
+from collections import Counter, OrderedDict
 
 from app.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
-from app.core.model_config import ScriptedTurn
-from app.llm.provider import LLMRequest, LLMResponse, ProviderError, TextSink, Usage
+from app.core.model_config import ScriptedFault, ScriptedTurn
+from app.llm.provider import (
+    LLMRequest,
+    LLMResponse,
+    ModelOwner,
+    ProviderError,
+    TextSink,
+    Usage,
+)
+from app.llm.providers.anthropic_errors import http_error
+
+SCRIPTED_KEPT = 4096  # runs whose scripted provider (and its fault counts) a pool keeps
 
 
 def _size(block: Block) -> int:
@@ -43,10 +56,7 @@ class ScriptedProvider:
             await asyncio.sleep(turn.latency_ms / 1000)
         if turn is not None and turn.fault and self._faults_raised[position] < turn.fault.times:
             self._faults_raised[position] += 1
-            fault = turn.fault
-            raise ProviderError(
-                fault.kind, fault.message, status=fault.status, headers=fault.headers
-            )
+            raise fault_error(turn.fault)
         content = self._answer(turn, request)
         text = "".join(b.text for b in content if isinstance(b, TextBlock))
         if on_text is not None and text:
@@ -77,3 +87,33 @@ class ScriptedProvider:
             return [TextBlock(text=turn.text)]
         # A tool turn asked for when no tools are offered (a final summary turn).
         return [TextBlock(text="Summary: the scripted agent stopped before finishing its plan.")]
+
+
+def fault_error(fault: ScriptedFault) -> ProviderError:
+    """The error a fault stands for, as the service it imitates would report it."""
+    if fault.kind != "http":  # "timeout" or "connection": the transport failed
+        return ProviderError(fault.kind, fault.message, status=fault.status, headers=fault.headers)
+    assert fault.status is not None  # the schema requires it for an http fault
+    return http_error(fault.status, fault.message, fault.headers)
+
+
+class ScriptedProviders:
+    """The `ProviderPool` of scripted models: one provider per agent version and run, since
+    a provider counts the faults it raised, so a run retried in this process gets past
+    them. The most recently used `SCRIPTED_KEPT` are kept."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[tuple[str, int, str], ScriptedProvider] = OrderedDict()
+
+    def __call__(self, owner: ModelOwner, run_id: str) -> ScriptedProvider:
+        assert owner.model.script is not None  # the schema requires it
+        slot = (owner.id, owner.version, run_id)
+        if slot not in self._kept:
+            self._kept[slot] = ScriptedProvider(owner.model.script)
+            if len(self._kept) > SCRIPTED_KEPT:
+                self._kept.popitem(last=False)
+        self._kept.move_to_end(slot)
+        return self._kept[slot]
+
+    async def aclose(self) -> None:
+        self._kept.clear()

@@ -1,0 +1,36 @@
+"""What an HTTP error status says about a failed model call, for any vendor that speaks
+HTTP: the neutral class of a status, and the server's `x-should-retry` verdict. A
+vendor's module starts from these and adds what only its API means (its own statuses,
+its wording for a context overflow)."""
+
+from __future__ import annotations
+
+from app.llm.provider import ErrorClass
+
+CLASS_BY_STATUS: dict[int, ErrorClass] = {
+    401: "auth",
+    403: "forbidden",
+    404: "not_found",
+    408: "request_timeout",
+    409: "conflict",  # lock contention on the service's side
+    429: "rate_limited",
+}
+
+
+def class_of_status(status: int) -> ErrorClass:
+    """The class of an error status: the ones named above; any other 5xx is the service's
+    fault, any other 4xx (400, 402, 413, 422...) a request the service refuses."""
+    named = CLASS_BY_STATUS.get(status)
+    if named is not None:
+        return named
+    return "server_error" if status >= 500 else "bad_request"
+
+
+def should_retry(headers: dict[str, str]) -> bool | None:
+    """The server's own verdict, `x-should-retry: true|false`; None when it gave none."""
+    directive = headers.get("x-should-retry", "").strip().lower()
+    if directive == "true":
+        return True
+    if directive == "false":
+        return False
+    return None

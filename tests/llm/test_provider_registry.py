@@ -1,0 +1,147 @@
+"""The provider registry: a provider's name picks the factory of its pool; an unknown
+name, or a provider without its credentials, is ProviderUnavailable naming what is
+missing; each provider reads its own settings group (`LOOPWRIGHT_LLM__<PROVIDER>__...`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from app.core.config import AnthropicSettings, LLMSettings, Settings
+from app.core.messages import Message, TextBlock
+from app.core.model_config import ModelConfig, ScriptedTurn
+from app.llm.provider import (
+    LLMRequest,
+    LLMResponse,
+    ModelOwner,
+    Provider,
+    ProviderUnavailable,
+    TextSink,
+    Usage,
+)
+from app.llm.providers.anthropic import AnthropicProvider
+from app.llm.providers.registry import FACTORIES, PoolFactory, Providers
+from app.llm.providers.scripted import ScriptedProvider
+
+
+@dataclass(frozen=True)
+class Owner:
+    model: ModelConfig
+    id: str = "agent_1"
+    version: int = 1
+
+
+def anthropic_owner(**fields: Any) -> Owner:
+    return Owner(ModelConfig(provider="anthropic", name="claude-test", **fields))
+
+
+def scripted_owner() -> Owner:
+    return Owner(ModelConfig(provider="scripted", name="s", script=[ScriptedTurn(text="hi")]))
+
+
+def test_a_provider_name_without_a_factory_is_unavailable_and_named() -> None:
+    # The schema only admits known names; a registry without one behaves the same.
+    owner = Owner(ModelConfig.model_construct(provider="nowhere", name="m"))  # type: ignore[arg-type]
+    with pytest.raises(ProviderUnavailable, match="'nowhere'"):
+        Providers(LLMSettings())(owner, "run_1")
+    without_anthropic = {k: v for k, v in FACTORIES.items() if k != "anthropic"}
+    with pytest.raises(ProviderUnavailable, match="'anthropic'"):
+        Providers(LLMSettings(), without_anthropic)(anthropic_owner(), "run_1")
+
+
+def test_an_anthropic_model_without_a_key_names_the_variable_to_set() -> None:
+    with pytest.raises(ProviderUnavailable, match="LOOPWRIGHT_LLM__ANTHROPIC__API_KEY"):
+        Providers(LLMSettings())(anthropic_owner(), "run_1")
+
+
+def test_an_unreadable_key_file_names_its_variable(tmp_path: Path) -> None:
+    settings = LLMSettings(anthropic=AnthropicSettings(api_key_file=tmp_path / "missing.key"))
+    with pytest.raises(ProviderUnavailable, match="LOOPWRIGHT_LLM__ANTHROPIC__API_KEY_FILE"):
+        Providers(settings)(anthropic_owner(), "run_1")
+
+
+async def test_a_scripted_model_needs_no_settings_and_gets_a_provider_per_run() -> None:
+    providers = Providers(LLMSettings())
+    owner = scripted_owner()
+    first = providers(owner, "run_1")
+    assert isinstance(first, ScriptedProvider)
+    assert providers(owner, "run_1") is first  # it keeps the faults it raised
+    assert providers(owner, "run_2") is not first
+    await providers.aclose()
+
+
+async def test_anthropic_providers_are_shared_per_base_url() -> None:
+    settings = LLMSettings(anthropic=AnthropicSettings(api_key="sk-test", base_url="http://a"))
+    providers = Providers(settings)
+    try:
+        shared = providers(anthropic_owner(), "run_1")
+        assert isinstance(shared, AnthropicProvider)
+        assert providers(anthropic_owner(), "run_2") is shared
+        own = providers(anthropic_owner(base_url="http://b"), "run_1")
+        assert own is not shared
+    finally:
+        await providers.aclose()
+
+
+class Echo:
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+        text = request.messages[-1].content[0]
+        assert isinstance(text, TextBlock)
+        return LLMResponse([text], "end_turn", Usage(), request.model)
+
+
+class EchoPool:
+    """A provider's pool as a new module would write it."""
+
+    def __init__(self, settings: LLMSettings) -> None:
+        self.closed = False
+        MADE.append(self)
+
+    def __call__(self, owner: ModelOwner, run_id: str) -> Provider:
+        return Echo()
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+MADE: list[EchoPool] = []
+
+
+async def test_a_new_provider_is_one_registry_entry() -> None:
+    MADE.clear()
+    factories: dict[str, PoolFactory] = {**FACTORIES, "echo": EchoPool}
+    providers = Providers(LLMSettings(), factories)
+    owner = Owner(ModelConfig.model_construct(provider="echo", name="e"))  # type: ignore[arg-type]
+    assert MADE == []  # a pool is made on first use
+    provider = providers(owner, "run_1")
+    providers(owner, "run_2")
+    [pool] = MADE
+    request = LLMRequest(model="e", system="", messages=[Message.user_text("ping")], max_tokens=9)
+    assert (await provider.complete(request)).content == [TextBlock(text="ping")]
+    await providers.aclose()
+    assert pool.closed
+
+
+def test_each_provider_reads_its_own_settings_group(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LOOPWRIGHT_LLM__ANTHROPIC__API_KEY", "sk-from-env")
+    monkeypatch.setenv("LOOPWRIGHT_LLM__ANTHROPIC__BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("LOOPWRIGHT_LLM__ANTHROPIC__API_KEY_FILE", str(tmp_path / "k"))
+    anthropic = Settings().llm.anthropic
+    assert anthropic.api_key is not None
+    assert anthropic.api_key.get_secret_value() == "sk-from-env"
+    assert anthropic.base_url == "http://127.0.0.1:9"
+    assert anthropic.api_key_file == tmp_path / "k"
+
+
+def test_a_setting_in_the_old_flat_layout_is_refused_not_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LOOPWRIGHT_LLM__ANTHROPIC_API_KEY", "sk-old-name")
+    with pytest.raises(ValidationError, match="anthropic_api_key"):
+        Settings()
