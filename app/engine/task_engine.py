@@ -22,9 +22,10 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
+from app.core.errors import AppError, QueueFull, ShuttingDown
 from app.core.streams import TASK_STREAM
 from app.engine.bus import EventBus
+from app.engine.idempotent_create import CreateKey
 from app.engine.task_mutations import Change, CreateTask, TaskMutation
 from app.engine.writer_queue import drain_and_stop
 from app.schemas.tasks import TaskRead
@@ -199,9 +200,16 @@ class TaskEngine:
             read = await tasks.lock_tasks(
                 session, (m.task_id for m in mutations if not isinstance(m, CreateTask))
             )
+            # Keyed creates do not go through `keyed_create` (one key per transaction): the
+            # batch's keys are found in one query, and a create later in the batch must
+            # replay a key an earlier one made but has not committed yet. The rules are the
+            # same (`CreateKey.replays`, `CreateKey.record`). No advisory lock: in this
+            # process the single writer serialises creates; one racing with a create in
+            # another process fails on the key's primary key once the other commits (a
+            # conflict: a retry of the request then replays the key).
             keys = await idempotency.find_scoped_keys(
                 session,
-                [key for m in mutations if (key := _scoped_key(m)) is not None],
+                [(k.scope, k.key) for m in mutations if (k := _create_key(m)) is not None],
                 live_since=keys_live_since,
             )
             working: dict[str, TaskRead | None] = dict(read)
@@ -223,15 +231,9 @@ class TaskEngine:
                 last_change[mutation.task_id] = change
                 changes.append(change)
                 outcomes.append(MutationResult(change.task, change))
-                if isinstance(mutation, CreateTask) and mutation.idempotency_key:
-                    record = idempotency.KeyRecord(
-                        _key_scope(mutation),
-                        mutation.idempotency_key,
-                        mutation.request_hash or "",
-                        change.task.id,
-                        change.snapshot,
-                        run_id=mutation.run_id,
-                    )
+                if (key := _create_key(mutation)) is not None:
+                    # A later create of this batch with the key replays this one.
+                    record = key.record(change.task.id, change.snapshot)
                     keys[record.scope, record.key] = record
                     new_keys.append(record)
             await _write(session, read, last_change, changes, new_keys, now, keys_live_since)
@@ -251,28 +253,26 @@ class TaskEngine:
         ]
 
 
-def _key_scope(mutation: CreateTask) -> str:
-    return CREATE_SCOPE if mutation.run_id is None else TOOL_CREATE_SCOPE
-
-
-def _scoped_key(mutation: TaskMutation) -> tuple[str, str] | None:
-    """The (scope, key) a keyed create is remembered by; None for any other mutation."""
-    if not isinstance(mutation, CreateTask) or not mutation.idempotency_key:
+def _create_key(mutation: TaskMutation) -> CreateKey | None:
+    """The key a create is remembered by; None for any other mutation or an unkeyed create."""
+    if not isinstance(mutation, CreateTask):
         return None
-    return _key_scope(mutation), mutation.idempotency_key
+    scope = CREATE_SCOPE if mutation.run_id is None else TOOL_CREATE_SCOPE
+    return CreateKey.of(
+        scope, mutation.idempotency_key, mutation.request_hash, run_id=mutation.run_id
+    )
 
 
 def _idempotent_replay(
     mutation: TaskMutation, keys: dict[tuple[str, str], idempotency.KeyRecord]
 ) -> MutationResult | None:
-    if not isinstance(mutation, CreateTask) or not mutation.idempotency_key:
+    key = _create_key(mutation)
+    if key is None:
         return None
-    record = keys.get((_key_scope(mutation), mutation.idempotency_key))
-    if record is None:
+    first = key.replays(keys.get((key.scope, key.key)))
+    if first is None:
         return None
-    if record.request_hash != mutation.request_hash:
-        raise IdempotencyKeyReused()
-    return MutationResult(TaskRead.model_validate(record.response), None, replayed=True)
+    return MutationResult(TaskRead.model_validate(first.response), None, replayed=True)
 
 
 def _event_data(change: Change) -> dict[str, object]:
