@@ -1,15 +1,14 @@
-"""The reconciler: on boot and on a tick, it settles what no worker will (seed 000
-"Checkpoints and Resume").
+"""The reconciler: on boot and on a tick, it settles what no worker will: runs whose
+worker is gone, and cancels nobody answers.
 
 - A `running` run whose lease expired (its worker died or hung) becomes `timed_out`, and
   its error log gets a `heartbeat_lost` entry saying what the reconciler did with it.
   `resume_available` is set when its latest checkpoint is a resumable boundary (`input`,
   `llm_response`, `tool_result`, `compaction`, `journal_update`) and also when it has no
-  checkpoint at all. That second case deliberately departs from seed 000, which leaves a
-  run without a checkpoint to a human: its worker died between the claim and the first
-  boundary, so nothing was done and starting over is safe.
+  checkpoint at all: its worker died between the claim and the first boundary, so nothing
+  was done and starting over is safe, and no person needs to look at it first.
 - With automatic resume on, a resumable run goes straight back to the head of its lane's
-  queue, at most `max_resume_attempts` times over its life (seed 002's cap, 2 by default):
+  queue, at most `max_resume_attempts` times over its life (2 by default):
   a run that kills or hangs every worker that takes it (a poison input, a tool that runs
   the process out of memory) would otherwise be requeued forever. Past the cap it stays
   `timed_out` with `resume_available` (a person may still resume it) and an
@@ -38,9 +37,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.states import RunStatus
-from app.core.streams import RUNS_STREAM, run_stream
+from app.core.streams import RUNS_STREAM
 from app.engine.bus import EventBus
 from app.engine.periodic import Periodic
+from app.engine.published import Written, published, run_written
 from app.engine.runs import RunCommands, RunEvent, emit_many
 from app.schemas.runs import RunRead
 from app.store import checkpoints
@@ -132,10 +132,8 @@ class Reconciler:
                 timed_out += 1
                 resumed += run.status is RunStatus.QUEUED
                 exhausted += any(kind == "agent_run.resume_exhausted" for kind, _ in events)
-        for events, run in committed:  # committed: now they happened
-            log_events(events, run_id=run.id, lane=run.lane)
-            if self._metrics is not None:
-                self._metrics.observe_run_events(events, run)
+        written = [run_written(run, events) for events, run in committed]
+        published(self._bus, written, metrics=self._metrics)  # committed: now they happened
         cancelled = 0
         before = now - timedelta(seconds=self.cancel_timeout_s)
         async with self._sessionmaker() as session:
@@ -157,10 +155,7 @@ class Reconciler:
                     [event_store.NewEvent("agent_run.reconcile", report.__dict__)],
                     now,
                 )
-        if timed_out:
-            for _, run in committed:  # followers of each run hear it now, not at their poll
-                self._bus.publish(run_stream(run.id))
-            self._bus.publish(RUNS_STREAM)
+            published(self._bus, [Written(RUNS_STREAM)])
         return report
 
     async def _time_out(
@@ -172,7 +167,7 @@ class Reconciler:
         latest = await checkpoints.latest(session, run_id)
         last_kind = latest.kind if latest else None
         # No checkpoint: the worker died between its claim and the run's first boundary, so
-        # nothing was done and starting over is safe (seed 000 would leave it to a human).
+        # nothing was done and starting over is safe, with no person deciding first.
         resumable = latest is None or latest.kind in RESUMABLE
         resumes = automatic_resumes(run.error_log)
         decision: ResumeDecision

@@ -19,12 +19,12 @@ from app.core.states import RUN_ALLOWED, RunStatus
 from app.core.streams import RUNS_STREAM, lane_stream, run_stream
 from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey, keyed_create
+from app.engine.published import published, run_written
 from app.schemas.runs import RunCreate, RunRead
 from app.store import agents as agent_store
 from app.store import conversations, idempotency, tool_calls
 from app.store import events as event_store
 from app.store import runs as run_store
-from app.telemetry.logs import log_events
 from app.telemetry.metrics import Metrics
 
 CREATE_SCOPE = "runs.create"
@@ -123,13 +123,8 @@ class RunCommands:
     def _published(self, *runs: RunRead, event: str | None = None) -> None:
         """After commit: wake readers of the runs' streams, log and count what happened
         (a run settled here, cancelled before a loop held it, is an outcome too)."""
-        for run in runs:
-            self._bus.publish(run_stream(run.id))
-            events: list[RunEvent] = [(event or _cancel_event(run), {})]
-            log_events(events, run_id=run.id, lane=run.lane)
-            if self._metrics is not None:
-                self._metrics.observe_run_events(events, run)
-        self._bus.publish(RUNS_STREAM)
+        written = [run_written(run, [(event or _cancel_event(run), {})]) for run in runs]
+        published(self._bus, written, metrics=self._metrics)
 
     async def create(
         self,

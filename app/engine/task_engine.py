@@ -29,12 +29,12 @@ from app.core.streams import TASK_STREAM
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.idempotent_create import CreateKey
+from app.engine.published import Written, published
 from app.engine.task_mutations import Change, CreateTask, TaskMutation
 from app.schemas.tasks import TaskRead
 from app.store import events as event_store
 from app.store import idempotency, tasks
 from app.store.errors import StaleWrite, is_connectivity_error, translate
-from app.telemetry.logs import log_events
 
 log = logging.getLogger(__name__)
 
@@ -136,16 +136,11 @@ class TaskEngine:
     # -- the writer ------------------------------------------------------------------
 
     async def _committed(self, outcomes: list[Outcome]) -> None:
+        """After the commit: the bus and the log hear of the changes, then each observer
+        of each change, in order."""
         changed = [o for o in outcomes if isinstance(o, MutationResult) and o.change]
-        if changed:
-            self._bus.publish(TASK_STREAM)
+        published(self._bus, [_written(result) for result in changed])
         for result in changed:
-            assert result.change is not None
-            log_events(
-                [(result.change.event_type, {"seq": result.seq})],
-                task_id=result.task.id,
-                status=result.task.status.value,
-            )
             for observer in self._observers:
                 try:
                     await observer(result)
@@ -232,6 +227,15 @@ def _idempotent_replay(
     if first is None:
         return None
     return MutationResult(TaskRead.model_validate(first.response), None, replayed=True)
+
+
+def _written(result: MutationResult) -> Written:
+    assert result.change is not None
+    return Written(
+        TASK_STREAM,
+        [(result.change.event_type, {"seq": result.seq})],
+        {"task_id": result.task.id, "status": result.task.status.value},
+    )
 
 
 def _event_data(change: Change) -> dict[str, object]:

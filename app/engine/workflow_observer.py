@@ -1,5 +1,4 @@
-"""The execution observer: task changes move workflow executions (seed 002 "Observer
-Mechanism").
+"""The execution observer: task changes move workflow executions.
 
 The TaskEngine calls the observer after each committed mutation; it only notes the task
 id and wakes its own loop, so the engine's writer never waits on workflow I/O. The loop
@@ -37,6 +36,7 @@ from app.core.requirements import leaves, ready_nodes
 from app.core.states import ExecutionStatus, NodeStatus, TaskStatus
 from app.core.streams import execution_stream
 from app.engine.bus import EventBus
+from app.engine.published import Written, published
 from app.engine.task_engine import MutationResult, TaskEngine
 from app.engine.task_mutations import UpdateTask
 from app.engine.workflows import execution_event, node_event
@@ -200,7 +200,7 @@ class ExecutionObserver:
             if status is not current.status:
                 events.append(execution_event(f"workflow.execution.{status.value}", synced))
             await event_store.append_events(session, execution_stream(execution_id), events, now)
-        self._bus.publish(execution_stream(execution_id))
+        published(self._bus, [Written(execution_stream(execution_id))])
         await self._narrow_dependencies(synced, tasks)
         return synced
 

@@ -33,6 +33,7 @@ from app.core.states import ExecutionStatus, NodeStatus, TaskStatus, allowed_tar
 from app.core.streams import execution_stream
 from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey, keyed_create
+from app.engine.published import Written, published
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import CreateTask, TransitionTask
 from app.engine.workflow_graph import Graph, structural_issues, validate_workflow
@@ -255,7 +256,7 @@ class WorkflowCommands:
                 events.append(execution_event("workflow.execution.completed", execution))
             await event_store.append_events(session, execution_stream(execution.id), events, now)
             await create.remember(execution.id)
-        self._bus.publish(execution_stream(execution.id))
+        published(self._bus, [Written(execution_stream(execution.id))])
         await self._create_tasks(execution, plan.tasks, node_tasks, body, actor)
         async with self._sessionmaker() as session:
             latest = await store.get_execution(session, execution.id)
@@ -357,5 +358,5 @@ class WorkflowCommands:
             ]
             events.append(execution_event(f"workflow.execution.{status.value}", finished))
             await event_store.append_events(session, execution_stream(execution_id), events, now)
-        self._bus.publish(execution_stream(execution_id))
+        published(self._bus, [Written(execution_stream(execution_id))])
         return finished

@@ -1,4 +1,4 @@
-"""The agent loop for one claimed run (seed 000; seed 003 "executor", "terminator").
+"""The agent loop for one claimed run: its turns, boundaries and terminators.
 
     boundary checks (cancel, time, iterations) → LLM call → llm_response boundary
     → tool batch (ledger start committed first) → tool_result boundary → repeat
@@ -36,10 +36,11 @@ from app.core.messages import (
     pending_tool_uses,
 )
 from app.core.states import RunStatus
-from app.core.streams import RUNS_STREAM, run_stream
+from app.core.streams import run_stream
 from app.engine.approvals import ApprovalCommands
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
+from app.engine.published import published, run_written
 from app.engine.retry import RunRetryPolicy
 from app.llm.caller import LLMCallFailed, ResilientModel
 from app.llm.policy import PERMANENT_FAILURES, LLMRetryPolicy
@@ -75,7 +76,6 @@ from app.schemas.runs import RunRead
 from app.store import agents as agent_store
 from app.store import checkpoints, conversations, tool_calls
 from app.store import journal as journal_store
-from app.telemetry.logs import log_events
 from app.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -237,9 +237,8 @@ class RunLoop:
         if run is None:
             raise LeaseLost()
         events = [*boundary.opening, *boundary.events]
-        log_events(events, run_id=run.id, lane=run.lane)
-        if self.deps.metrics is not None:
-            self.deps.metrics.observe_run_events(events, run)
+        # Local waiters (pools, wait tools) hear of it now, not at their next poll.
+        published(self.deps.bus, [run_written(run, events)], metrics=self.deps.metrics)
         if boundary.context is not None:
             self.history = list(boundary.context[1])
         self.history += boundary.messages
@@ -248,9 +247,6 @@ class RunLoop:
         self.guards = guards
         self.completed_calls = completed_ids
         self.run = run
-        self.deps.bus.publish(run_stream(run.id))
-        if any(kind.startswith("agent_run.") for kind, _ in [*boundary.opening, *boundary.events]):
-            self.deps.bus.publish(RUNS_STREAM)  # local waiters (pools, wait tools) hear it now
         return run
 
     async def _start(self, started_here: bool) -> None:
@@ -387,9 +383,9 @@ class RunLoop:
         )
 
     async def _fail_too_many_errors(self) -> None:
-        """Seed 003's terminator: the model's tool calls kept failing. Not retried: another
-        attempt resumes the same transcript and model, which fail the same way. The final
-        checkpoint starts a new streak, so a person's `retry` gives the model a fresh
+        """The too-many-errors terminator: the model's tool calls kept failing. Not retried:
+        another attempt resumes the same transcript and model, which fail the same way. The
+        final checkpoint starts a new streak, so a person's `retry` gives the model a fresh
         chance (the count at its limit would stop the run again before any call)."""
         streak, limit = self.guards.errors, self.deps.max_error_batches
         log.warning("run %s stopped: %d failing tool batches in a row", self.run.id, streak.batches)
@@ -477,7 +473,7 @@ class RunLoop:
         return offered_tools(registry, self.agent, withdrawn=self.guards.degraded, forced=forced)
 
     def _model(self, provider_name: str, provider: Provider) -> ResilientModel:
-        """The run's model behind seed 001's call policy: retries, breakers, fallback."""
+        """The run's model behind the LLM call policy: retries, breakers, fallback."""
 
         async def heartbeat() -> None:  # between the chunks of a persistent wait
             if self.lease_lost.is_set():
