@@ -64,9 +64,8 @@ Outcome = MutationResult | AppError  # a refused mutation does not fail its batc
 def _worth_retrying_alone(exc: Exception) -> bool:
     """A failed group is retried one mutation per transaction when the database refused
     it (one bad mutation); not while the database is unreachable, nor after a bug."""
-    return isinstance(exc, SQLAlchemyError | OSError | StaleWrite) and not is_connectivity_error(
-        exc
-    )
+    refused = isinstance(exc, SQLAlchemyError | OSError | StaleWrite)
+    return refused and not is_connectivity_error(exc)
 
 
 class TaskEngine:
