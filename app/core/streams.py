@@ -8,8 +8,8 @@ TASK_STREAM = "tasks"  # every task's changes (`GET /v1/tasks/events`)
 RUNS_STREAM = "runs"  # every run's lifecycle (`GET /v1/runs/events`); wakes the workers
 APPROVALS_STREAM = "approvals"  # approvals asked and settled (`GET /v1/approvals/events`)
 
-# One event of a run: its type (`agent_run.started`, `message.created`, …) and its data.
-RunEvent = tuple[str, dict[str, Any]]
+# One event as a stream holds it: its type (`agent_run.started`, `task.created`, …) and its data.
+StreamEvent = tuple[str, dict[str, Any]]
 
 
 def run_stream(run_id: str) -> str:

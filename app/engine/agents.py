@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.errors import Conflict, NotFound, VersionConflict
 from app.core.ids import new_id
-from app.engine import client_keys
+from app.engine.idempotent_create import CreateKey, keyed_create
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
 from app.store import agents as agent_store
 from app.store import idempotency
@@ -49,20 +49,16 @@ class AgentCommands:
     ) -> tuple[AgentRead, bool]:
         """The agent, and whether it is the first response to this key, replayed (the
         agent as that create returned it)."""
-        now = self._clock()
-        live_since = now - self._idempotency_retention  # older keys are forgotten
-        key = None
-        if idempotency_key:
-            key = client_keys.ClientKey(CREATE_SCOPE, idempotency_key, request_hash or "")
+        key = CreateKey.of(CREATE_SCOPE, idempotency_key, request_hash)
         values = body.model_dump(mode="json") | {"id": new_id("agent"), "version": 1}
         async with self._sessionmaker() as session, session.begin():
-            first = await client_keys.replay(session, key, live_since)
-            if first is not None:
-                return AgentRead.model_validate(first), True
-            agent = await agent_store.insert_agent(session, values)
-            await client_keys.remember(
-                session, key, agent.id, agent.model_dump(mode="json"), now, live_since
+            create = await keyed_create(
+                session, key, now=self._clock(), retention=self._idempotency_retention
             )
+            if create.replay is not None:
+                return AgentRead.model_validate(create.replay.response), True
+            agent = await agent_store.insert_agent(session, values)
+            await create.remember(agent.id, agent.model_dump(mode="json"))
         return agent, False
 
     async def update(

@@ -34,10 +34,11 @@ from app.core.config import ApprovalSettings
 from app.core.errors import AppError, ApprovalExpired, NotFound, VersionConflict
 from app.core.ids import new_id
 from app.core.states import ApprovalDecision, ApprovalStatus, TaskStatus, check_approval_transition
-from app.core.streams import APPROVALS_STREAM, RUNS_STREAM, run_stream
+from app.core.streams import APPROVALS_STREAM
 from app.core.vocabulary import ApprovalKind, ReviewTimeoutPolicy
 from app.engine.approval_summaries import review_summary, tool_call_summary
 from app.engine.bus import EventBus
+from app.engine.published import Written, published, run_written
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import TransitionTask
 from app.engine.tool_approvals import release_run
@@ -49,7 +50,6 @@ from app.store import runs as run_store
 from app.store import task_runs as task_run_store
 from app.store import tasks as task_store
 from app.store import workflows as workflow_store
-from app.telemetry.logs import log_events
 
 log = logging.getLogger(__name__)
 
@@ -460,22 +460,23 @@ class ApprovalCommands:
         )
 
     def _published(self, written: _Written) -> None:
-        """After commit: wake the stream's readers and the workers, and log."""
-        if written.events:
-            self._bus.publish(APPROVALS_STREAM)
-        for event_type, approval in written.events:
-            log_events(
+        """After commit: wake the stream's readers and the released runs' followers (and
+        the workers), and log."""
+        approvals = [
+            Written(
+                APPROVALS_STREAM,
                 [(event_type, {"kind": approval.kind.value, "status": approval.status.value})],
-                approval_id=approval.id,
-                task_id=approval.task_id,
-                run_id=approval.run_id,
-                escalations=approval.escalations,
+                {
+                    "approval_id": approval.id,
+                    "task_id": approval.task_id,
+                    "run_id": approval.run_id,
+                    "escalations": approval.escalations,
+                },
             )
-        for run in written.runs:
-            self._bus.publish(run_stream(run.id))
-            log_events([("agent_run.approval_decided", {})], run_id=run.id, lane=run.lane)
-        if written.runs:
-            self._bus.publish(RUNS_STREAM)
+            for event_type, approval in written.events
+        ]
+        runs = [run_written(run, [("agent_run.approval_decided", {})]) for run in written.runs]
+        published(self._bus, [*approvals, *runs])
 
 
 def _overdue(approval: ApprovalRead, now: datetime) -> bool:

@@ -1,11 +1,12 @@
-"""The reconciler: on boot and on a tick, it settles what no worker will.
+"""The reconciler: on boot and on a tick, it settles what no worker will: runs whose
+worker is gone, and cancels nobody answers.
 
 - A `running` run whose lease expired (its worker died or hung) becomes `timed_out`, and
   its error log gets a `heartbeat_lost` entry saying what the reconciler did with it.
   `resume_available` is set when its latest checkpoint is a resumable boundary (`input`,
   `llm_response`, `tool_result`, `compaction`, `journal_update`) and also when it has no
-  checkpoint at all: its worker died between the claim and the first boundary, so
-  nothing was done and starting over is safe.
+  checkpoint at all: its worker died between the claim and the first boundary, so nothing
+  was done and starting over is safe, and no person needs to look at it first.
 - With automatic resume on, a resumable run goes straight back to the head of its lane's
   queue, at most `max_resume_attempts` times over its life (2 by default):
   a run that kills or hangs every worker that takes it (a poison input, a tool that runs
@@ -36,10 +37,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.states import RunStatus, StopReason
-from app.core.streams import RUNS_STREAM, RunEvent, run_stream
+from app.core.streams import RUNS_STREAM, StreamEvent
 from app.engine import run_transitions
 from app.engine.bus import EventBus
 from app.engine.periodic import Periodic
+from app.engine.published import Written, published, run_written
 from app.engine.runs import RunCommands
 from app.schemas.runs import RunRead
 from app.store import checkpoints
@@ -122,7 +124,7 @@ class Reconciler:
     async def run_once(self) -> ReconcileReport:
         now = self._clock()
         timed_out = resumed = exhausted = 0
-        committed: list[tuple[list[RunEvent], RunRead]] = []
+        committed: list[tuple[list[StreamEvent], RunRead]] = []
         async with self._sessionmaker() as session, session.begin():
             expired = (await session.execute(_EXPIRED, {"limit": self._batch})).scalars().all()
             for run_id in expired:
@@ -131,10 +133,8 @@ class Reconciler:
                 timed_out += 1
                 resumed += run.status is RunStatus.QUEUED
                 exhausted += any(kind == "agent_run.resume_exhausted" for kind, _ in events)
-        for events, run in committed:  # committed: now they happened
-            log_events(events, run_id=run.id, lane=run.lane)
-            if self._metrics is not None:
-                self._metrics.observe_run_events(events, run)
+        written = [run_written(run, events) for events, run in committed]
+        published(self._bus, written, metrics=self._metrics)  # committed: now they happened
         cancelled = 0
         before = now - timedelta(seconds=self.cancel_timeout_s)
         async with self._sessionmaker() as session:
@@ -156,15 +156,12 @@ class Reconciler:
                     [event_store.NewEvent("agent_run.reconcile", report.__dict__)],
                     now,
                 )
-        if timed_out:
-            for _, run in committed:  # followers of each run hear it now, not at their poll
-                self._bus.publish(run_stream(run.id))
-            self._bus.publish(RUNS_STREAM)
+            published(self._bus, [Written(RUNS_STREAM)])
         return report
 
     async def _time_out(
         self, session: AsyncSession, run_id: str, now: datetime
-    ) -> tuple[list[RunEvent], RunRead]:
+    ) -> tuple[list[StreamEvent], RunRead]:
         """The run's events and the run as they leave it: `timed_out`, or `queued` again."""
         run = await run_store.get_run(session, run_id)
         assert run is not None  # locked by the select
@@ -172,14 +169,14 @@ class Reconciler:
 
     async def time_out(
         self, session: AsyncSession, run: RunRead, now: datetime
-    ) -> tuple[list[RunEvent], RunRead]:
+    ) -> tuple[list[StreamEvent], RunRead]:
         """Time out `run` (locked by this transaction), whose worker stopped renewing its
         lease: `invalid_transition` unless it is running."""
         run_id = run.id
         latest = await checkpoints.latest(session, run_id)
         last_kind = latest.kind if latest else None
         # No checkpoint: the worker died between its claim and the run's first boundary, so
-        # nothing was done and starting over is safe.
+        # nothing was done and starting over is safe, with no person deciding first.
         resumable = latest is None or latest.kind in RESUMABLE
         resumes = automatic_resumes(run.error_log)
         decision: ResumeDecision
@@ -201,7 +198,7 @@ class Reconciler:
             "resume": decision,
             "at": now.isoformat(),
         }
-        events: list[RunEvent] = [
+        events: list[StreamEvent] = [
             (
                 "agent_run.timed_out",
                 {"resume_available": resumable, "last_checkpoint": last_kind},
@@ -228,7 +225,7 @@ class Reconciler:
         )
         if decision != "automatic":
             return events, changed
-        resume: list[RunEvent] = [
+        resume: list[StreamEvent] = [
             ("agent_run.resume", {"automatic": True, "automatic_resumes": resumes + 1})
         ]
         back = await run_transitions.move(

@@ -9,10 +9,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from app.core.states import RunStatus
+from app.core.streams import StreamEvent
 from app.schemas.runs import RunRead
 from app.store.checkpoints import CheckpointKind
-
-RunEvent = tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class FailedRun:
     of checkpoint that closes it (None while it will be retried)."""
 
     values: dict[str, Any]
-    events: list[RunEvent]
+    events: list[StreamEvent]
     checkpoint: CheckpointKind | None
 
 
@@ -83,7 +82,7 @@ def after_failure(
     values: dict[str, Any] = {
         "error_log": [*run.error_log, {"attempt": run.attempt, **error, "at": now.isoformat()}]
     }
-    failure: RunEvent = ("agent_run.failed", failed)
+    failure: StreamEvent = ("agent_run.failed", failed)
     if policy.max_retries == 0 or not retryable:
         return FailedRun(values, [failure], "final")
     if run.attempt <= policy.max_retries:

@@ -22,14 +22,14 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import RunStatus, check_run_transition
-from app.core.streams import RUNS_STREAM, RunEvent, lane_stream, run_stream
+from app.core.streams import RUNS_STREAM, StreamEvent, lane_stream, run_stream
 from app.schemas.runs import RunRead
 from app.store import events as event_store
 from app.store import runs as run_store
 
 
 async def emit_many(
-    session: AsyncSession, batches: Sequence[tuple[RunRead, Sequence[RunEvent], datetime]]
+    session: AsyncSession, batches: Sequence[tuple[RunRead, Sequence[StreamEvent], datetime]]
 ) -> None:
     """Append each run's events to its streams (see the module's docstring), in one
     statement for all of them."""
@@ -58,7 +58,7 @@ async def move(
     to: RunStatus,
     now: datetime,
     *,
-    events: Sequence[RunEvent],
+    events: Sequence[StreamEvent],
     values: dict[str, Any] | None = None,
 ) -> RunRead:
     """Move a run this transaction holds locked (read `FOR UPDATE`) to `to`, writing
@@ -88,7 +88,7 @@ async def release(
     the head of its lane, with an `agent_run.interrupted` event."""
     check_run_transition(RunStatus.RUNNING, RunStatus.QUEUED)
     released = await run_store.release(session, owner=owner, leases=leases)
-    interrupted: list[RunEvent] = [("agent_run.interrupted", {"worker": owner})]
+    interrupted: list[StreamEvent] = [("agent_run.interrupted", {"worker": owner})]
     await emit_many(session, [(run, interrupted, now) for run in released])
     return released
 

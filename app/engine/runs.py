@@ -12,19 +12,19 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.errors import Conflict, IdempotencyKeyReused, InvalidTransition, NotFound
+from app.core.errors import Conflict, InvalidTransition, NotFound
 from app.core.ids import new_id
 from app.core.messages import Message, pending_tool_uses, results_message
 from app.core.states import RUN_ALLOWED, RunStatus, StopReason, check_run_transition
-from app.core.streams import RUNS_STREAM, RunEvent, run_stream
 from app.engine import run_transitions
 from app.engine.bus import EventBus
+from app.engine.idempotent_create import CreateKey, keyed_create
+from app.engine.published import published, run_written
 from app.engine.run_transitions import emit
 from app.schemas.runs import RunCreate, RunRead
 from app.store import agents as agent_store
 from app.store import conversations, idempotency, tool_calls
 from app.store import runs as run_store
-from app.telemetry.logs import log_events
 from app.telemetry.metrics import Metrics
 
 CREATE_SCOPE = "runs.create"
@@ -93,13 +93,8 @@ class RunCommands:
     def _published(self, *runs: RunRead, event: str | None = None) -> None:
         """After commit: wake readers of the runs' streams, log and count what happened
         (a run settled here, cancelled before a loop held it, is an outcome too)."""
-        for run in runs:
-            self._bus.publish(run_stream(run.id))
-            events: list[RunEvent] = [(event or _cancel_event(run), {})]
-            log_events(events, run_id=run.id, lane=run.lane)
-            if self._metrics is not None:
-                self._metrics.observe_run_events(events, run)
-        self._bus.publish(RUNS_STREAM)
+        written = [run_written(run, [(event or _cancel_event(run), {})]) for run in runs]
+        published(self._bus, written, metrics=self._metrics)
 
     async def create(
         self,
@@ -115,19 +110,13 @@ class RunCommands:
         now = self._clock()
         touched: list[RunRead] = []
         scope = CREATE_SCOPE if parent_run_id is None else SPAWN_SCOPE
-        live_since = now - self._idempotency_retention  # for clients' keys only
+        key = CreateKey.of(scope, idempotency_key, request_hash, run_id=parent_run_id)
         async with self._sessionmaker() as session, session.begin():
-            if idempotency_key:
-                await idempotency.lock_key(session, scope, idempotency_key)
-                found = await idempotency.find_keys(
-                    session, scope, [idempotency_key], live_since=live_since
-                )
-                if idempotency_key in found:
-                    if found[idempotency_key].request_hash != request_hash:
-                        raise IdempotencyKeyReused()
-                    replay = await run_store.get_run(session, found[idempotency_key].resource_id)
-                    if replay is not None:
-                        return replay, True
+            keyed = await keyed_create(session, key, now=now, retention=self._idempotency_retention)
+            if keyed.replay is not None:  # a repeat gets the run as it is now
+                replay = await run_store.get_run(session, keyed.replay.resource_id)
+                if replay is not None:
+                    return replay, True
             if await agent_store.get_agent(session, body.agent_id) is None:
                 raise NotFound("agent", body.agent_id)
             conversation_id = body.conversation_id or new_id("conv")
@@ -169,11 +158,7 @@ class RunCommands:
                 },
             )
             await emit(session, run, "agent_run.queued", now, lane=lane)
-            if idempotency_key:
-                record = idempotency.KeyRecord(
-                    scope, idempotency_key, request_hash or "", run.id, {}, run_id=parent_run_id
-                )
-                await idempotency.insert_keys(session, [record], now, live_since=live_since)
+            await keyed.remember(run.id)
         self._published(run, event="agent_run.queued")
         self._published(*touched)
         return run, False

@@ -1,19 +1,21 @@
-"""TaskEngine: the single writer of task state in this process (SPEC C1).
+"""TaskEngine: the single writer of task state in this process. Every change to a task
+goes through it, so mutations of one task never race within a process; across processes,
+row locks and the versions' compare-and-set keep replicas' engines safe together.
 
-Callers `submit()` a mutation and await its future. One writer task takes whatever is
-queued (up to `max_batch`), locks the rows involved, applies each mutation in order to an
-in-memory working copy, and writes the result in one transaction: a group commit in which
-every mutation keeps its own result or error. Audit rows and events are written in that
-same transaction; futures, observers and the bus only hear of it after the commit.
+Callers `submit()` a mutation and await its result. The engine's `GroupCommitter` takes
+whatever is queued (up to `max_batch`); the engine locks the rows involved, applies each
+mutation in order to an in-memory working copy, and writes the result in one transaction:
+a group commit in which every mutation keeps its own result or error. Audit rows and
+events are written in that same transaction; callers, the bus, the log and observers only
+hear of it after the commit.
 
-If a group's transaction fails, its mutations are retried one transaction each, so one
-bad mutation cannot sink the others; if the database is unreachable they all fail with
-`unavailable` at once. Reads do not go through the queue.
+If a group's transaction fails on the database, its mutations are retried one transaction
+each, so one bad mutation cannot sink the others; if the database is unreachable they all
+fail with `unavailable` at once. Reads do not go through the queue.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -22,16 +24,17 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.errors import AppError, IdempotencyKeyReused, QueueFull, ShuttingDown
+from app.core.errors import AppError
 from app.core.streams import TASK_STREAM
 from app.engine.bus import EventBus
+from app.engine.group_commit import GroupCommitter
+from app.engine.idempotent_create import CreateKey
+from app.engine.published import Written, published
 from app.engine.task_mutations import Change, CreateTask, TaskMutation
-from app.engine.writer_queue import drain_and_stop
 from app.schemas.tasks import TaskRead
 from app.store import events as event_store
 from app.store import idempotency, tasks
 from app.store.errors import StaleWrite, is_connectivity_error, translate
-from app.telemetry.logs import log_events
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +58,14 @@ class MutationResult:
 
 
 Observer = Callable[[MutationResult], Awaitable[None]]
+Outcome = MutationResult | AppError  # a refused mutation does not fail its batch
 
 
-@dataclass
-class _Pending:
-    mutation: TaskMutation
-    future: asyncio.Future[MutationResult]
+def _worth_retrying_alone(exc: Exception) -> bool:
+    """A failed group is retried one mutation per transaction when the database refused
+    it (one bad mutation); not while the database is unreachable, nor after a bug."""
+    refused = isinstance(exc, SQLAlchemyError | OSError | StaleWrite)
+    return refused and not is_connectivity_error(exc)
 
 
 class TaskEngine:
@@ -75,36 +80,38 @@ class TaskEngine:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         idempotency_retention: timedelta = idempotency.DEFAULT_RETENTION,
     ) -> None:
-        self._sessionmaker = sessionmaker
         self._bus = bus
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=queue_size)
-        self._max_batch = max_batch
-        self._retry_after_s = queue_full_retry_after_s
         self._clock = clock
         self._idempotency_retention = idempotency_retention
         self._observers: list[Observer] = []
-        self._writer: asyncio.Task[None] | None = None
-        self._accepting = False
+        self._writer: GroupCommitter[TaskMutation, Outcome] = GroupCommitter(
+            sessionmaker,
+            self._commit,
+            max_batch=max_batch,
+            queue_size=queue_size,
+            queue_full_retry_after_s=queue_full_retry_after_s,
+            after_commit=self._committed,
+            isolate=_worth_retrying_alone,
+            error=translate,
+            # A mutation stands once accepted, even if its caller stops waiting: a workflow
+            # execution, say, already names the tasks it submitted.
+            write_abandoned=True,
+            name="task-engine-writer",
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._writer is None:
-            self._accepting = True
-            self._writer = asyncio.create_task(self._run(), name="task-engine-writer")
+        self._writer.start()
 
     @property
     def running(self) -> bool:
-        return self._accepting and self._writer is not None and not self._writer.done()
+        return self._writer.running
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
-        """Refuse new mutations, let the queued ones commit within the timeout, then cancel
+        """Refuse new mutations, let the queued ones commit within the timeout, then stop
         the writer; whatever is still queued fails with `shutting_down`."""
-        self._accepting = False
-        if self._writer is None:
-            return
-        await drain_and_stop(self._queue, self._writer, drain_timeout_s)
-        self._writer = None
+        await self._writer.stop(drain_timeout_s)
 
     def add_observer(self, observer: Observer) -> None:
         """Called after each committed mutation, in order. Errors are logged, not raised;
@@ -114,135 +121,83 @@ class TaskEngine:
     # -- submission ------------------------------------------------------------------
 
     async def submit(self, mutation: TaskMutation) -> MutationResult:
-        if not self._accepting:
-            raise ShuttingDown()
-        future: asyncio.Future[MutationResult] = asyncio.get_running_loop().create_future()
-        try:
-            self._queue.put_nowait(_Pending(mutation, future))
-        except asyncio.QueueFull:
-            raise QueueFull(self._retry_after_s) from None
-        return await future
+        """Its result, once committed; `queue_full` (with a retry-after) when the queue is
+        full, `shutting_down` once the engine stops."""
+        outcome = await self._writer.submit(mutation)
+        if isinstance(outcome, AppError):
+            raise outcome
+        return outcome
 
     @property
     def queue_depth(self) -> int:
-        return self._queue.qsize()
+        return self._writer.queue_depth
 
     # -- the writer ------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            while len(batch) < self._max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            try:
-                await self._process(batch)
-            except Exception as exc:  # the writer must outlive any one batch
-                log.exception("task engine batch failed")
-                for pending in batch:
-                    if not pending.future.done():
-                        pending.future.set_exception(translate(exc))
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-            # Let the callers just answered run and queue their next mutation, so that it
-            # joins the next group instead of trailing it in a group of its own.
-            await asyncio.sleep(0)
-
-    async def _process(self, batch: list[_Pending]) -> None:
-        try:
-            outcomes = await self._commit(batch)
-        except (SQLAlchemyError, OSError, StaleWrite) as exc:
-            # Retrying one by one isolates a bad mutation; it cannot help while the
-            # database is unreachable, so then the whole group fails at once.
-            if len(batch) == 1 or is_connectivity_error(exc):
-                for pending in batch:
-                    if not pending.future.done():
-                        pending.future.set_exception(translate(exc))
-                return
-            log.warning("group commit of %d failed (%s); retrying singly", len(batch), exc)
-            for pending in batch:
-                await self._process([pending])
-            return
-        committed = [o for o in outcomes if isinstance(o, MutationResult)]
-        for pending, outcome in zip(batch, outcomes, strict=True):
-            if pending.future.done():  # the caller went away; the change stands
-                continue
-            if isinstance(outcome, AppError):
-                pending.future.set_exception(outcome)
-            else:
-                pending.future.set_result(outcome)
-        if any(o.change for o in committed):
-            self._bus.publish(TASK_STREAM)
-        await self._notify(committed)
-
-    async def _notify(self, results: Sequence[MutationResult]) -> None:
-        for result in results:
-            if result.change is None:
-                continue
-            log_events(
-                [(result.change.event_type, {"seq": result.seq})],
-                task_id=result.task.id,
-                status=result.task.status.value,
-            )
+    async def _committed(self, outcomes: list[Outcome]) -> None:
+        """After the commit: the bus and the log hear of the changes, then each observer
+        of each change, in order."""
+        changed = [o for o in outcomes if isinstance(o, MutationResult) and o.change]
+        published(self._bus, [_written(result) for result in changed])
+        for result in changed:
             for observer in self._observers:
                 try:
                     await observer(result)
                 except Exception:
                     log.exception("task observer %r failed", observer)
 
-    async def _commit(self, batch: list[_Pending]) -> list[MutationResult | AppError]:
-        """Apply the batch in one transaction; return one outcome per mutation."""
+    async def _commit(self, session: AsyncSession, mutations: list[TaskMutation]) -> list[Outcome]:
+        """Apply the batch in the writer's transaction; one outcome per mutation."""
         now = self._clock()
         keys_live_since = now - self._idempotency_retention  # older clients' keys are forgotten
-        async with self._sessionmaker() as session, session.begin():
-            mutations = [p.mutation for p in batch]
-            read = await tasks.lock_tasks(
-                session, (m.task_id for m in mutations if not isinstance(m, CreateTask))
-            )
-            keys = await idempotency.find_scoped_keys(
-                session,
-                [key for m in mutations if (key := _scoped_key(m)) is not None],
-                live_since=keys_live_since,
-            )
-            working: dict[str, TaskRead | None] = dict(read)
-            last_change: dict[str, Change] = {}
-            outcomes: list[MutationResult | AppError] = []
-            changes: list[Change] = []
-            new_keys: list[idempotency.KeyRecord] = []
-            for mutation in mutations:
-                try:
-                    replay = _idempotent_replay(mutation, keys)
-                    if replay is not None:
-                        outcomes.append(replay)
-                        continue
-                    change = mutation.apply(working.get(mutation.task_id), now)
-                except AppError as exc:
-                    outcomes.append(exc)
+        read = await tasks.lock_tasks(
+            session, (m.task_id for m in mutations if not isinstance(m, CreateTask))
+        )
+        # Keyed creates do not go through `keyed_create` (one key per transaction): the
+        # batch's keys are found in one query, and a create later in the batch must
+        # replay a key an earlier one made but has not committed yet. The rules are the
+        # same (`CreateKey.replays`, `CreateKey.record`). No advisory lock: in this
+        # process the single writer serialises creates; one racing with a create in
+        # another process fails on the key's primary key once the other commits (a
+        # conflict: a retry of the request then replays the key).
+        keys = await idempotency.find_scoped_keys(
+            session,
+            [(k.scope, k.key) for m in mutations if (k := _create_key(m)) is not None],
+            live_since=keys_live_since,
+        )
+        working: dict[str, TaskRead | None] = dict(read)
+        last_change: dict[str, Change] = {}
+        outcomes: list[Outcome] = []
+        changes: list[Change] = []
+        new_keys: list[idempotency.KeyRecord] = []
+        for mutation in mutations:
+            try:
+                replay = _idempotent_replay(mutation, keys)
+                if replay is not None:
+                    outcomes.append(replay)
                     continue
-                working[mutation.task_id] = change.after
-                last_change[mutation.task_id] = change
-                changes.append(change)
-                outcomes.append(MutationResult(change.task, change))
-                if isinstance(mutation, CreateTask) and mutation.idempotency_key:
-                    record = idempotency.KeyRecord(
-                        _key_scope(mutation),
-                        mutation.idempotency_key,
-                        mutation.request_hash or "",
-                        change.task.id,
-                        change.snapshot,
-                        run_id=mutation.run_id,
-                    )
-                    keys[record.scope, record.key] = record
-                    new_keys.append(record)
-            await _write(session, read, last_change, changes, new_keys, now, keys_live_since)
-            seqs = iter(
-                await event_store.append_events(
-                    session,
-                    TASK_STREAM,
-                    [event_store.NewEvent(c.event_type, _event_data(c)) for c in changes],
-                    now,
-                )
+                change = mutation.apply(working.get(mutation.task_id), now)
+            except AppError as exc:
+                outcomes.append(exc)
+                continue
+            working[mutation.task_id] = change.after
+            last_change[mutation.task_id] = change
+            changes.append(change)
+            outcomes.append(MutationResult(change.task, change))
+            if (key := _create_key(mutation)) is not None:
+                # A later create of this batch with the key replays this one.
+                record = key.record(change.task.id, change.snapshot)
+                keys[record.scope, record.key] = record
+                new_keys.append(record)
+        await _write(session, read, last_change, changes, new_keys, now, keys_live_since)
+        seqs = iter(
+            await event_store.append_events(
+                session,
+                TASK_STREAM,
+                [event_store.NewEvent(c.event_type, _event_data(c)) for c in changes],
+                now,
             )
+        )
         return [
             MutationResult(o.task, o.change, next(seqs))
             if isinstance(o, MutationResult) and o.change
@@ -251,28 +206,35 @@ class TaskEngine:
         ]
 
 
-def _key_scope(mutation: CreateTask) -> str:
-    return CREATE_SCOPE if mutation.run_id is None else TOOL_CREATE_SCOPE
-
-
-def _scoped_key(mutation: TaskMutation) -> tuple[str, str] | None:
-    """The (scope, key) a keyed create is remembered by; None for any other mutation."""
-    if not isinstance(mutation, CreateTask) or not mutation.idempotency_key:
+def _create_key(mutation: TaskMutation) -> CreateKey | None:
+    """The key a create is remembered by; None for any other mutation or an unkeyed create."""
+    if not isinstance(mutation, CreateTask):
         return None
-    return _key_scope(mutation), mutation.idempotency_key
+    scope = CREATE_SCOPE if mutation.run_id is None else TOOL_CREATE_SCOPE
+    return CreateKey.of(
+        scope, mutation.idempotency_key, mutation.request_hash, run_id=mutation.run_id
+    )
 
 
 def _idempotent_replay(
     mutation: TaskMutation, keys: dict[tuple[str, str], idempotency.KeyRecord]
 ) -> MutationResult | None:
-    if not isinstance(mutation, CreateTask) or not mutation.idempotency_key:
+    key = _create_key(mutation)
+    if key is None:
         return None
-    record = keys.get((_key_scope(mutation), mutation.idempotency_key))
-    if record is None:
+    first = key.replays(keys.get((key.scope, key.key)))
+    if first is None:
         return None
-    if record.request_hash != mutation.request_hash:
-        raise IdempotencyKeyReused()
-    return MutationResult(TaskRead.model_validate(record.response), None, replayed=True)
+    return MutationResult(TaskRead.model_validate(first.response), None, replayed=True)
+
+
+def _written(result: MutationResult) -> Written:
+    assert result.change is not None
+    return Written(
+        TASK_STREAM,
+        [(result.change.event_type, {"seq": result.seq})],
+        {"task_id": result.task.id, "status": result.task.status.value},
+    )
 
 
 def _event_data(change: Change) -> dict[str, object]:

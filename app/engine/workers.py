@@ -32,9 +32,10 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.ids import new_id
-from app.core.streams import RUNS_STREAM
+from app.core.streams import RUNS_STREAM, StreamEvent
 from app.engine import run_transitions
 from app.engine.bus import EventBus
+from app.engine.published import published, run_written
 from app.schemas.runs import RunRead
 from app.store import runs as run_store
 
@@ -160,9 +161,8 @@ class WorkerPool:
                 "could not release %d runs at shutdown; their leases will expire", len(leases)
             )
             return
-        for run in released:
-            log.info("agent_run.interrupted %s", run.id)
-        self._bus.publish(RUNS_STREAM)
+        interrupted: list[StreamEvent] = [("agent_run.interrupted", {"worker": self.owner})]
+        published(self._bus, [run_written(run, interrupted) for run in released])
 
     async def run_until_idle(self) -> None:
         """Drain mode for tests and tools: claim and run until no lane has work. Claims
@@ -208,8 +208,8 @@ class WorkerPool:
         except IntegrityError:
             return []  # another claimer took the same lane first; the index said no
         except (SQLAlchemyError, OSError) as exc:
-            # Seed 000's event: logged, and the lanes are not blocked (the next wake-up or
-            # poll claims again).
+            # A failed claim is an event: logged, and the lanes are not blocked (the next
+            # wake-up or poll claims again).
             event = "agent_run.dispatch_next_failed"
             error = f"{type(exc).__name__}: {exc}"
             log.warning(

@@ -37,6 +37,7 @@ from app.core.states import ExecutionStatus, NodeStatus, TaskStatus
 from app.core.streams import execution_stream
 from app.engine import execution_transitions
 from app.engine.bus import EventBus
+from app.engine.published import Written, published
 from app.engine.task_engine import MutationResult, TaskEngine
 from app.engine.task_mutations import UpdateTask
 from app.engine.workflows import execution_event, node_event
@@ -196,7 +197,7 @@ class ExecutionObserver:
             if status is not current.status:
                 events.append(execution_event(f"workflow.execution.{status.value}", synced))
             await event_store.append_events(session, execution_stream(execution_id), events, now)
-        self._bus.publish(execution_stream(execution_id))
+        published(self._bus, [Written(execution_stream(execution_id))])
         await self._narrow_dependencies(synced, tasks)
         return synced
 

@@ -1,9 +1,10 @@
 """Workflow commands: definitions (create, update, delete) and executions (activate, cancel).
 
-Activation is eager (seed 002): the plan is computed from the definition and the runtime
-context, the execution row is committed first (with the ids its tasks will have, so that
-the observer can match every task event to it), then the tasks are created through the
-TaskEngine in one burst, which its writer commits as a group.
+Activation is eager: every task on the path the runtime context takes is planned at once
+from the definition, not node by node as tasks finish. The execution row is committed first
+(with the ids its tasks will have, so that the observer can match every task event to it),
+then the tasks are created through the TaskEngine in one burst, which its writer commits
+as a group.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from app.core.errors import (
     AppError,
     Conflict,
     FieldError,
-    IdempotencyKeyReused,
     NotFound,
     ValidationFailed,
     VersionConflict,
@@ -36,8 +36,10 @@ from app.core.states import (
     check_execution_transition,
 )
 from app.core.streams import execution_stream
-from app.engine import client_keys, execution_transitions
+from app.engine import execution_transitions
 from app.engine.bus import EventBus
+from app.engine.idempotent_create import CreateKey, keyed_create
+from app.engine.published import Written, published
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import CreateTask, TransitionTask
 from app.engine.workflow_graph import Graph, structural_issues, validate_workflow
@@ -153,20 +155,16 @@ class WorkflowCommands:
         issues = structural_issues(body.nodes, body.edges)
         if issues:
             raise _refuse(issues, ValidationFailed)
-        now = self._clock()
-        live_since = now - self._idempotency_retention  # older keys are forgotten
-        key = None
-        if idempotency_key:
-            key = client_keys.ClientKey(CREATE_SCOPE, idempotency_key, request_hash or "")
+        key = CreateKey.of(CREATE_SCOPE, idempotency_key, request_hash)
         values = body.model_dump(mode="json") | {"id": new_id("wf"), "version": 1}
         async with self._sessionmaker() as session, session.begin():
-            first = await client_keys.replay(session, key, live_since)
-            if first is not None:
-                return WorkflowRead.model_validate(first), True
-            workflow = await store.insert_workflow(session, values)
-            await client_keys.remember(
-                session, key, workflow.id, workflow.model_dump(mode="json"), now, live_since
+            create = await keyed_create(
+                session, key, now=self._clock(), retention=self._idempotency_retention
             )
+            if create.replay is not None:
+                return WorkflowRead.model_validate(create.replay.response), True
+            workflow = await store.insert_workflow(session, values)
+            await create.remember(workflow.id, workflow.model_dump(mode="json"))
         return workflow, False
 
     async def update(
@@ -224,53 +222,47 @@ class WorkflowCommands:
         idempotency_key: str | None = None,
         request_hash: str | None = None,
     ) -> Activation:
+        """Plan and record an execution, then create its tasks. With a key, a repeat gets
+        the execution as it is now."""
         now = self._clock()
-        keys_live_since = now - self._idempotency_retention  # older keys are forgotten
-        async with self._sessionmaker() as session:
+        key = CreateKey.of(ACTIVATE_SCOPE, idempotency_key, request_hash)
+        async with self._sessionmaker() as session, session.begin():
             workflow = await store.get_workflow(session, workflow_id)
             if workflow is None:
                 raise NotFound("workflow", workflow_id)
-            replay = await self._replay(session, idempotency_key, request_hash, keys_live_since)
-            if replay is not None:
-                return Activation(replay, replayed=True)
-        issues = validate_workflow(workflow.nodes, workflow.edges)
-        if issues:
-            raise _refuse(issues, WorkflowInvalid)
-        plan = plan_execution(Graph.of(workflow.nodes, workflow.edges), body.context)
-        node_tasks = {t.node_id: new_id("task") for t in plan.tasks}
-        values = {
-            "id": new_id("wfx"),
-            "workflow_id": workflow.id,
-            "workflow_version": workflow.version,
-            # With no task on the path taken there is nothing to wait for.
-            "status": ExecutionStatus.RUNNING if plan.tasks else ExecutionStatus.COMPLETED,
-            "context": body.context,
-            "node_status": {n: s.value for n, s in plan.node_status.items()},
-            "waits_for": {t.node_id: t.waits_for for t in plan.tasks},
-            "version": 1,
-            "created_at": now,
-            "updated_at": now,
-            "finished_at": None if plan.tasks else now,
-        }
-        async with self._sessionmaker() as session, session.begin():
-            if idempotency_key:
-                # Asked again under the key's lock: of two activations racing with one key,
-                # the second waits for the first to commit, then replays it.
-                await idempotency.lock_key(session, ACTIVATE_SCOPE, idempotency_key)
-                replay = await self._replay(session, idempotency_key, request_hash, keys_live_since)
+            create = await keyed_create(
+                session, key, now=now, retention=self._idempotency_retention
+            )
+            if create.replay is not None:
+                replay = await store.get_execution(session, create.replay.resource_id)
                 if replay is not None:
                     return Activation(replay, replayed=True)
+            issues = validate_workflow(workflow.nodes, workflow.edges)
+            if issues:
+                raise _refuse(issues, WorkflowInvalid)
+            plan = plan_execution(Graph.of(workflow.nodes, workflow.edges), body.context)
+            node_tasks = {t.node_id: new_id("task") for t in plan.tasks}
+            values = {
+                "id": new_id("wfx"),
+                "workflow_id": workflow.id,
+                "workflow_version": workflow.version,
+                # With no task on the path taken there is nothing to wait for.
+                "status": ExecutionStatus.RUNNING if plan.tasks else ExecutionStatus.COMPLETED,
+                "context": body.context,
+                "node_status": {n: s.value for n, s in plan.node_status.items()},
+                "waits_for": {t.node_id: t.waits_for for t in plan.tasks},
+                "version": 1,
+                "created_at": now,
+                "updated_at": now,
+                "finished_at": None if plan.tasks else now,
+            }
             execution = await store.insert_execution(session, values, node_tasks)
             events = [execution_event("workflow.execution.started", execution)]
             if not plan.tasks:
                 events.append(execution_event("workflow.execution.completed", execution))
             await event_store.append_events(session, execution_stream(execution.id), events, now)
-            if idempotency_key:
-                record = idempotency.KeyRecord(
-                    ACTIVATE_SCOPE, idempotency_key, request_hash or "", execution.id, {}
-                )
-                await idempotency.insert_keys(session, [record], now, live_since=keys_live_since)
-        self._bus.publish(execution_stream(execution.id))
+            await create.remember(execution.id)
+        published(self._bus, [Written(execution_stream(execution.id))])
         await self._create_tasks(execution, plan.tasks, node_tasks, body, actor)
         async with self._sessionmaker() as session:
             latest = await store.get_execution(session, execution.id)
@@ -278,23 +270,6 @@ class WorkflowCommands:
             # Cancelled while its tasks were being made: those were not there to cancel.
             await self._cancel_tasks(latest, actor)
         return Activation(latest or execution)
-
-    async def _replay(
-        self,
-        session: AsyncSession,
-        key: str | None,
-        request_hash: str | None,
-        live_since: datetime,
-    ) -> ExecutionRead | None:
-        if not key:
-            return None
-        live = await idempotency.find_keys(session, ACTIVATE_SCOPE, [key], live_since=live_since)
-        found = live.get(key)
-        if found is None:
-            return None
-        if found.request_hash != request_hash:
-            raise IdempotencyKeyReused()
-        return await store.get_execution(session, found.resource_id)
 
     async def _create_tasks(
         self,
@@ -385,5 +360,5 @@ class WorkflowCommands:
             ]
             events.append(execution_event(f"workflow.execution.{status.value}", finished))
             await event_store.append_events(session, execution_stream(execution_id), events, now)
-        self._bus.publish(execution_stream(execution_id))
+        published(self._bus, [Written(execution_stream(execution_id))])
         return finished

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.messages import Message, ToolUseBlock
-from app.core.streams import RunEvent
+from app.core.streams import StreamEvent
 from app.engine import run_transitions
 from app.engine.run_transitions import emit_many
 from app.loop.tool_runner import ToolOutcome
@@ -31,10 +31,10 @@ class Boundary:
     kind: CheckpointKind | None  # None: a step that is not a resume point
     messages: list[Message] = field(default_factory=list)
     run_values: dict[str, Any] = field(default_factory=dict)
-    events: list[RunEvent] = field(default_factory=list)
+    events: list[StreamEvent] = field(default_factory=list)
     completed: list[tuple[str, ToolOutcome]] = field(default_factory=list)
     started: list[ToolUseBlock] = field(default_factory=list)  # ledger rows begun here
-    opening: list[RunEvent] = field(default_factory=list)  # events before the messages'
+    opening: list[StreamEvent] = field(default_factory=list)  # events before the messages'
     # A compaction: the new live context, replacing the transcript through this position.
     context: tuple[int, list[Message]] | None = None
 
@@ -123,9 +123,9 @@ def _checkpoint(write: BoundaryWrite, run: RunRead, positions: list[int]) -> Che
 
 def _events(
     boundary: Boundary, dumped: list[dict[str, Any]], positions: list[int]
-) -> list[RunEvent]:
+) -> list[StreamEvent]:
     """The boundary's events in order: opening ones, one per new message, then the rest."""
-    created: list[RunEvent] = [
+    created: list[StreamEvent] = [
         (
             "message.created",
             {"position": position, "role": message["role"], "content": message["content"]},
@@ -135,5 +135,5 @@ def _events(
     return [*boundary.opening, *created, *boundary.events]
 
 
-def started_events(calls: list[ToolUseBlock]) -> list[RunEvent]:
+def started_events(calls: list[ToolUseBlock]) -> list[StreamEvent]:
     return [("tool_call.started", {"tool_call_id": c.id, "tool": c.name}) for c in calls]

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock
-from app.core.streams import RunEvent
+from app.core.streams import StreamEvent
 from app.llm import tokens
 from app.llm.provider import ToolChoice, ToolSpec
 
@@ -96,7 +96,7 @@ class Compaction:
     messages_before: int
     messages_after: int
 
-    def event(self, iteration: int) -> RunEvent:
+    def event(self, iteration: int) -> StreamEvent:
         kind = "agent.compaction.run" if self.stage == "R1" else "agent.recovery.fired"
         data = {k: v for k, v in asdict(self).items() if k != "messages"}
         return kind, {**data, "iteration": iteration}
@@ -123,7 +123,7 @@ class AskHuman:
             f"with this question: {self.question}"
         )
 
-    def event(self, iteration: int) -> RunEvent:
+    def event(self, iteration: int) -> StreamEvent:
         return "agent.recovery.fired", {
             "stage": "R3",
             "tokens_before": self.tokens,
@@ -158,7 +158,7 @@ class Recovery:
         return next((s for s in self.steps if isinstance(s, AskHuman)), None)
 
     @property
-    def events(self) -> list[RunEvent]:
+    def events(self) -> list[StreamEvent]:
         return [s.event(self.iteration) for s in self.steps]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from app.core.messages import Message, ToolUseBlock, pending_tool_uses, results_message
 from app.core.sanitize import sanitize
 from app.core.states import RunStatus, StopReason
-from app.core.streams import RunEvent
+from app.core.streams import StreamEvent
 from app.engine.retry import RunRetryPolicy, after_failure
 from app.loop.boundary import Boundary
 from app.loop.tool_runner import ToolOutcome
@@ -22,7 +22,7 @@ RESULT_PREVIEW_CHARS = 2_000
 _LEASE_GIVEN_UP = {"lease_owner": None, "lease_expires_at": None}
 
 
-def completed_events(outcomes: dict[str, ToolOutcome]) -> list[RunEvent]:
+def completed_events(outcomes: dict[str, ToolOutcome]) -> list[StreamEvent]:
     return [
         (
             "tool_call.completed",
@@ -46,7 +46,7 @@ def human_pause(
     waiting_for: dict[str, Any],
     *,
     completed: dict[str, ToolOutcome] | None = None,
-    events: list[RunEvent] | None = None,
+    events: list[StreamEvent] | None = None,
 ) -> Boundary:
     """Wait on a person: the lane stays held, the lease is given up. `completed`: the
     batch's other results, kept."""
@@ -82,7 +82,7 @@ def settled(
     error: tuple[str, str] | None = None,
     messages: list[Message] | None = None,
     extra: dict[str, Any] | None = None,
-    event: RunEvent | None = None,
+    event: StreamEvent | None = None,
     retryable: bool = True,
 ) -> Boundary:
     """The run's last boundary (or, for a failure with retries left, its return to the

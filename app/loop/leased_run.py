@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 
 from app.core.messages import Message
-from app.core.streams import RUNS_STREAM, run_stream
+from app.engine.published import published, run_written
 from app.loop.boundary import Boundary, BoundaryWrite
 from app.loop.deps import LeaseLost, LoopDeps
 from app.loop.tool_batch import is_idempotent
 from app.loop.watchers import Watchers
 from app.schemas.runs import RunRead
-from app.telemetry.logs import log_events
 
 
 class LeasedRun:
@@ -58,9 +57,8 @@ class LeasedRun:
         if run is None:
             raise LeaseLost()
         events = [*boundary.opening, *boundary.events]
-        log_events(events, run_id=run.id, lane=run.lane)
-        if self.deps.metrics is not None:
-            self.deps.metrics.observe_run_events(events, run)
+        # Local waiters (pools, wait tools) hear of it now, not at their next poll.
+        published(self.deps.bus, [run_written(run, events)], metrics=self.deps.metrics)
         if boundary.context is not None:
             self.history = list(boundary.context[1])
         self.history += boundary.messages
@@ -69,7 +67,4 @@ class LeasedRun:
         self.watchers = watchers
         self.completed_calls = completed_ids
         self.run = run
-        self.deps.bus.publish(run_stream(run.id))
-        if any(kind.startswith("agent_run.") for kind, _ in events):
-            self.deps.bus.publish(RUNS_STREAM)  # local waiters (pools, wait tools) hear it now
         return run

@@ -24,7 +24,7 @@ from typing import Any
 
 from app.core.messages import Message, last_assistant_text
 from app.core.states import RunStatus, StopReason
-from app.core.streams import RunEvent
+from app.core.streams import StreamEvent
 from app.loop.watchers import ErrorStreak, Watchers
 from app.schemas.agents import Limits
 from app.schemas.runs import RunRead
@@ -61,7 +61,7 @@ class Stop:
     reason: StopReason | None = None
     result: str | None = None
     error: str | None = None  # the error's message; its code is the stop reason
-    event: RunEvent | None = None  # recorded before the run's own ending event
+    event: StreamEvent | None = None  # recorded before the run's own ending event
     retryable: bool = True  # False: a retry with backoff would fail the same way
     watchers: Watchers | None = None  # the state the final checkpoint records, if not the loop's
     messages: tuple[Message, ...] = ()  # the last messages, written with the ending

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from app.core.messages import ToolUseBlock, results_message
-from app.core.streams import RunEvent
+from app.core.streams import StreamEvent
 from app.engine.approvals import ApprovalCommands
 from app.loop import approval_gate
 from app.loop.boundary import Boundary, started_events
@@ -142,7 +142,7 @@ class ToolBatch:
         calls: list[ToolUseBlock],
         results: dict[str, tuple[str, bool]],
         completed: list[tuple[str, ToolOutcome]],
-        events: list[RunEvent],
+        events: list[StreamEvent],
         declined: set[str],
     ) -> BatchEnd:
         """The tool_result boundary of a batch, with what the watchers make of it: their

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.core.config import LoopGuardSettings
 from app.core.messages import ToolUseBlock
-from app.core.streams import RunEvent
+from app.core.streams import StreamEvent
 from app.llm.provider import ToolChoice
 from app.loop.compaction import LadderState
 from app.loop.loop_detection import LoopState, observe_batch
@@ -87,7 +87,7 @@ class BatchVerdict:
 
     watchers: Watchers
     notes: list[str]
-    events: list[RunEvent]
+    events: list[StreamEvent]
     stop: Stagnation | None
 
 
@@ -151,7 +151,7 @@ class Watchers:
         loops, detection = observe_batch(self.loops, calls)
         stagnation, verdict = observe_turn(self.stagnation, calls, policy)
         notes: list[str] = []
-        events: list[RunEvent] = []
+        events: list[StreamEvent] = []
         if detection is not None:
             notes.append(detection.note)
             events.append(detection.event)
