@@ -116,9 +116,11 @@ def too_many_errors(at: AtBoundary) -> Stop | None:
 
 
 def out_of_time(limits: Limits) -> Stop:
-    """The run reached its hard time limit (here, or during a call it bounded)."""
+    """The run reached its hard time limit (here, or during a call it bounded). Not retried
+    with backoff: another attempt would get a fresh limit and could run as long again, so
+    a person decides (`POST /v1/runs/{id}/retry`)."""
     message = f"the run exceeded its hard time limit of {limits.hard_time_limit_s:g} s"
-    return failed(StopReason.HARD_TIME_LIMIT, message)
+    return failed(StopReason.HARD_TIME_LIMIT, message, retryable=False)
 
 
 def hard_time_limit(at: AtBoundary) -> Stop | None:

@@ -12,7 +12,8 @@ from app.core.errors import InvalidTransition
 from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.core.states import RunStatus
 from app.engine.retry import RunRetryPolicy, run_retry_delay
-from tests.support.runs import Harness, assert_valid_transcript, say
+from app.schemas.agents import Limits
+from tests.support.runs import Harness, assert_valid_transcript, call, say
 
 # No waiting in tests: a zero base makes every retry due at once.
 POLICY = RunRetryPolicy(base_delay_s=0.0, max_retries=2)
@@ -92,3 +93,18 @@ async def test_a_refused_request_fails_the_run_at_once_without_retries(h: Harnes
     assert (done.status, done.attempt) == (RunStatus.FAILED, 1)
     assert [e["code"] for e in done.error_log] == ["provider_error"]
     assert "agent_run.retry_scheduled" not in await h.event_types(done.id)
+
+
+async def test_a_run_past_its_hard_time_limit_fails_without_retries(h: Harness) -> None:
+    """Another attempt would start a fresh time limit: a person decides instead."""
+    limits = Limits(soft_time_limit_s=60, hard_time_limit_s=120)
+    agent = await h.agent(call("advance_clock", seconds=150), say("too late"), limits=limits)
+    done = await h.finish(agent)
+    assert (done.status, done.attempt, done.stop_reason) == (
+        RunStatus.FAILED,
+        1,
+        "hard_time_limit",
+    )
+    assert "agent_run.retry_scheduled" not in await h.event_types(done.id)
+    retried = await h.runs.retry(done.id)  # a person may still send it back
+    assert retried.status is RunStatus.QUEUED
