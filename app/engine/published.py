@@ -34,10 +34,14 @@ class Written:
     run: RunRead | None = None
 
 
-def run_written(run: RunRead, events: Sequence[StreamEvent]) -> Written:
-    """A run's events, on its stream, logged with the run and its lane; `run` as the
-    transaction left it."""
-    return Written(run_stream(run.id), events, {"run_id": run.id, "lane": run.lane}, run)
+def run_written(
+    run: RunRead, events: Sequence[StreamEvent], *, worker: str | None = None
+) -> Written:
+    """A run's events, on its stream, logged with the run, its lane and the worker that
+    wrote them (a worker's identity, host and pid, goes to the logs, never to clients);
+    `run` as the transaction left it."""
+    context = {"run_id": run.id, "lane": run.lane} | ({"worker": worker} if worker else {})
+    return Written(run_stream(run.id), events, context, run)
 
 
 def published(bus: EventBus, written: Iterable[Written], *, metrics: Metrics | None = None) -> None:

@@ -88,7 +88,7 @@ async def release(
     the head of its lane, with an `agent_run.interrupted` event."""
     check_run_transition(RunStatus.RUNNING, RunStatus.QUEUED)
     released = await run_store.release(session, owner=owner, leases=leases)
-    interrupted: list[StreamEvent] = [("agent_run.interrupted", {"worker": owner})]
+    interrupted: list[StreamEvent] = [("agent_run.interrupted", {"at_boundary": False})]
     await emit_many(session, [(run, interrupted, now) for run in released])
     return released
 

@@ -161,8 +161,8 @@ class WorkerPool:
                 "could not release %d runs at shutdown; their leases will expire", len(leases)
             )
             return
-        interrupted: list[StreamEvent] = [("agent_run.interrupted", {"worker": self.owner})]
-        published(self._bus, [run_written(run, interrupted) for run in released])
+        interrupted: list[StreamEvent] = [("agent_run.interrupted", {"at_boundary": False})]
+        published(self._bus, [run_written(run, interrupted, worker=self.owner) for run in released])
 
     async def run_until_idle(self) -> None:
         """Drain mode for tests and tools: claim and run until no lane has work. Claims

@@ -61,12 +61,12 @@ def human_pause(
     )
 
 
-def hand_back(owner: str) -> Boundary:
+def hand_back() -> Boundary:
     """Shutdown: the run goes back to the head of its lane's queue, for any worker."""
     return Boundary(
         None,
         run_values={"status": RunStatus.QUEUED} | _LEASE_GIVEN_UP,
-        events=[("agent_run.interrupted", {"worker": owner, "at_boundary": True})],
+        events=[("agent_run.interrupted", {"at_boundary": True})],
     )
 
 

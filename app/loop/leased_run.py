@@ -58,7 +58,9 @@ class LeasedRun:
             raise LeaseLost()
         events = [*boundary.opening, *boundary.events]
         # Local waiters (pools, wait tools) hear of it now, not at their next poll.
-        published(self.deps.bus, [run_written(run, events)], metrics=self.deps.metrics)
+        published(
+            self.deps.bus, [run_written(run, events, worker=self.owner)], metrics=self.deps.metrics
+        )
         if boundary.context is not None:
             self.history = list(boundary.context[1])
         self.history += boundary.messages

@@ -136,7 +136,7 @@ class RunLoop(LeasedRun):
     async def _start(self, started_here: bool) -> None:
         event = (
             "agent_run.started",
-            {"attempt": self.run.attempt, "resumed": started_here, "worker": self.owner},
+            {"attempt": self.run.attempt, "resumed": started_here},
         )
         if started_here:
             # A prompt change a human accepted (the hash was cleared) is adopted here.
@@ -188,7 +188,7 @@ class RunLoop(LeasedRun):
     async def _stop(self, stop: Stop) -> None:
         """End the run as a terminator decided (or hand it back to the queue)."""
         if stop.ending is Ending.HAND_BACK:
-            await self.commit(hand_back(self.owner))
+            await self.commit(hand_back())
             return
         if stop.reason is not StopReason.CANCELLED:
             log.warning("run %s stopped: %s", self.run.id, stop.reason)

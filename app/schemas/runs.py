@@ -91,7 +91,8 @@ class RunRead(BaseModel):
     cancel_requested: bool
     cancel_requested_at: datetime | None
     heartbeat_at: datetime | None
-    lease_owner: str | None
+    # The worker holding the lease: its host and pid are for logs, not for clients.
+    lease_owner: str | None = Field(exclude=True)
     lease_expires_at: datetime | None
     lease_token: int = Field(description="Fencing token: grows with every claim.")
     resume_available: bool

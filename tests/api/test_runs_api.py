@@ -5,6 +5,7 @@ run's event stream replays exactly what a disconnected client missed."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import httpx
@@ -50,7 +51,7 @@ async def test_a_scripted_run_completes_with_its_transcript(client: httpx.AsyncC
     assert run["status"] == "queued" and run["lane"] == f"conversation:{run['conversation_id']}"
     final = await settle(client, run["id"])
     assert final["status"] == "completed" and final["result"] == "done"
-    assert final["iteration"] == 2 and final["lease_owner"] is None
+    assert final["iteration"] == 2
     messages = (await client.get(f"/v1/conversations/{run['conversation_id']}/messages")).json()
     assert [(m["role"], m["content"][0]["type"]) for m in messages] == [
         ("user", "text"),
@@ -168,3 +169,24 @@ async def test_run_events_replay_exactly_what_a_disconnected_client_missed(
     ids = [int(m.id or 0) for m in [*seen, *rest]]
     assert ids == list(range(1, len(ids) + 1))  # no gap, no duplicate
     assert [m.event for m in full] == [m.event for m in [*seen, *rest]]
+
+
+async def test_no_worker_identity_reaches_clients(client: httpx.AsyncClient) -> None:
+    """A worker's name carries its host and pid: logs and metrics keep it, clients never
+    see it, in a run or in its events."""
+    agent_id = await make_agent(client, scripted({"text": "done"}))
+    run = await start(client, agent_id=agent_id, input="hello")
+    final = await settle(client, run["id"])
+    assert "lease_owner" not in final
+    listed = (await client.get("/v1/runs")).json()["items"]
+    assert all("lease_owner" not in item for item in listed)
+    async with client.stream(
+        "GET", f"/v1/runs/{run['id']}/events", headers={"Last-Event-ID": "0"}
+    ) as stream:
+        body = ""
+        async for chunk in stream.aiter_text():
+            body += chunk
+            if "agent_run.completed" in body:
+                break
+    assert "agent_run.started" in body
+    assert '"worker"' not in body and socket.gethostname() not in body
