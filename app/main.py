@@ -9,7 +9,16 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import agents, approvals, health, problems, tasks, workflow_executions, workflows
+from app.api import (
+    agents,
+    approvals,
+    docs,
+    health,
+    problems,
+    tasks,
+    workflow_executions,
+    workflows,
+)
 from app.api import metrics as metrics_api
 from app.api import runs as runs_api
 from app.api.body_limit import BodyLimit
@@ -48,6 +57,9 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[Tool] = ()) 
         description=DESCRIPTION,
         lifespan=_lifespan,
         generate_unique_id_function=operation_id,
+        openapi_url=None,  # served by app/api/docs.py, behind the API key when keys are set
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.tools = list(tools)
@@ -57,6 +69,7 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[Tool] = ()) 
     app.add_middleware(BodyLimit, max_body_bytes=settings.server.max_body_bytes)
     install_request_ids(app)
     app.include_router(health.router)
+    app.include_router(docs.router)
     app.include_router(metrics_api.router)
     app.include_router(tasks.router)
     app.include_router(agents.router)

@@ -16,7 +16,7 @@ from app.engine.services import Services
 from app.engine.task_engine import TaskEngine
 from app.engine.workflows import WorkflowCommands
 
-_bearer = HTTPBearer(auto_error=False, description="An API key from LOOPWRIGHT_AUTH__API_KEYS.")
+bearer = HTTPBearer(auto_error=False, description="An API key from LOOPWRIGHT_AUTH__API_KEYS.")
 
 
 def get_services(request: Request) -> Services:
@@ -46,7 +46,7 @@ def get_workflow_commands(services: ServicesDep) -> WorkflowCommands:
 
 def get_principal(
     services: ServicesDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> str:
     """Who is calling: `key-<n>` for the n-th configured API key, `local` when the server
     runs without keys (it then listens on loopback only)."""

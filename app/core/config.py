@@ -327,6 +327,10 @@ class AuthSettings(BaseModel):
         default_factory=list,
         description="Bearer API keys. With none, the server only binds loopback.",
     )
+    public_docs: bool = Field(
+        False,
+        description="Serve /openapi.json, /docs and /redoc without a key when keys are set.",
+    )
 
 
 class Settings(BaseSettings):

@@ -30,6 +30,33 @@ async def test_api_keys_are_required_when_configured(
         assert (await http.get("/readyz")).status_code == 200
 
 
+DOCS = ["/openapi.json", "/docs", "/redoc"]
+
+
+async def test_the_api_description_needs_a_key_when_keys_are_configured(
+    database_url: str, clean_db: AsyncEngine
+) -> None:
+    settings = make_settings(database_url, auth={"api_keys": ["k-one"]})
+    async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        for path in DOCS:
+            assert_problem(await http.get(path), 401, "unauthorized")
+            keyed = await http.get(path, headers={"Authorization": "Bearer k-one"})
+            assert keyed.status_code == 200, path
+        document = (await http.get(DOCS[0], headers={"Authorization": "Bearer k-one"})).json()
+        assert "/v1/runs" in document["paths"]
+        assert "/openapi.json" not in document["paths"]  # the description describes the API
+
+
+async def test_a_setting_makes_the_api_description_public(
+    database_url: str, clean_db: AsyncEngine
+) -> None:
+    settings = make_settings(database_url, auth={"api_keys": ["k-one"], "public_docs": True})
+    async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        for path in DOCS:
+            assert (await http.get(path)).status_code == 200, path
+        assert_problem(await http.get("/v1/tasks"), 401, "unauthorized")  # only the docs
+
+
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::"])
 def test_refuses_to_listen_beyond_loopback_without_keys(host: str) -> None:
     with pytest.raises(ValidationError, match="without API keys"):
