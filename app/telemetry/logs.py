@@ -10,6 +10,8 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
+
 _events = logging.getLogger("loopwright.events")
 
 # Payload fields too big for a log line (the SSE stream and the API carry them).
@@ -31,6 +33,25 @@ class RequestIdFilter(logging.Filter):
         if getattr(record, "request_id", None) is None:
             record.request_id = current_request_id.get()
         return True
+
+
+class QueryRedactingFilter(logging.Filter):
+    """Takes the query string out of every URL an HTTP client logs (httpx logs each request
+    it sends, the `http_request` tool's included): a query may carry a token or a person's
+    data, and the log is not the place for either."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(
+            isinstance(a, httpx.URL) and a.query for a in record.args
+        ):
+            record.args = tuple(_without_query(a) for a in record.args)
+        return True
+
+
+def _without_query(arg: object) -> object:
+    if isinstance(arg, httpx.URL) and arg.query:
+        return f"{arg.copy_with(query=None)}?[redacted]"
+    return arg
 
 
 class JsonFormatter(logging.Formatter):
@@ -69,6 +90,7 @@ def configure_logging(level: str, fmt: str) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RequestIdFilter())
+    handler.addFilter(QueryRedactingFilter())
     logging.basicConfig(level=level, handlers=[handler], force=True)
     logging.captureWarnings(True)  # as records too, not plain text between the JSON lines
 

@@ -6,11 +6,18 @@ from __future__ import annotations
 import json
 import logging
 
+import httpx
 import pytest
 
 from app.api.headers import decimal
 from app.api.request_ids import accepted
-from app.telemetry.logs import JsonFormatter, RequestIdFilter, TextFormatter, current_request_id
+from app.telemetry.logs import (
+    JsonFormatter,
+    QueryRedactingFilter,
+    RequestIdFilter,
+    TextFormatter,
+    current_request_id,
+)
 
 
 def _record(name: str, message: str, *args: object) -> logging.LogRecord:
@@ -107,3 +114,25 @@ def test_the_access_line_keeps_its_text_and_gains_fields() -> None:
         "request_id": "req-2",
         "client": "127.0.0.1:5000",
     }
+
+
+def test_urls_logged_by_the_http_client_lose_their_query_string() -> None:
+    url = httpx.URL("https://api.example.com/v1/items?token=s3cret&q=alice")
+    record = logging.LogRecord(
+        "httpx",
+        logging.INFO,
+        __file__,
+        1,
+        'HTTP Request: %s %s "%s %d %s"',
+        ("GET", url, "HTTP/1.1", 200, "OK"),
+        None,
+    )
+    assert QueryRedactingFilter().filter(record)
+    line = json.loads(JsonFormatter().format(record))["message"]
+    assert "s3cret" not in line and "alice" not in line
+    assert "https://api.example.com/v1/items?[redacted]" in line
+    plain = logging.LogRecord(
+        "httpx", logging.INFO, __file__, 1, "%s", (httpx.URL("https://a.example/x"),), None
+    )
+    QueryRedactingFilter().filter(plain)
+    assert plain.getMessage() == "https://a.example/x"
