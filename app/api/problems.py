@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -89,6 +90,16 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return problem_response(validation_problem(list(exc.errors())), request.url.path)
+
+    @app.exception_handler(PydanticValidationError)
+    async def _invalid_below(request: Request, exc: PydanticValidationError) -> JSONResponse:
+        # A command below the API that validates what it builds from the request (a patch
+        # merged into the stored resource) refuses it the same way as the request itself.
+        log.info(
+            "validation failed below the API on %s %s: %s", request.method, request.url.path, exc
+        )
+        errors = [dict(e) for e in exc.errors(include_url=False)]
+        return problem_response(validation_problem(errors), request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

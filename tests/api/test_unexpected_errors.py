@@ -1,0 +1,82 @@
+"""An unexpected error is a 500 problem document (`internal`) and the keep-alive connection
+it came on serves the next request; a validation error raised below the API (a command
+re-validating what it built from the request) is a 422 naming the field."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from pydantic import BaseModel, Field
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.core.config import Settings
+from app.main import create_app
+from tests.support import server as server_support
+from tests.support.api import assert_problem
+
+
+class _Merged(BaseModel):
+    retries: int = Field(ge=0)
+
+
+@pytest.fixture
+async def probed(
+    settings: Settings, clean_db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The service plus routes of the test's own, behind a client with one connection."""
+
+    def with_probes(settings: Settings) -> FastAPI:
+        app = create_app(settings)
+
+        @app.get("/probe/port")
+        async def port(request: Request) -> dict[str, int]:
+            assert request.client is not None
+            return {"port": request.client.port}  # the client's end of the connection
+
+        @app.post("/probe/boom")
+        async def boom() -> None:
+            raise RuntimeError("a bug")
+
+        @app.post("/probe/merged")
+        async def merged() -> None:
+            _Merged.model_validate({"retries": -1})
+
+        return app
+
+    monkeypatch.setattr(server_support, "create_app", with_probes)
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    async with (
+        server_support.running_server(settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=10, limits=limits) as http,
+    ):
+        yield http
+
+
+async def _port(client: httpx.AsyncClient) -> int:
+    response = await client.get("/probe/port")
+    assert response.status_code == 200, response.text
+    port: int = response.json()["port"]
+    return port
+
+
+async def test_after_an_unexpected_error_the_connection_serves_the_next_request(
+    probed: httpx.AsyncClient,
+) -> None:
+    before = await _port(probed)
+    for _ in range(3):
+        boom = await probed.post("/probe/boom", json={})
+        assert_problem(boom, 500, "internal")
+        assert boom.headers.get("connection") != "close"
+        assert await _port(probed) == before  # the same connection, still open
+
+
+async def test_a_validation_error_below_the_api_is_a_422_naming_the_field(
+    probed: httpx.AsyncClient,
+) -> None:
+    before = await _port(probed)
+    problem = assert_problem(await probed.post("/probe/merged", json={}), 422, "validation_error")
+    assert [e["field"] for e in problem["errors"]] == ["retries"]
+    assert await _port(probed) == before
