@@ -80,3 +80,22 @@ async def test_a_validation_error_below_the_api_is_a_422_naming_the_field(
     problem = assert_problem(await probed.post("/probe/merged", json={}), 422, "validation_error")
     assert [e["field"] for e in problem["errors"]] == ["retries"]
     assert await _port(probed) == before
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PUT", "/v1/tasks", {"GET", "POST"}),
+        ("PUT", "/v1/tasks/task_x", {"GET", "PATCH", "DELETE"}),
+        ("DELETE", "/v1/agents", {"GET", "POST"}),
+        ("PUT", "/v1/workflows/wf_x", {"GET", "PATCH", "DELETE"}),
+    ],
+)
+async def test_a_405_allows_every_method_served_on_the_path(
+    client: httpx.AsyncClient, method: str, path: str, allowed: set[str]
+) -> None:
+    response = await client.request(method, path)
+    assert_problem(response, 405, "method_not_allowed")
+    assert {m.strip() for m in response.headers["allow"].split(",")} == allowed
+    for each in allowed:  # each one is served (not another 405)
+        assert (await client.request(each, path, json={})).status_code != 405
