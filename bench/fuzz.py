@@ -62,6 +62,7 @@ async def _fuzz(base_url: str, args: argparse.Namespace) -> int:
         "--report=junit",
         f"--report-dir={args.report_dir}",
         "--no-color",
+        *args.schemathesis_args,
     ]
     process = await asyncio.create_subprocess_exec(*command)
     try:
@@ -108,4 +109,7 @@ if __name__ == "__main__":
     parser.add_argument("--max-examples", type=int, default=25, help="per operation")
     parser.add_argument("--time-limit-s", type=float, default=420.0)
     parser.add_argument("--report-dir", default="fuzz-report")
+    parser.add_argument(
+        "schemathesis_args", nargs="*", help="more options for `schemathesis run`, after `--`"
+    )
     sys.exit(asyncio.run(main(parser.parse_args())))

@@ -103,7 +103,13 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(AppError)
     async def _app_error(request: Request, exc: AppError) -> JSONResponse:
         if exc.status_code >= 500 and type(exc) is AppError:
-            log.error("internal error on %s %s: %s", request.method, request.url.path, exc)
+            log.error(
+                "internal error on %s %s: %s",
+                request.method,
+                request.url.path,
+                exc,
+                exc_info=exc,
+            )
         return problem_response(exc, request.url.path)
 
     @app.exception_handler(RequestValidationError)

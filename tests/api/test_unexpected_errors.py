@@ -4,6 +4,8 @@ re-validating what it built from the request) is a 422 naming the field."""
 
 from __future__ import annotations
 
+import logging
+import traceback
 from collections.abc import AsyncIterator
 
 import httpx
@@ -14,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
 from app.main import create_app
+from app.store.errors import translate
 from tests.support import server as server_support
 from tests.support.api import assert_problem
 
@@ -39,6 +42,10 @@ async def probed(
         @app.post("/probe/boom")
         async def boom() -> None:
             raise RuntimeError("a bug")
+
+        @app.post("/probe/translated")
+        async def translated() -> None:  # as a failed write comes back from the TaskEngine
+            raise translate(RuntimeError("what actually failed"))
 
         @app.post("/probe/merged")
         async def merged() -> None:
@@ -71,6 +78,16 @@ async def test_after_an_unexpected_error_the_connection_serves_the_next_request(
         assert_problem(boom, 500, "internal")
         assert boom.headers.get("connection") != "close"
         assert await _port(probed) == before  # the same connection, still open
+
+
+async def test_the_log_of_an_internal_error_names_what_actually_failed(
+    probed: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="app.api.problems"):
+        assert_problem(await probed.post("/probe/translated", json={}), 500, "internal")
+    (record,) = [r for r in caplog.records if r.name == "app.api.problems"]
+    assert record.exc_info is not None
+    assert "what actually failed" in "".join(traceback.format_exception(*record.exc_info))
 
 
 async def test_a_validation_error_below_the_api_is_a_422_naming_the_field(
