@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint openapi bench
+.PHONY: serve test lint openapi bench fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,3 +31,8 @@ openapi: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/task_engine.py
 	$(BIN)/python bench/agent_loop.py
+
+# Schemathesis against a live server on a scratch database: fails on any server error.
+# Bounded (fixed seed, examples per operation, a time limit); not part of `make test`.
+fuzz: $(STAMP)
+	$(BIN)/python bench/fuzz.py

@@ -8,8 +8,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.core.errors import AppError, FieldError, ValidationFailed
 from app.store.errors import translate
@@ -79,16 +81,50 @@ def validation_problem(errors: list[dict[str, Any]]) -> ValidationFailed:
     return ValidationFailed([FieldError(_field_path(e), _field_message(e)) for e in errors])
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on this path. The router answers a 405 from the first
+    route whose path matched, and each route serves only its own methods (`GET /v1/tasks`
+    and `POST /v1/tasks` are two), so its `Allow` named one of them. Each method is tried
+    against the routes as the router would (a 405 is rare enough for the cost)."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes
+        )
+    ]
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(AppError)
     async def _app_error(request: Request, exc: AppError) -> JSONResponse:
         if exc.status_code >= 500 and type(exc) is AppError:
-            log.error("internal error on %s %s: %s", request.method, request.url.path, exc)
+            log.error(
+                "internal error on %s %s: %s",
+                request.method,
+                request.url.path,
+                exc,
+                exc_info=exc,
+            )
         return problem_response(exc, request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return problem_response(validation_problem(list(exc.errors())), request.url.path)
+
+    @app.exception_handler(PydanticValidationError)
+    async def _invalid_below(request: Request, exc: PydanticValidationError) -> JSONResponse:
+        # A command below the API that validates what it builds from the request (a patch
+        # merged into the stored resource) refuses it the same way as the request itself.
+        log.info(
+            "validation failed below the API on %s %s: %s", request.method, request.url.path, exc
+        )
+        errors = [dict(e) for e in exc.errors(include_url=False)]
+        return problem_response(validation_problem(errors), request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -100,8 +136,11 @@ def install(app: FastAPI) -> None:
             detail=str(exc.detail),
             instance=request.url.path,
         )
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request))
         return JSONResponse(
-            body, status_code=exc.status_code, headers=exc.headers, media_type=PROBLEM_MEDIA_TYPE
+            body, status_code=exc.status_code, headers=headers, media_type=PROBLEM_MEDIA_TYPE
         )
 
     @app.exception_handler(SQLAlchemyError)

@@ -9,11 +9,11 @@ streams, the body limit's 413 and the 500 of an unexpected error alike.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.problems import problem_response
@@ -24,6 +24,7 @@ from app.telemetry.logs import current_request_id
 HEADER = "X-Request-ID"
 MAX_LENGTH = 128
 _HEADER_KEY = HEADER.lower().encode()
+log = logging.getLogger(__name__)
 _ACCEPTABLE = re.compile(rf"[!-~]{{1,{MAX_LENGTH}}}")  # visible ASCII, no spaces
 
 
@@ -48,31 +49,36 @@ class RequestIds:
         offered = next((v for k, v in scope["headers"] if k == _HEADER_KEY), None)
         request_id = accepted(offered.decode("latin-1") if offered is not None else None)
         request_id = request_id or new_id("req")
-        # In the scope too: the handler of an unexpected error runs outside this middleware.
-        scope.setdefault("state", {})["request_id"] = request_id
         encoded = request_id.encode()
+        started = finished = False
 
         async def send_with_id(message: Message) -> None:
+            nonlocal started, finished
             if message["type"] == "http.response.start":
+                started = True
                 headers = [(k, v) for k, v in message.get("headers", []) if k != _HEADER_KEY]
                 message = {**message, "headers": [*headers, (_HEADER_KEY, encoded)]}
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                finished = True
             await send(message)
 
         # Not reset afterwards: uvicorn runs each request in a task of its own, so the value
-        # dies with it, and the records logged after an unexpected error unwound us (the
-        # error handler's, the server's traceback) still name the request.
+        # dies with it.
         current_request_id.set(request_id)
-        await self.app(scope, receive, send_with_id)
-
-
-async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    """A bug is still a problem document, with the id a client can quote to find the
-    traceback in the logs (the server logs it, with the id, after this response)."""
-    response = problem_response(AppError(), request.url.path)
-    request_id = getattr(request.state, "request_id", None)
-    if request_id is not None:
-        response.headers[HEADER] = request_id
-    return response
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            # A bug is still a problem document, and the connection stays usable: an error
+            # that escapes to the server makes it drop the connection, and the client's next
+            # request on it fails too. The traceback is logged here, with the request's id,
+            # which the client can quote from the response.
+            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            if finished:
+                return
+            if started:  # half a response is out: only closing the connection ends it
+                raise
+            response = problem_response(AppError(), scope.get("path"))
+            await response(scope, receive, send_with_id)
 
 
 _DESCRIPTION = (
@@ -106,6 +112,6 @@ def declare_in_openapi(schema: dict[str, Any]) -> None:
 
 
 def install_request_ids(app: FastAPI) -> None:
-    """Call after every other `add_middleware`, so that this one is the outermost."""
+    """Call after every other `add_middleware`, so that this one is the outermost (and
+    answers the unexpected errors of the others too)."""
     app.add_middleware(RequestIds)
-    app.add_exception_handler(Exception, _unexpected)

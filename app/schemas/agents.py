@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.core.fields import Name, Text, ToolName
 from app.core.model_config import ModelConfig
+from app.schemas.common import PatchBody
 
 
 class Limits(BaseModel):
@@ -54,10 +55,8 @@ class AgentCreate(_AgentFields):
     """A new agent."""
 
 
-class AgentPatch(BaseModel):
-    """Fields to change; the ones absent stay as they are."""
-
-    model_config = ConfigDict(extra="forbid")
+class AgentPatch(PatchBody):
+    """Fields to change; the ones absent stay as they are. No field of an agent may be null."""
 
     name: Name | None = None
     role: Name | None = None

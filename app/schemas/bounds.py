@@ -3,9 +3,17 @@
 A value past its column's range can never match a row, and Postgres refuses it as a query
 parameter (a 500, or an SSE stream whose every read fails); bounding it in the request
 schema turns it into a 422 `validation_error` naming the field instead.
+
+Datetimes the same way: `StorableDatetime` for every datetime a client sends.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+from pydantic import AfterValidator
+from pydantic_core import PydanticCustomError
 
 PG_INTEGER_MAX = 2**31 - 1
 PG_BIGINT_MAX = 2**63 - 1
@@ -16,3 +24,33 @@ VERSION_MAX = PG_INTEGER_MAX
 EVENT_ID_MAX = PG_BIGINT_MAX
 # A message's position in its conversation (`messages.position`) is INTEGER.
 POSITION_MAX = PG_INTEGER_MAX
+
+
+# Postgres reads a UTC offset of at most 15:59:59 either way; Python reads up to 23:59.
+PG_MAX_UTC_OFFSET = timedelta(hours=16)
+
+
+def _storable(value: datetime) -> datetime:
+    """What Postgres can store as `timestamptz`, as Python writes it: an offset from UTC
+    under 16 hours (`-19:37` parses in Python, and Postgres refuses it), and an instant that
+    stays in years 1 to 9999 once moved to UTC (`0001-01-01T00:00:00+01:00` falls in year 0,
+    `9999-12-31T23:00:00-05:00` in year 10000). A datetime without an offset is read as
+    UTC already."""
+    offset = value.utcoffset()
+    if offset is None:
+        return value
+    if abs(offset) >= PG_MAX_UTC_OFFSET:
+        raise PydanticCustomError(
+            "datetime_offset_unstorable", "must have a UTC offset between -15:59 and +15:59"
+        )
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise PydanticCustomError(
+            "datetime_unstorable",
+            "must fall between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z once moved to UTC",
+        ) from None
+    return value
+
+
+StorableDatetime = Annotated[datetime, AfterValidator(_storable)]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 T = TypeVar("T")
 
@@ -31,3 +32,50 @@ class Problem(BaseModel):
 
 class Health(BaseModel):
     status: str
+
+
+def _without_null(prop: dict[str, Any]) -> dict[str, Any]:
+    """`anyOf: [X, null]` as X alone (keeping the title and description), with no default."""
+    variants = prop.get("anyOf")
+    if not isinstance(variants, list):
+        return prop
+    kept = [v for v in variants if v != {"type": "null"}]
+    rest = {k: v for k, v in prop.items() if k not in {"anyOf", "default"}}
+    if len(kept) == 1:
+        return {**kept[0], **rest}
+    return {**rest, "anyOf": kept}
+
+
+def _declare_nullability(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    nullable: frozenset[str] = getattr(model, "nullable_fields", frozenset())
+    properties = schema.get("properties", {})
+    for name, prop in list(properties.items()):
+        if name not in nullable:
+            properties[name] = _without_null(prop)
+
+
+class PatchBody(BaseModel):
+    """The body of every PATCH, one rule for all of them: a field left out stays as it is; a
+    field sent as `null` is cleared when it may be empty (it is listed in `nullable_fields`),
+    and refused with a 422 naming it otherwise (there is nothing to clear it to). The
+    published schema says so: only the nullable fields accept `null` there.
+
+    The fields are declared optional only so that an absent one has a value in Python; read
+    a patch with `model_dump(exclude_unset=True)`."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_declare_nullability)
+
+    nullable_fields: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_null_for_required_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, value in data.items():
+                if value is None and name in cls.model_fields and name not in cls.nullable_fields:
+                    raise PydanticCustomError(
+                        "not_nullable",
+                        "{field} cannot be null (leave it out to keep its value)",
+                        {"field": name},
+                    )
+        return data

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
@@ -11,7 +11,8 @@ from pydantic_core import PydanticCustomError
 from app.core.fields import Name, Reason, Text
 from app.core.states import TaskStatus
 from app.core.vocabulary import Complexity, CoordinationTopology, Priority, TaskStructure, TaskType
-from app.schemas.bounds import VERSION_MAX
+from app.schemas.bounds import VERSION_MAX, StorableDatetime
+from app.schemas.common import PatchBody
 
 
 class Artifact(BaseModel):
@@ -42,7 +43,7 @@ class _TaskFields(BaseModel):
     task_structure: TaskStructure = TaskStructure.SEQUENTIAL
     coordination_topology: CoordinationTopology = CoordinationTopology.AUTO
     budget_limit: float | None = Field(None, ge=0, examples=[2.0])
-    deadline: datetime | None = None
+    deadline: StorableDatetime | None = None
     max_retries: int = Field(1, ge=0, le=100)
     parent_task_id: Name | None = None
     delegation_chain: list[Name] = Field(default_factory=list, max_length=100)
@@ -63,11 +64,12 @@ NULLABLE_TASK_FIELDS = frozenset(
 )
 
 
-class TaskPatch(BaseModel):
-    """A partial update (JSON merge semantics: only the fields present change).
+class TaskPatch(PatchBody):
+    """A partial update (JSON merge semantics: only the fields present change; `null` clears
+    `project`, `assigned_to`, `budget_limit`, `deadline` and `parent_task_id`).
     `id`, `status` and `created_by` cannot be changed; use transitions for `status`."""
 
-    model_config = ConfigDict(extra="forbid")
+    nullable_fields: ClassVar[frozenset[str]] = NULLABLE_TASK_FIELDS
 
     title: Name | None = None
     description: Text | None = None
@@ -83,7 +85,7 @@ class TaskPatch(BaseModel):
     task_structure: TaskStructure | None = None
     coordination_topology: CoordinationTopology | None = None
     budget_limit: float | None = Field(None, ge=0)
-    deadline: datetime | None = None
+    deadline: StorableDatetime | None = None
     max_retries: int | None = Field(None, ge=0, le=100)
     parent_task_id: Name | None = None
     delegation_chain: list[Name] | None = Field(None, max_length=100)
@@ -100,11 +102,6 @@ class TaskPatch(BaseModel):
                 raise PydanticCustomError(
                     "immutable_field", "{field} is " + how + hint, {"field": name}
                 )
-            for name, value in data.items():
-                if value is None and name in cls.model_fields and name not in NULLABLE_TASK_FIELDS:
-                    raise PydanticCustomError(
-                        "not_nullable", "{field} cannot be null", {"field": name}
-                    )
         return data
 
 
@@ -134,7 +131,7 @@ class TransitionRequest(BaseModel):
     assigned_to: Name | None = None
     reviewers: list[Name] | None = Field(None, max_length=100)
     priority: Priority | None = None
-    deadline: datetime | None = None
+    deadline: StorableDatetime | None = None
 
 
 class CancelRequest(BaseModel):

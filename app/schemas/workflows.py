@@ -20,6 +20,7 @@ from app.core.vocabulary import (
     TaskType,
 )
 from app.schemas.bounds import VERSION_MAX
+from app.schemas.common import PatchBody
 
 GraphId = Annotated[
     str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")
@@ -143,10 +144,9 @@ class WorkflowCreate(_WorkflowFields):
     activation requires a valid definition."""
 
 
-class WorkflowPatch(BaseModel):
-    """Fields to replace; `version` (or `If-Match`) guards against overwriting a change."""
-
-    model_config = ConfigDict(extra="forbid")
+class WorkflowPatch(PatchBody):
+    """Fields to replace; `version` (or `If-Match`) guards against overwriting a change.
+    No field of a definition may be null."""
 
     name: Name | None = None
     description: Text | None = None

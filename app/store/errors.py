@@ -45,4 +45,7 @@ def translate(exc: BaseException) -> AppError:
     if isinstance(exc, IntegrityError):
         name = constraint_name(exc) or "a constraint"
         return Conflict(f"the change conflicts with existing data ({name})")
-    return AppError()
+    # Kept as the cause, so that whoever logs the 500 logs what actually failed.
+    internal = AppError()
+    internal.__cause__ = exc
+    return internal

@@ -19,6 +19,7 @@ from tests.support import server as server_support
 from tests.support.api import assert_problem
 
 PROBE_LOGGER = "tests.request_ids"
+UNEXPECTED_LOGGER = "app.api.request_ids"  # logs the traceback of an unexpected error
 
 
 class Records(logging.Handler):
@@ -36,7 +37,7 @@ class Records(logging.Handler):
 @pytest.fixture
 def records() -> Iterator[Records]:
     handler = Records()
-    loggers = [logging.getLogger(PROBE_LOGGER), logging.getLogger("uvicorn.error")]
+    loggers = [logging.getLogger(PROBE_LOGGER), logging.getLogger(UNEXPECTED_LOGGER)]
     for logger in loggers:
         logger.addHandler(handler)
     yield handler
@@ -149,9 +150,9 @@ async def test_records_logged_for_a_request_carry_its_id(
         ("inside the request", generated),
         ("outside any request", None),
     ]
-    # The server's own record of an unexpected error names the request too.
+    # The record of an unexpected error (with its traceback) names the request too.
     boom = await probed.get("/probe/boom", headers={"X-Request-ID": "boom-1"})
     assert boom.status_code == 500
-    errors = [r for r in records.records if r.name == "uvicorn.error"]
+    errors = [r for r in records.records if r.name == UNEXPECTED_LOGGER]
     assert [r.__dict__["request_id"] for r in errors] == ["boom-1"]
     assert errors[0].exc_info is not None

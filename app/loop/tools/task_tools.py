@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +45,7 @@ from app.engine.task_mutations import (
     UpdateTask,
 )
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool, parse_arguments
+from app.schemas.bounds import StorableDatetime
 from app.schemas.tasks import TaskCreate, TaskPatch, TaskRead, TransitionRequest
 from app.store import idempotency
 from app.store import tasks as task_store
@@ -81,7 +81,7 @@ class _AgentTaskFields(BaseModel):
     )
     acceptance_criteria: list[Text] | None = Field(None, max_length=100)
     estimated_complexity: Complexity | None = None
-    deadline: datetime | None = None
+    deadline: StorableDatetime | None = None
     parent_task_id: Name | None = None
 
 

@@ -1,0 +1,115 @@
+"""`make fuzz`: schemathesis against a live server, failing on any server error.
+
+The server runs in this process on a free loopback port, on a scratch database made (and
+dropped) here, on TEST_DATABASE_URL or else the local Postgres. The run is bounded and
+repeatable: a fixed seed, a number of examples per operation, and a time limit past which
+it counts as failed. Endpoints that stream (SSE `…/events`) or wait on purpose (`…/wait`)
+are left out: they answer over minutes, not per request.
+
+A failure is a 5xx, or a response that is not a problem document where one is due
+(schemathesis's `not_a_server_error`); the report names each with a curl line to repeat it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import sys
+import time
+from pathlib import Path
+
+import uvicorn
+from common import admin, log, with_database
+
+from app.core.config import Settings
+from app.main import create_app
+from app.store import migrate
+from app.store.db import make_engine
+
+LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+EXCLUDED_PATHS = r"/events$|/wait$"
+
+
+async def _migrated_database(server_url: str, name: str) -> str:
+    await admin(server_url, f'CREATE DATABASE "{name}"')
+    url = with_database(server_url, name)
+    engine = make_engine(url)
+    try:
+        await migrate.upgrade(engine)
+    finally:
+        await engine.dispose()
+    return url
+
+
+async def _fuzz(base_url: str, args: argparse.Namespace) -> int:
+    schemathesis = Path(sys.executable).with_name("schemathesis")
+    command = [
+        str(schemathesis),
+        "run",
+        f"{base_url}/openapi.json",
+        "--checks=not_a_server_error",
+        "--phases=examples,coverage,fuzzing",
+        f"--seed={args.seed}",
+        f"--max-examples={args.max_examples}",
+        "--generation-database=none",
+        "--workers=1",
+        "--request-timeout=15",
+        f"--exclude-path-regex={EXCLUDED_PATHS}",
+        "--report=junit",
+        f"--report-dir={args.report_dir}",
+        "--no-color",
+        *args.schemathesis_args,
+    ]
+    process = await asyncio.create_subprocess_exec(*command)
+    try:
+        return await asyncio.wait_for(process.wait(), timeout=args.time_limit_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        log(f"fuzz: stopped at the time limit ({args.time_limit_s:.0f} s); counted as failed")
+        return 1
+
+
+async def main(args: argparse.Namespace) -> int:
+    server_url = os.environ.get("TEST_DATABASE_URL", LOCAL_SERVER)
+    name = f"lw_fuzz_{secrets.token_hex(4)}"
+    database_url = await _migrated_database(server_url, name)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    settings = Settings.model_validate({"database": {"url": database_url}})
+    config = uvicorn.Config(create_app(settings), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    started = time.monotonic()
+    try:
+        while not server.started:
+            if serving.done():
+                serving.result()
+                raise RuntimeError("the server stopped during start-up")
+            await asyncio.sleep(0.05)
+        code = await _fuzz(f"http://127.0.0.1:{port}", args)
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await serving
+        sock.close()
+        await admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    log(f"fuzz: {'passed' if code == 0 else 'FAILED'} in {time.monotonic() - started:.0f} s")
+    return code
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=20261123)
+    parser.add_argument("--max-examples", type=int, default=25, help="per operation")
+    parser.add_argument("--time-limit-s", type=float, default=420.0)
+    parser.add_argument("--report-dir", default="fuzz-report")
+    parser.add_argument(
+        "schemathesis_args", nargs="*", help="more options for `schemathesis run`, after `--`"
+    )
+    sys.exit(asyncio.run(main(parser.parse_args())))
