@@ -35,6 +35,7 @@ from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.review_gate import ReviewGate
 from app.engine.runs import RunCommands
 from app.engine.services import Services
+from app.engine.stream_slots import StreamSlots
 from app.engine.task_engine import TaskEngine
 from app.engine.task_runs import TaskRuns
 from app.engine.workers import WorkerPool
@@ -211,6 +212,9 @@ def build_runtime(
         workflows=WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention),
         metrics=metrics,
         shutting_down=anyio.Event(),
+        stream_slots=StreamSlots(
+            settings.streams.max_subscribers, settings.streams.full_retry_after_s
+        ),
     )
     providers = Providers(settings.llm)
     committer = GroupCommitter(sessionmaker, write_boundaries)

@@ -3,22 +3,38 @@
 The generator subscribes to the bus before its first read, so a change committed between
 the replay and the wait still wakes it; every read starts after the last id sent, so
 nothing is sent twice. It holds no session between reads.
+
+Limits of one process's streams:
+- at most `max_subscribers` streams are open at once; past it a stream request is refused
+  with 503 `too_many_streams` and `Retry-After`;
+- a stream keeps at most `replay_batch` events in memory: it reads the next batch only
+  when the previous one has been handed to the server, and the server takes a write only
+  when the connection drains, so a slow reader slows its own reads and nothing piles up;
+- a client that takes longer than `send_timeout_s` to accept one write (it stopped
+  reading) is dropped: its stream ends and its connection is reset.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+import anyio
 from fastapi import Header, Query
 from sqlalchemy.exc import SQLAlchemyError
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
+from starlette.types import Receive, Scope, Send
 
+from app.api.connections import abort_connection
 from app.api.headers import decimal
-from app.core.errors import ValidationFailed
+from app.api.problems import problem_response
+from app.core.errors import TooManyStreams, ValidationFailed
 from app.engine.services import Services
+from app.engine.stream_slots import StreamSlots
 from app.schemas.bounds import EVENT_ID_MAX
 from app.store import events as event_store
 
@@ -51,16 +67,66 @@ def resume_point(header: str | None, query: int | None) -> int | None:
 
 async def open_stream(services: Services, stream: str, after: int | None) -> EventSourceResponse:
     """Without a resume point the stream starts at its current end (live events only)."""
+    slots = services.stream_slots
+    if slots.open >= slots.limit:  # early, before any work; the response takes the slot
+        raise TooManyStreams(slots.limit, slots.retry_after_s)
     if after is None:
         async with services.sessionmaker() as session:
             after = await event_store.last_seq(session, stream)
     settings = services.settings.streams
-    return EventSourceResponse(
+    return _SlottedStream(
+        slots,
         _events(services, stream, after),
         ping=settings.keepalive_s,
+        send_timeout=settings.send_timeout_s,
         shutdown_event=services.shutting_down,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+class _SlottedStream(EventSourceResponse):
+    """Holds a stream slot for exactly as long as the response runs: taken when the server
+    calls it (refused there too when the process is full), given back however it ends."""
+
+    def __init__(
+        self,
+        slots: StreamSlots,
+        content: AsyncIterator[ServerSentEvent],
+        *,
+        ping: float,
+        send_timeout: float,
+        shutdown_event: anyio.Event,
+        headers: dict[str, str],
+    ) -> None:
+        super().__init__(
+            content,
+            ping=ping,
+            send_timeout=send_timeout,
+            shutdown_event=shutdown_event,
+            headers=headers,
+        )
+        self._slots = slots
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            with self._slots.hold():
+                await self._serve(scope, receive, send)
+        except TooManyStreams as refused:
+            await problem_response(refused, scope.get("path"))(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            log.info(
+                "stream %s: the client accepted nothing for %ss; dropping it",
+                scope.get("path"),
+                self.send_timeout,
+            )
+            if abort_connection(scope):
+                # The server learns of the reset on its next loop turn; wait for it, so
+                # it sees a lost connection rather than an unfinished response.
+                await asyncio.sleep(0)
 
 
 async def _events(services: Services, stream: str, after: int) -> AsyncIterator[ServerSentEvent]:
