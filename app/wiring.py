@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.api.streams import encode_event
 from app.core.breakers import Breakers, CircuitBreakerPolicy
 from app.core.config import Settings
 from app.engine.agents import AgentCommands
@@ -36,6 +37,7 @@ from app.engine.review_gate import ReviewGate
 from app.engine.runs import RunCommands
 from app.engine.services import Services
 from app.engine.stream_slots import StreamSlots
+from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
 from app.engine.task_runs import TaskRuns
 from app.engine.workers import WorkerPool
@@ -215,6 +217,7 @@ def build_runtime(
         stream_slots=StreamSlots(
             settings.streams.max_subscribers, settings.streams.full_retry_after_s
         ),
+        stream_tails=StreamTails(sessionmaker, settings.streams.replay_batch, encode_event),
     )
     providers = Providers(settings.llm)
     committer = GroupCommitter(sessionmaker, write_boundaries)

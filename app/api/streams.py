@@ -7,9 +7,11 @@ nothing is sent twice. It holds no session between reads.
 Limits of one process's streams:
 - at most `max_subscribers` streams are open at once; past it a stream request is refused
   with 503 `too_many_streams` and `Retry-After`;
-- a stream keeps at most `replay_batch` events in memory: it reads the next batch only
-  when the previous one has been handed to the server, and the server takes a write only
-  when the connection drains, so a slow reader slows its own reads and nothing piles up;
+- the readers of one stream share one read of the table per wake-up and a tail of at most
+  `replay_batch` events (`engine/stream_tails.py`); a reader further behind reads for
+  itself, at most `replay_batch` events at a time, and takes the next batch only when the
+  previous one has been handed to the server, which takes a write only when the
+  connection drains: a slow reader slows its own reads and nothing piles up;
 - a client that takes longer than `send_timeout_s` to accept one write (it stopped
   reading) is dropped: its stream ends and its connection is reset.
 """
@@ -35,8 +37,10 @@ from app.api.problems import problem_response
 from app.core.errors import TooManyStreams, ValidationFailed
 from app.engine.services import Services
 from app.engine.stream_slots import StreamSlots
+from app.engine.stream_tails import Encoded
 from app.schemas.bounds import EVENT_ID_MAX
 from app.store import events as event_store
+from app.store.events import StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +95,7 @@ class _SlottedStream(EventSourceResponse):
     def __init__(
         self,
         slots: StreamSlots,
-        content: AsyncIterator[ServerSentEvent],
+        content: AsyncIterator[bytes],
         *,
         ping: float,
         send_timeout: float,
@@ -129,24 +133,38 @@ class _SlottedStream(EventSourceResponse):
                 await asyncio.sleep(0)
 
 
-async def _events(services: Services, stream: str, after: int) -> AsyncIterator[ServerSentEvent]:
+def encode_event(event: StoredEvent) -> bytes:
+    """A persisted event as sent to a client (its id is the sequence number)."""
+    data = {**event.data, "at": event.created_at.isoformat()}
+    return ServerSentEvent(data=json.dumps(data), event=event.type, id=str(event.seq)).encode()
+
+
+async def _events(services: Services, stream: str, after: int) -> AsyncIterator[bytes]:
+    """Each batch goes out as one write: one send (and one send timeout) per batch rather
+    than per event."""
     settings = services.settings.streams
-    with services.bus.subscribe(stream) as wake:
+    with services.bus.subscribe(stream) as wake, services.stream_tails.reading(stream) as tail:
+        await tail.refresh()
         while True:
-            try:
-                async with services.sessionmaker() as session:
-                    batch = await event_store.read_events(
-                        session, stream, after=after, limit=settings.replay_batch
-                    )
-            except (SQLAlchemyError, OSError) as exc:
-                log.warning("stream %s cannot read events (%s); retrying", stream, exc)
-                batch = []
-            for event in batch:
-                data = {**event.data, "at": event.created_at.isoformat()}
-                yield ServerSentEvent(data=json.dumps(data), event=event.type, id=str(event.seq))
-                after = event.seq
+            batch = tail.after(after, settings.replay_batch)
+            if batch is None:  # older than the shared tail: this reader reads for itself
+                batch = await _read(services, stream, after, settings.replay_batch)
+            if batch:
+                yield b"".join(encoded for _, encoded in batch)
+                after = batch[-1][0]
             # Previews without an id: a reconnecting client resumes from persisted events.
             for event_type, data in wake.take_ephemeral():
-                yield ServerSentEvent(data=json.dumps(data), event=event_type)
+                yield ServerSentEvent(data=json.dumps(data), event=event_type).encode()
             if len(batch) < settings.replay_batch:
                 await wake.wait(settings.poll_interval_s)
+                await tail.refresh()
+
+
+async def _read(services: Services, stream: str, after: int, limit: int) -> list[Encoded]:
+    try:
+        async with services.sessionmaker() as session:
+            events = await event_store.read_events(session, stream, after=after, limit=limit)
+    except (SQLAlchemyError, OSError) as exc:
+        log.warning("stream %s cannot read events (%s); retrying", stream, exc)
+        return []
+    return [(event.seq, encode_event(event)) for event in events]

@@ -14,6 +14,7 @@ from app.engine.approvals import ApprovalCommands
 from app.engine.bus import EventBus
 from app.engine.runs import RunCommands
 from app.engine.stream_slots import StreamSlots
+from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
 from app.engine.workflows import WorkflowCommands
 from app.telemetry.metrics import Metrics
@@ -32,3 +33,4 @@ class Services:
     metrics: Metrics
     shutting_down: anyio.Event  # set first at shutdown: open streams end
     stream_slots: StreamSlots
+    stream_tails: StreamTails
