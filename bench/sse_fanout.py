@@ -65,7 +65,7 @@ class Subscriber:
 
     async def run(self, stop: asyncio.Event, reconnect_at: float) -> None:
         loop = asyncio.get_running_loop()
-        stopping = asyncio.ensure_future(stop.wait())
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         resumed = False
         try:
             while not stop.is_set():
@@ -98,7 +98,7 @@ class _Connection(asyncio.Protocol):
         self.subscriber, self.connected_at, self.resumed = subscriber, connected_at, resumed
         self.tail = b""
         self.got_first = False
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.closed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
