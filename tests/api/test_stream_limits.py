@@ -131,3 +131,36 @@ async def test_past_the_cap_a_stream_request_gets_503_until_a_slot_frees(
             (event,) = await SseReader(again).take(1)
             assert event.event == "bench.filler"
             assert slots.open == 1
+
+
+async def test_readers_sharing_a_stream_each_get_every_event_once_in_order(
+    database_url: str, clean_db: AsyncEngine
+) -> None:
+    """A tail of 3 events: bursts longer than it, a reader that starts far behind (it reads
+    the table itself), and live readers sharing the tail all see 1..n without gap or
+    duplicate."""
+    settings = make_settings(database_url, streams={"replay_batch": 3})
+    async with (
+        running_app(settings) as (url, app),
+        httpx.AsyncClient(base_url=url, timeout=10) as http,
+        asyncio.timeout(30),
+    ):
+        slots = _services(app).stream_slots
+        await _append(clean_db, 2)
+        async with (
+            http.stream("GET", "/v1/tasks/events", headers={"Last-Event-ID": "0"}) as one,
+            http.stream("GET", "/v1/tasks/events", headers={"Last-Event-ID": "0"}) as two,
+            http.stream("GET", "/v1/tasks/events", headers={"Last-Event-ID": "2"}) as live,
+        ):
+            await _until(lambda: slots.open == 3)
+            for burst in (1, 7, 2, 10):
+                await _append(clean_db, burst)
+            readers = [SseReader(one), SseReader(two), SseReader(live)]
+            counts = (22, 22, 20)
+            seen = [await reader.take(n) for reader, n in zip(readers, counts, strict=True)]
+            await _append(clean_db, 1)
+            after = [await reader.take(1) for reader in readers]
+    assert [int(m.id or 0) for m in seen[0]] == list(range(1, 23))
+    assert [int(m.id or 0) for m in seen[1]] == list(range(1, 23))
+    assert [int(m.id or 0) for m in seen[2]] == list(range(3, 23))
+    assert all(int(m.id or 0) == 23 for (m,) in after)
