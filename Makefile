@@ -31,3 +31,4 @@ openapi: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/task_engine.py
 	$(BIN)/python bench/agent_loop.py
+	$(BIN)/python bench/sse_fanout.py
