@@ -198,8 +198,13 @@ def build_runtime(
         idempotency_retention=retention,
     )
     breakers = Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
+    stream_slots = StreamSlots(
+        settings.streams.max_subscribers, settings.streams.full_retry_after_s
+    )
     metrics = Metrics(
-        task_queue_depth=lambda: task_engine.queue_depth, breaker_states=breakers.snapshot
+        task_queue_depth=lambda: task_engine.queue_depth,
+        breaker_states=breakers.snapshot,
+        open_streams=lambda: stream_slots.open,
     )
     runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
@@ -214,9 +219,7 @@ def build_runtime(
         workflows=WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention),
         metrics=metrics,
         shutting_down=anyio.Event(),
-        stream_slots=StreamSlots(
-            settings.streams.max_subscribers, settings.streams.full_retry_after_s
-        ),
+        stream_slots=stream_slots,
         stream_tails=StreamTails(sessionmaker, settings.streams.replay_batch, encode_event),
     )
     providers = Providers(settings.llm)

@@ -123,6 +123,8 @@ async def test_past_the_cap_a_stream_request_gets_503_until_a_slot_frees(
             assert body["code"] == "too_many_streams"
             assert body["status"] == 503 and body["limit"] == 2 and body["retry_after_s"] == 7
             assert slots.open == 2  # a refusal holds no slot
+            metrics = (await http.get("/metrics")).text
+            assert "loopwright_open_streams 2.0" in metrics
         # Both clients left: their slots come back, and a new stream opens and streams.
         await _until(lambda: slots.open == 0)
         async with http.stream("GET", "/v1/tasks/events") as again:
