@@ -144,7 +144,10 @@ async def _events(services: Services, stream: str, after: int) -> AsyncIterator[
     than per event."""
     settings = services.settings.streams
     with services.bus.subscribe(stream) as wake, services.stream_tails.reading(stream) as tail:
-        await tail.refresh()
+        # What the tail already holds goes out at once (a reconnect's first events); the
+        # first wait comes only after a refresh that started after subscribing, so a
+        # change committed before the subscription is never left waiting for the poll.
+        refreshed = False
         while True:
             batch = tail.after(after, settings.replay_batch)
             if batch is None:  # older than the shared tail: this reader reads for itself
@@ -156,8 +159,10 @@ async def _events(services: Services, stream: str, after: int) -> AsyncIterator[
             for event_type, data in wake.take_ephemeral():
                 yield ServerSentEvent(data=json.dumps(data), event=event_type).encode()
             if len(batch) < settings.replay_batch:
-                await wake.wait(settings.poll_interval_s)
+                if refreshed:
+                    await wake.wait(settings.poll_interval_s)
                 await tail.refresh()
+                refreshed = True
 
 
 async def _read(services: Services, stream: str, after: int, limit: int) -> list[Encoded]:
