@@ -31,6 +31,7 @@ openapi: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/task_engine.py
 	$(BIN)/python bench/agent_loop.py
+	$(BIN)/python bench/sse_fanout.py
 
 # Schemathesis against a live server on a scratch database: fails on any server error.
 # Bounded (fixed seed, examples per operation, a time limit); not part of `make test`.

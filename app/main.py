@@ -4,10 +4,11 @@ process's components (`app/wiring.py` builds, starts and stops them)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from app.api import (
     agents,
@@ -22,6 +23,7 @@ from app.api import (
 from app.api import metrics as metrics_api
 from app.api import runs as runs_api
 from app.api.body_limit import BodyLimit
+from app.api.connections import ConnectionAborts
 from app.api.input_guard import InputGuard
 from app.api.openapi import build_openapi, operation_id
 from app.api.request_ids import install_request_ids
@@ -68,6 +70,7 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[Tool] = ()) 
     app.add_middleware(InputGuard)
     app.add_middleware(BodyLimit, max_body_bytes=settings.server.max_body_bytes)
     install_request_ids(app)
+    _outside_everything(app, ConnectionAborts)
     app.include_router(health.router)
     app.include_router(docs.router)
     app.include_router(metrics_api.router)
@@ -79,3 +82,14 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[Tool] = ()) 
     app.include_router(approvals.router)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _outside_everything(app: FastAPI, middleware: Callable[[ASGIApp], ASGIApp]) -> None:
+    """Wraps the whole stack, Starlette's own error middleware included, so that the
+    middleware receives the server's `send` itself."""
+    build = app.build_middleware_stack
+
+    def wrapped() -> ASGIApp:
+        return middleware(build())
+
+    app.build_middleware_stack = wrapped  # type: ignore[method-assign]

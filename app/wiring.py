@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.api.streams import encode_event
 from app.core.breakers import Breakers, CircuitBreakerPolicy
 from app.core.config import Settings
 from app.engine.agents import AgentCommands
@@ -35,6 +36,8 @@ from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.review_gate import ReviewGate
 from app.engine.runs import RunCommands
 from app.engine.services import Services
+from app.engine.stream_slots import StreamSlots
+from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
 from app.engine.task_runs import TaskRuns
 from app.engine.workers import WorkerPool
@@ -195,8 +198,13 @@ def build_runtime(
         idempotency_retention=retention,
     )
     breakers = Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
+    stream_slots = StreamSlots(
+        settings.streams.max_subscribers, settings.streams.full_retry_after_s
+    )
     metrics = Metrics(
-        task_queue_depth=lambda: task_engine.queue_depth, breaker_states=breakers.snapshot
+        task_queue_depth=lambda: task_engine.queue_depth,
+        breaker_states=breakers.snapshot,
+        open_streams=lambda: stream_slots.open,
     )
     runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
@@ -211,6 +219,8 @@ def build_runtime(
         workflows=WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention),
         metrics=metrics,
         shutting_down=anyio.Event(),
+        stream_slots=stream_slots,
+        stream_tails=StreamTails(sessionmaker, settings.streams.replay_batch, encode_event),
     )
     providers = Providers(settings.llm)
     committer = GroupCommitter(sessionmaker, write_boundaries)

@@ -3,24 +3,44 @@
 The generator subscribes to the bus before its first read, so a change committed between
 the replay and the wait still wakes it; every read starts after the last id sent, so
 nothing is sent twice. It holds no session between reads.
+
+Limits of one process's streams:
+- at most `max_subscribers` streams are open at once; past it a stream request is refused
+  with 503 `too_many_streams` and `Retry-After`;
+- the readers of one stream share one read of the table per wake-up and a tail of at most
+  `replay_batch` events (`engine/stream_tails.py`); a reader further behind reads for
+  itself, at most `replay_batch` events at a time, and takes the next batch only when the
+  previous one has been handed to the server, which takes a write only when the
+  connection drains: a slow reader slows its own reads and nothing piles up;
+- a client that takes longer than `send_timeout_s` to accept one write (it stopped
+  reading) is dropped: its stream ends and its connection is reset.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+import anyio
 from fastapi import Header, Query
 from sqlalchemy.exc import SQLAlchemyError
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
+from starlette.types import Receive, Scope, Send
 
+from app.api.connections import abort_connection
 from app.api.headers import decimal
-from app.core.errors import ValidationFailed
+from app.api.problems import problem_response
+from app.core.errors import TooManyStreams, ValidationFailed
 from app.engine.services import Services
+from app.engine.stream_slots import StreamSlots
+from app.engine.stream_tails import Encoded
 from app.schemas.bounds import EVENT_ID_MAX
 from app.store import events as event_store
+from app.store.events import StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -51,36 +71,105 @@ def resume_point(header: str | None, query: int | None) -> int | None:
 
 async def open_stream(services: Services, stream: str, after: int | None) -> EventSourceResponse:
     """Without a resume point the stream starts at its current end (live events only)."""
+    slots = services.stream_slots
+    if slots.open >= slots.limit:  # early, before any work; the response takes the slot
+        raise TooManyStreams(slots.limit, slots.retry_after_s)
     if after is None:
         async with services.sessionmaker() as session:
             after = await event_store.last_seq(session, stream)
     settings = services.settings.streams
-    return EventSourceResponse(
+    return _SlottedStream(
+        slots,
         _events(services, stream, after),
         ping=settings.keepalive_s,
+        send_timeout=settings.send_timeout_s,
         shutdown_event=services.shutting_down,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
-async def _events(services: Services, stream: str, after: int) -> AsyncIterator[ServerSentEvent]:
+class _SlottedStream(EventSourceResponse):
+    """Holds a stream slot for exactly as long as the response runs: taken when the server
+    calls it (refused there too when the process is full), given back however it ends."""
+
+    def __init__(
+        self,
+        slots: StreamSlots,
+        content: AsyncIterator[bytes],
+        *,
+        ping: float,
+        send_timeout: float,
+        shutdown_event: anyio.Event,
+        headers: dict[str, str],
+    ) -> None:
+        super().__init__(
+            content,
+            ping=ping,
+            send_timeout=send_timeout,
+            shutdown_event=shutdown_event,
+            headers=headers,
+        )
+        self._slots = slots
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            with self._slots.hold():
+                await self._serve(scope, receive, send)
+        except TooManyStreams as refused:
+            await problem_response(refused, scope.get("path"))(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            log.info(
+                "stream %s: the client accepted nothing for %ss; dropping it",
+                scope.get("path"),
+                self.send_timeout,
+            )
+            if abort_connection(scope):
+                # The server learns of the reset on its next loop turn; wait for it, so
+                # it sees a lost connection rather than an unfinished response.
+                await asyncio.sleep(0)
+
+
+def encode_event(event: StoredEvent) -> bytes:
+    """A persisted event as sent to a client (its id is the sequence number)."""
+    data = {**event.data, "at": event.created_at.isoformat()}
+    return ServerSentEvent(data=json.dumps(data), event=event.type, id=str(event.seq)).encode()
+
+
+async def _events(services: Services, stream: str, after: int) -> AsyncIterator[bytes]:
+    """Each batch goes out as one write: one send (and one send timeout) per batch rather
+    than per event."""
     settings = services.settings.streams
-    with services.bus.subscribe(stream) as wake:
+    with services.bus.subscribe(stream) as wake, services.stream_tails.reading(stream) as tail:
+        # What the tail already holds goes out at once (a reconnect's first events); the
+        # first wait comes only after a refresh that started after subscribing, so a
+        # change committed before the subscription is never left waiting for the poll.
+        refreshed = False
         while True:
-            try:
-                async with services.sessionmaker() as session:
-                    batch = await event_store.read_events(
-                        session, stream, after=after, limit=settings.replay_batch
-                    )
-            except (SQLAlchemyError, OSError) as exc:
-                log.warning("stream %s cannot read events (%s); retrying", stream, exc)
-                batch = []
-            for event in batch:
-                data = {**event.data, "at": event.created_at.isoformat()}
-                yield ServerSentEvent(data=json.dumps(data), event=event.type, id=str(event.seq))
-                after = event.seq
+            batch = tail.after(after, settings.replay_batch)
+            if batch is None:  # older than the shared tail: this reader reads for itself
+                batch = await _read(services, stream, after, settings.replay_batch)
+            if batch:
+                yield b"".join(encoded for _, encoded in batch)
+                after = batch[-1][0]
             # Previews without an id: a reconnecting client resumes from persisted events.
             for event_type, data in wake.take_ephemeral():
-                yield ServerSentEvent(data=json.dumps(data), event=event_type)
+                yield ServerSentEvent(data=json.dumps(data), event=event_type).encode()
             if len(batch) < settings.replay_batch:
-                await wake.wait(settings.poll_interval_s)
+                if refreshed:
+                    await wake.wait(settings.poll_interval_s)
+                await tail.refresh()
+                refreshed = True
+
+
+async def _read(services: Services, stream: str, after: int, limit: int) -> list[Encoded]:
+    try:
+        async with services.sessionmaker() as session:
+            events = await event_store.read_events(session, stream, after=after, limit=limit)
+    except (SQLAlchemyError, OSError) as exc:
+        log.warning("stream %s cannot read events (%s); retrying", stream, exc)
+        return []
+    return [(event.seq, encode_event(event)) for event in events]

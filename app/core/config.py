@@ -69,7 +69,24 @@ class StreamSettings(BaseModel):
         le=300,
         description="A stream re-reads its table this often even without a wake-up.",
     )
-    replay_batch: int = Field(500, ge=1, le=10_000, description="Events read per replay query.")
+    replay_batch: int = Field(
+        500,
+        ge=1,
+        le=10_000,
+        description="Events read per query; a stream holds at most this many in memory.",
+    )
+    send_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=3_600,
+        description="A subscriber that takes longer than this to accept one write is dropped.",
+    )
+    max_subscribers: int = Field(
+        1_000, ge=1, le=1_000_000, description="Open streams per process; past it: 503."
+    )
+    full_retry_after_s: int = Field(
+        5, ge=1, le=3_600, description="Retry-After sent with a 503 too_many_streams."
+    )
 
 
 class WorkerSettings(BaseModel):

@@ -13,6 +13,7 @@ renders any of them as an RFC 9457 problem document.
     ├── ValidationFailed (422 validation_error: errors[field, message])
     └── Unavailable (503 unavailable)
         ├── QueueFull (503 queue_full: retry_after_s)
+        ├── TooManyStreams (503 too_many_streams: limit, retry_after_s)
         └── ShuttingDown (503 shutting_down)
 """
 
@@ -198,6 +199,20 @@ class QueueFull(Unavailable):
 
     def extensions(self) -> dict[str, Any]:
         return {"retry_after_s": self.retry_after_s}
+
+
+class TooManyStreams(Unavailable):
+    """This process serves as many event streams as it may; retry after a moment."""
+
+    code = "too_many_streams"
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        super().__init__(f"at most {limit} event streams are open at once on this process")
+
+    def extensions(self) -> dict[str, Any]:
+        return {"limit": self.limit, "retry_after_s": self.retry_after_s}
 
 
 class ShuttingDown(Unavailable):

@@ -13,6 +13,8 @@ from app.engine.agents import AgentCommands
 from app.engine.approvals import ApprovalCommands
 from app.engine.bus import EventBus
 from app.engine.runs import RunCommands
+from app.engine.stream_slots import StreamSlots
+from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
 from app.engine.workflows import WorkflowCommands
 from app.telemetry.metrics import Metrics
@@ -30,3 +32,5 @@ class Services:
     workflows: WorkflowCommands
     metrics: Metrics
     shutting_down: anyio.Event  # set first at shutdown: open streams end
+    stream_slots: StreamSlots
+    stream_tails: StreamTails

@@ -37,6 +37,7 @@ class Metrics:
         *,
         task_queue_depth: Callable[[], int] = lambda: 0,
         breaker_states: Callable[[], Mapping[str, str]] = dict,
+        open_streams: Callable[[], int] = lambda: 0,
     ) -> None:
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
@@ -54,6 +55,12 @@ class Metrics:
             registry=registry,
         )
         self.queue_depth.labels("task_engine").set_function(task_queue_depth)
+        self.open_streams = Gauge(
+            "loopwright_open_streams",
+            "SSE streams open in this process (past the cap, new ones are refused with 503).",
+            registry=registry,
+        )
+        self.open_streams.set_function(open_streams)
         self.run_outcomes = Counter(
             "loopwright_run_outcomes",
             "Runs that settled in this process, by the status they settled in.",

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import uvicorn
+from fastapi import FastAPI
 
 from app.core.config import Settings
 from app.main import create_app
@@ -28,13 +29,19 @@ def make_settings(database_url: str, **groups: dict[str, object]) -> Settings:
 @asynccontextmanager
 async def running_server(settings: Settings) -> AsyncIterator[str]:
     """The app behind a real uvicorn server on a free loopback port; yields its base URL."""
+    async with running_app(settings) as (url, _app):
+        yield url
+
+
+@asynccontextmanager
+async def running_app(settings: Settings) -> AsyncIterator[tuple[str, FastAPI]]:
+    """As `running_server`, also yielding the app (its `state.services` once started)."""
+    app = create_app(settings)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(settings), log_level="warning", lifespan="on", timeout_graceful_shutdown=5
-    )
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
@@ -43,7 +50,7 @@ async def running_server(settings: Settings) -> AsyncIterator[str]:
             raise RuntimeError("the server stopped during start-up")
         await asyncio.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", app
     finally:
         server.should_exit = True
         await serving
