@@ -3,12 +3,16 @@ the server's CPU and WAL."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import resource
+import socket
 import sys
 from collections.abc import Sequence
 
 import asyncpg
+import httpx
 from sqlalchemy.engine import make_url
 
 from app.store.db import libpq_url
@@ -127,3 +131,21 @@ def _parent_pid(backend: int) -> int | None:
         return int(_stat_fields(backend)[1])
     except OSError:
         return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def wait_ready(base_url: str, server: asyncio.subprocess.Process) -> None:
+    async with httpx.AsyncClient(base_url=base_url, timeout=2) as http:
+        for _ in range(300):
+            if server.returncode is not None:
+                raise RuntimeError("the server exited during start-up")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get("/readyz")).status_code == 200:
+                    return
+            await asyncio.sleep(0.1)
+    raise RuntimeError("the server did not become ready")

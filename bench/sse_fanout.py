@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import functools
 import json
 import multiprocessing
@@ -25,7 +24,6 @@ import random
 import re
 import resource
 import secrets
-import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -35,8 +33,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import httpx
-from common import admin, log, percentile, with_database
+from common import admin, free_port, log, percentile, wait_ready, with_database
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.streams import TASK_STREAM
@@ -184,24 +181,6 @@ async def run_writer(url: str, rate: float, duration_s: float) -> dict[int, floa
         await asyncio.to_thread(writer.join)
         receiving.close()
     return commit_at
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def wait_ready(base_url: str, server: asyncio.subprocess.Process) -> None:
-    async with httpx.AsyncClient(base_url=base_url, timeout=2) as http:
-        for _ in range(300):
-            if server.returncode is not None:
-                raise RuntimeError("the server exited during start-up")
-            with contextlib.suppress(httpx.HTTPError):
-                if (await http.get("/readyz")).status_code == 200:
-                    return
-            await asyncio.sleep(0.1)
-    raise RuntimeError("the server did not become ready")
 
 
 def cpu_s(pid: int) -> float:

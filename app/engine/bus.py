@@ -18,14 +18,19 @@ EPHEMERAL_BACKLOG = 1000
 
 
 class Subscription:
-    """One reader's wake-up flag for one stream."""
+    """One reader's wake-up flag for one stream. A reader that does not want the ephemeral
+    events (`ephemeral=False`) is not woken by them either: a streaming LLM call offers
+    one per text delta."""
 
-    def __init__(self, stream: str) -> None:
+    def __init__(self, stream: str, *, ephemeral: bool = True) -> None:
         self.stream = stream
         self._flag = asyncio.Event()
+        self._wants_ephemeral = ephemeral
         self._ephemeral: deque[tuple[str, dict[str, Any]]] = deque(maxlen=EPHEMERAL_BACKLOG)
 
     def offer(self, event_type: str, data: dict[str, Any]) -> None:
+        if not self._wants_ephemeral:
+            return
         self._ephemeral.append((event_type, data))
         self._flag.set()
 
@@ -41,7 +46,10 @@ class Subscription:
         """True when woken before the timeout. The flag resets, so wake-ups that arrive
         while the reader is busy collapse into one."""
         try:
-            await asyncio.wait_for(self._flag.wait(), timeout_s)
+            # Not `wait_for`: on Python 3.11 it swallows a cancel that arrives as the flag
+            # is set, and the reader would not stop.
+            async with asyncio.timeout(timeout_s):
+                await self._flag.wait()
         except TimeoutError:
             return False
         self._flag.clear()
@@ -53,8 +61,8 @@ class EventBus:
         self._subscriptions: defaultdict[str, set[Subscription]] = defaultdict(set)
 
     @contextmanager
-    def subscribe(self, stream: str) -> Iterator[Subscription]:
-        subscription = Subscription(stream)
+    def subscribe(self, stream: str, *, ephemeral: bool = True) -> Iterator[Subscription]:
+        subscription = Subscription(stream, ephemeral=ephemeral)
         self._subscriptions[stream].add(subscription)
         try:
             yield subscription

@@ -54,6 +54,9 @@ class Usage:
     output_tokens: int = 0
 
 
+UsageSink = Callable[[Usage], None]
+
+
 @dataclass(frozen=True)
 class LLMResponse:
     content: list[Block]
@@ -125,9 +128,15 @@ class ProviderError(Exception):
 
 
 class Provider(Protocol):
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
-        """Stream one completion, passing text deltas to `on_text` as they arrive, and
-        return the whole message."""
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
+        """Stream one completion, passing text deltas to `on_text` as they arrive and the
+        usage to `on_usage` as it becomes known (so that a call abandoned halfway is still
+        accounted for), and return the whole message."""
         ...
 
 

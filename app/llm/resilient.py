@@ -38,7 +38,14 @@ from app.llm.policy import (
     classify,
     retry_after_s,
 )
-from app.llm.provider import LLMRequest, LLMResponse, Provider, ProviderError, TextSink
+from app.llm.provider import (
+    LLMRequest,
+    LLMResponse,
+    Provider,
+    ProviderError,
+    TextSink,
+    UsageSink,
+)
 
 OnEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
 Callback = Callable[[], Awaitable[None]]
@@ -84,6 +91,9 @@ class ResilientModel:
     on_event: OnEvent = _no_event
     refresh_credentials: Callback | None = None
     heartbeat: Callback | None = None  # awaited between the chunks of a persistent wait
+    # Told of each chunk of a persistent wait once it is waited out: the run does not
+    # charge that time to its time limits.
+    waited: Callable[[float], None] | None = None
     sleep: Sleep = asyncio.sleep
     rng: random.Random = field(default_factory=random.Random)
     clock: Callable[[], datetime] = _utc_now
@@ -97,7 +107,12 @@ class ResilientModel:
         return self.breakers.get(f"provider:{self.provider_name}:{model}")
 
     async def complete(
-        self, request: LLMRequest, on_text: TextSink | None = None, *, purpose: Purpose
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+        *,
+        purpose: Purpose,
     ) -> LLMResponse:
         """The response of the first attempt that succeeds; LLMCallFailed when giving up."""
         foreground = purpose in FOREGROUND_PURPOSES
@@ -130,7 +145,9 @@ class ResilientModel:
             attempts += 1
             on_model += 1
             try:
-                response = await self.provider_for(request.model).complete(request, on_text)
+                response = await self.provider_for(request.model).complete(
+                    request, on_text, on_usage
+                )
             except ProviderError as error:
                 last = error
                 decision = classify(
@@ -239,6 +256,8 @@ class ResilientModel:
             chunk = min(self.policy.persistent_chunk_s, remaining)
             await self.sleep(chunk)
             remaining -= chunk
+            if self.waited is not None:
+                self.waited(chunk)
             if remaining > 0 and self.heartbeat is not None:
                 await self.heartbeat()
 
@@ -248,5 +267,10 @@ class _PurposeBound:
     model: ResilientModel
     purpose: Purpose
 
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
-        return await self.model.complete(request, on_text, purpose=self.purpose)
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
+        return await self.model.complete(request, on_text, on_usage, purpose=self.purpose)

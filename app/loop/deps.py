@@ -56,6 +56,9 @@ class LoopDeps:
     llm_policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # between LLM attempts
     approvals: ApprovalCommands | None = None  # None: calls that need approval are refused
+    # During a model call, how often the loop reads its run's cancel flag when no wake-up
+    # came (one may be lost; see app.engine.bus).
+    cancel_poll_s: float = 2.0
 
 
 def prompt_hash(system_prompt: str) -> str:

@@ -19,6 +19,7 @@ from app.store import runs as run_store
 from app.store.checkpoints import CheckpointKind
 
 RESULT_PREVIEW_CHARS = 2_000
+CANCELLED_BEFORE_IT_RAN = "Error: the run was cancelled before this call ran"
 _LEASE_GIVEN_UP = {"lease_owner": None, "lease_expires_at": None}
 
 
@@ -105,7 +106,20 @@ def settled(
         values.update(failed.values)
         events, kind = events[:-1] + failed.events, failed.checkpoint
     closing = []
+    skipped: list[tuple[str, ToolOutcome]] = []
     pending = pending_tool_uses(history)
-    if pending:
+    if pending and status is RunStatus.CANCELLED:
+        # A response that came after the cancel: none of its calls ran, and each says so.
+        not_run = ToolOutcome(CANCELLED_BEFORE_IT_RAN, is_error=True, attempts=0, declined=True)
+        skipped = [(call.id, not_run) for call in pending]
+        closing = [results_message(pending, {}, CANCELLED_BEFORE_IT_RAN)]
+        events = [*completed_events(dict(skipped)), *events]
+    elif pending:
         closing = [results_message(pending, {}, "Error: the run ended before this call finished")]
-    return Boundary(kind, messages=[*closing, *(messages or [])], run_values=values, events=events)
+    return Boundary(
+        kind,
+        messages=[*closing, *(messages or [])],
+        run_values=values,
+        events=events,
+        completed=skipped,
+    )

@@ -22,6 +22,7 @@ from app.llm.provider import (
     RefreshesCredentials,
     ToolChoice,
     ToolSpec,
+    Usage,
 )
 from app.llm.resilient import LLMCallFailed, ResilientModel
 from app.loop.boundary import Boundary
@@ -59,6 +60,11 @@ class ModelCalls:
         self._lease_lost = lease_lost
         self._on_event = on_event
         self._frame: Frame | None = frame_of(agent, journal)  # the journal as stored
+        self.usage_in_flight = Usage()  # of the call under way, as far as it is known
+        # Seconds this execution waited out rate limits and outages in persistent mode:
+        # not charged to the run's time limits (and the call's deadline moves with them).
+        self.waited_s = 0.0
+        self._deadline: asyncio.Timeout | None = None
         self.llm = self._model(deps.providers(agent, run_id))
         self.compactor = self._compactor(watchers)
 
@@ -104,14 +110,20 @@ class ModelCalls:
         async def on_text(delta: str) -> None:
             self.deps.bus.publish_ephemeral(stream, "message.delta", {"text": delta})
 
+        def on_usage(usage: Usage) -> None:
+            self.usage_in_flight = usage
+
+        self.usage_in_flight = Usage()
         metrics = self.deps.metrics
         try:
-            async with asyncio.timeout(remaining_s):
-                response = await self.llm.complete(request, on_text, purpose="main_loop")
+            async with asyncio.timeout(remaining_s) as self._deadline:
+                response = await self.llm.complete(request, on_text, on_usage, purpose="main_loop")
         except LLMCallFailed as exc:
             if metrics is not None:
                 metrics.llm_call(request.model, exc.error_class)
             raise
+        finally:
+            self._deadline = None
         if metrics is not None:
             metrics.llm_call(response.model, "ok")
         return response
@@ -151,9 +163,16 @@ class ModelCalls:
                 provider.refresh_credentials if isinstance(provider, RefreshesCredentials) else None
             ),
             heartbeat=heartbeat,
+            waited=self._waited,
             sleep=self.deps.sleep,
             clock=self.deps.clock,
         )
+
+    def _waited(self, seconds: float) -> None:
+        self.waited_s += seconds
+        deadline = self._deadline
+        if deadline is not None and (when := deadline.when()) is not None:
+            deadline.reschedule(when + seconds)
 
     def _compactor(self, watchers: Watchers) -> Compactor:
         """Compaction for this run: the summary is a background call (it fails fast under
@@ -179,13 +198,16 @@ class ModelCalls:
 
 def counted(run: RunRead, response: LLMResponse) -> dict[str, Any]:
     """The run's counters once this LLM call is counted."""
-    usage = run.usage
+    return {"iteration": run.iteration + 1, **with_usage(run, response.usage)}
+
+
+def with_usage(run: RunRead, usage: Usage) -> dict[str, Any]:
+    """The run's usage with `usage` added (of an answered call, or one abandoned halfway)."""
     return {
-        "iteration": run.iteration + 1,
         "usage": {
-            "input_tokens": usage.input_tokens + response.usage.input_tokens,
-            "output_tokens": usage.output_tokens + response.usage.output_tokens,
-        },
+            "input_tokens": run.usage.input_tokens + usage.input_tokens,
+            "output_tokens": run.usage.output_tokens + usage.output_tokens,
+        }
     }
 
 

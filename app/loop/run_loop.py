@@ -3,6 +3,10 @@
     terminators (cancel, errors, time, iterations) → LLM call → llm_response boundary
     → tool batch (ledger start committed first) → tool_result boundary → repeat
 
+A cancel is seen at each boundary, and also during an LLM call, which it abandons (a model
+call has no side effects; see loop/cancel_watch.py). A response that came after the cancel
+is kept, but none of its tool calls start.
+
 Each boundary is one transaction (messages, ledger rows, checkpoint, run row, events),
 fenced by the run's lease: a worker that lost its lease writes nothing more. Resuming and
 running are the same path: answered tool calls are read back from the ledger, not re-run.
@@ -28,11 +32,12 @@ from app.llm.provider import LLMResponse, ProviderUnavailable
 from app.llm.resilient import LLMCallFailed
 from app.loop import resume, terminators
 from app.loop.boundary import Boundary, started_events
+from app.loop.cancel_watch import CancelledDuringCall, unless_cancelled
 from app.loop.crashpoints import crash_point
 from app.loop.deps import LeaseLost, prompt_hash
 from app.loop.exits import hand_back, settled
 from app.loop.leased_run import LeasedRun
-from app.loop.model_calls import ModelCalls, counted, recovery_boundary
+from app.loop.model_calls import ModelCalls, counted, recovery_boundary, with_usage
 from app.loop.terminators import AtBoundary, Ending, Stop, failed
 from app.loop.tool_batch import BatchEnd, ToolBatch
 from app.loop.watchers import Watchers
@@ -60,6 +65,8 @@ class RunLoop(LeasedRun):
             log.warning("run %s: lease lost; leaving it to its new owner", self.run.id)
         except asyncio.CancelledError:
             raise
+        except CancelledDuringCall:
+            await self._quietly(self._abandoned_call())
         except TimeoutError:
             await self._quietly(terminators.out_of_time(self.agent.limits))
         except LLMCallFailed as exc:
@@ -127,6 +134,10 @@ class RunLoop(LeasedRun):
             if await self._record_response(response):
                 return
             crash_point("after_llm_response")
+            cancel = terminators.cancelled(self._at_boundary())
+            if cancel is not None:  # the response came after a cancel: its calls never run
+                await self._stop(cancel)
+                return
             if not await self._went_on(await self.batch.run(response.content)):
                 return
             crash_point("after_tool_result")
@@ -214,13 +225,38 @@ class RunLoop(LeasedRun):
         )
 
     async def _call_llm(self, *, with_tools: bool) -> LLMResponse:
-        return await self.model.complete(
+        """The model's response; `CancelledDuringCall` when a person cancels first."""
+        call = self.model.complete(
             await self.model.frame(),
             self.history,
             self.watchers,
             turn=self.run.iteration,
             remaining_s=self.remaining_s(),
             with_tools=with_tools,
+        )
+        deps = self.deps
+        return await unless_cancelled(
+            call,
+            run_id=self.run.id,
+            bus=deps.bus,
+            sessionmaker=deps.sessionmaker,
+            poll_s=deps.cancel_poll_s,
+        )
+
+    def _abandoned_call(self) -> Stop:
+        """The run was cancelled during an LLM call: it settles at once, and what is known
+        of the abandoned call's usage (its input, at least) is counted."""
+        usage = self.model.usage_in_flight
+        abandoned = {
+            "reason": "cancelled",
+            "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+        }
+        return Stop(
+            Ending.SETTLE,
+            RunStatus.CANCELLED,
+            StopReason.CANCELLED,
+            event=("agent.llm.abandoned", abandoned),
+            counters=with_usage(self.run, usage),
         )
 
     async def _recover_context(self) -> None:
@@ -239,8 +275,10 @@ class RunLoop(LeasedRun):
 
     def _elapsed_s(self) -> float:
         """Time limits bound one execution (a worker's time), as a task's time limit would:
-        a run that waited on a human is not charged for the wait."""
-        return (self.deps.clock() - self.execution_started).total_seconds()
+        a run that waited on a human is not charged for the wait, nor for rate limits and
+        outages waited out in persistent mode."""
+        elapsed = (self.deps.clock() - self.execution_started).total_seconds()
+        return elapsed - self.model.waited_s
 
     def remaining_s(self) -> float:
         """Seconds left before the hard time limit (bounding an LLM call or a tool)."""

@@ -34,6 +34,13 @@ async def get_run(session: AsyncSession, run_id: str, *, lock: bool = False) -> 
     return _read(row) if row else None
 
 
+async def cancel_requested(session: AsyncSession, run_id: str) -> bool:
+    """Whether a person asked to cancel the run (a run that is gone counts as cancelled)."""
+    stmt = select(RUNS.c.cancel_requested).where(RUNS.c.id == run_id)
+    flag = (await session.execute(stmt)).scalar_one_or_none()
+    return flag is None or bool(flag)
+
+
 async def update_run(
     session: AsyncSession, run_id: str, *, read_version: int, values: dict[str, Any]
 ) -> RunRead | None:

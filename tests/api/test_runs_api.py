@@ -190,3 +190,28 @@ async def test_no_worker_identity_reaches_clients(client: httpx.AsyncClient) -> 
                 break
     assert "agent_run.started" in body
     assert '"worker"' not in body and socket.gethostname() not in body
+
+
+async def test_a_cancel_during_a_long_model_call_ends_the_run_at_once(
+    client: httpx.AsyncClient,
+) -> None:
+    """A 20 s model turn: each cancel settles its run long before the turn would end.
+    (`bench/cancel_latency.py` measures the latency's distribution.)"""
+    agent_id = await make_agent(client, scripted({"text": "too late", "latency_ms": 20_000}))
+    waited: list[float] = []
+    for _ in range(5):
+        run = await start(client, agent_id=agent_id)
+        async with client.stream("GET", f"/v1/runs/{run['id']}/events") as events:
+            reader = SseReader(events)
+            while (await reader.take(1, persisted_only=True))[0].event != "agent_run.started":
+                pass
+            # The model call begins as the run starts; a cancel now lands during it.
+            began = asyncio.get_running_loop().time()
+            cancelled = await client.post(f"/v1/runs/{run['id']}/cancel")
+            assert cancelled.status_code == 200, cancelled.text
+            assert cancelled.json()["cancel_requested"] is True
+            final = await settle(client, run["id"])
+            waited.append(asyncio.get_running_loop().time() - began)
+        assert (final["status"], final["stop_reason"]) == ("cancelled", "cancelled")
+        assert final["result"] is None and final["iteration"] == 0
+    assert max(waited) < 5, waited

@@ -20,7 +20,7 @@ from app.core.states import RUN_ACTIVE, RunStatus
 from app.core.streams import RUNS_STREAM
 from app.engine.runs import LaneBusy
 from app.engine.workers import WorkerPool
-from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage
+from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage, UsageSink
 from app.models import CONVERSATIONS, RUNS
 from app.schemas.runs import RunRead
 from app.store import runs as run_store
@@ -218,7 +218,12 @@ class Delegator:
         self.timeout_s = timeout_s
         self.then_gate = then_gate
 
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
         played = sum(1 for m in request.messages if m.role == "assistant")
         last = tool_results(request.messages[-1:])
         content: list[Block]

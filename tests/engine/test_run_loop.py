@@ -9,14 +9,18 @@ import json
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.errors import InvalidTransition
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from app.core.model_config import ScriptedFault, ScriptedTurn
+from app.core.model_config import ScriptedFault, ScriptedToolCall, ScriptedTurn
 from app.core.states import RunStatus
 from app.engine.retry import ToolRetryPolicy
 from app.engine.runs import CANCELLED_WHILE_WAITING
+from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage, UsageSink
+from app.llm.providers.scripted import ScriptedProvider
+from app.loop.exits import CANCELLED_BEFORE_IT_RAN
 from app.loop.run_loop import SUMMARY_PROMPT
 from app.schemas.agents import Limits
 from app.schemas.runs import RunRead
@@ -206,6 +210,99 @@ async def test_after_a_cancelled_run_the_next_run_of_the_conversation_completes(
     [seen] = h.llm_calls[again.id]
     assert_valid_transcript(seen.request.messages)
     assert seen.request.messages[-1].content[-1] == TextBlock(text="Start over, please.")
+
+
+class CancelledMidCall:
+    """A model whose call is under way until the test says otherwise; `after_cancel`
+    instead asks for the cancel itself, then answers at once (as a response that was
+    already on its way when the person pressed cancel)."""
+
+    def __init__(self, h: Harness, answer: ScriptedTurn, *, after_cancel: bool = False) -> None:
+        self.h = h
+        self.inner = ScriptedProvider([answer])
+        self.after_cancel = after_cancel
+        self.entered = asyncio.Event()
+        self.abandoned = asyncio.Event()
+        self.run_id = ""  # of the run to cancel (`after_cancel`)
+
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
+        if on_usage is not None:
+            on_usage(Usage(input_tokens=1234))  # known as the answer begins
+        self.entered.set()
+        if self.after_cancel:
+            await self.h.runs.cancel(self.run_id)
+            return await self.inner.complete(request, on_text, on_usage)
+        try:
+            await asyncio.sleep(20)  # a long turn: the cancel must not wait for it
+        except asyncio.CancelledError:
+            self.abandoned.set()
+            raise
+        raise AssertionError("the call was not abandoned")
+
+
+async def test_a_cancel_during_a_model_call_abandons_the_call_and_settles_at_once(h):
+    agent = await h.agent(say("never said"))
+    model = h.models[agent.id] = CancelledMidCall(h, say("never said"))
+    run = await h.start(agent)
+    drain = h.drain_in_background()
+    async with asyncio.timeout(SAFETY_S):
+        await model.entered.wait()
+    await h.runs.cancel(run.id)
+    async with asyncio.timeout(5):  # well before the 20 s turn would have ended
+        await drain
+    assert model.abandoned.is_set()
+
+    done = await h.run(run.id)
+    assert (done.status, done.stop_reason) == (RunStatus.CANCELLED, "cancelled")
+    assert done.usage.input_tokens == 1234  # what was known of the abandoned call counts
+    assert done.iteration == 0  # it gave no answer
+    transcript = await h.transcript(done.conversation_id)
+    assert [m.role for m in transcript] == ["user"]
+    events = await h.events(run.id)
+    [abandoned] = [e.data for e in events if e.type == "agent.llm.abandoned"]
+    assert abandoned["reason"] == "cancelled"
+    assert abandoned["usage"] == {"input_tokens": 1234, "output_tokens": 0}
+    assert [e.type for e in events][-2:] == ["agent.llm.abandoned", "agent_run.cancelled"]
+
+
+async def test_a_response_that_arrives_after_the_cancel_is_kept_but_none_of_its_calls_run(h):
+    agent = await h.agent(say("never said"))
+    two_calls = ScriptedTurn(
+        tool_calls=[
+            ScriptedToolCall(name="guarded", input={}),
+            ScriptedToolCall(name="create_task", input={"title": "made after cancel"}),
+        ]
+    )
+    model = h.models[agent.id] = CancelledMidCall(h, two_calls, after_cancel=True)
+    model.run_id = (await h.start(agent)).id
+    await h.drain()
+    done = await h.run(model.run_id)
+
+    assert (done.status, done.stop_reason) == (RunStatus.CANCELLED, "cancelled")
+    assert h.tools.calls["guarded"] == 0
+    async with h.sessionmaker() as session:
+        made = await session.execute(text("SELECT count(*) FROM tasks"))
+        assert made.scalar_one() == 0
+    transcript = await h.transcript(done.conversation_id)
+    assert [m.role for m in transcript] == ["user", "assistant", "user"]
+    assert [b.name for b in transcript[1].tool_uses] == ["guarded", "create_task"]
+    results = tool_results(transcript)
+    assert [r.content for r in results] == [CANCELLED_BEFORE_IT_RAN] * 2
+    assert all(r.is_error for r in results)
+    assert_valid_transcript(transcript)
+    # The ledger agrees: both calls answered, neither attempted.
+    async with h.sessionmaker() as session:
+        rows = await session.execute(
+            text("SELECT result, attempts FROM tool_calls WHERE run_id = :id"), {"id": done.id}
+        )
+        assert sorted(rows.all()) == [(CANCELLED_BEFORE_IT_RAN, 0)] * 2
+    types = await h.event_types(done.id)
+    assert types[-3:] == ["tool_call.completed", "tool_call.completed", "agent_run.cancelled"]
 
 
 async def test_cancelling_a_queued_run_cancels_it_at_once_and_it_never_starts(h):

@@ -21,7 +21,7 @@ from app.core.states import RunStatus, TaskStatus
 from app.core.streams import TASK_STREAM
 from app.engine.reconciler import Reconciler
 from app.engine.retry import ToolRetryPolicy
-from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage
+from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage, UsageSink
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext, define_tool
 from app.loop.tools.registry import ToolRegistry
@@ -42,7 +42,12 @@ class Steps:
     def __init__(self, *steps: Step | list[Step]) -> None:
         self.steps = steps
 
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
         played = sum(1 for m in request.messages if m.role == "assistant")
         step = self.steps[played]
         results = tool_results(request.messages)

@@ -22,6 +22,7 @@ from app.llm.provider import (
     ProviderError,
     TextSink,
     Usage,
+    UsageSink,
 )
 from app.llm.providers.anthropic import AnthropicProvider
 from app.llm.providers.scripted import fault_error
@@ -126,7 +127,12 @@ class FullContext:
     def __init__(self) -> None:
         self.max_tokens: list[int] = []
 
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
         self.max_tokens.append(request.max_tokens)
         if len(self.max_tokens) == 1:
             raise ProviderError(

@@ -22,6 +22,7 @@ from app.llm.provider import (
     ProviderUnavailable,
     TextSink,
     Usage,
+    UsageSink,
 )
 from app.llm.providers.anthropic import AnthropicProvider
 from app.llm.providers.registry import FACTORIES, PoolFactory, Providers
@@ -88,7 +89,12 @@ async def test_anthropic_providers_are_shared_per_base_url() -> None:
 
 
 class Echo:
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
         text = request.messages[-1].content[0]
         assert isinstance(text, TextBlock)
         return LLMResponse([text], "end_turn", Usage(), request.model)

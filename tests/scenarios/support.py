@@ -10,7 +10,7 @@ from typing import Any
 
 from app.core.messages import TextBlock, ToolUseBlock
 from app.core.model_config import ModelConfig, ScriptedTurn
-from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink, Usage
+from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink, Usage, UsageSink
 from app.llm.providers.scripted import ScriptedProvider
 from app.loop.summary import SUMMARY_SYSTEM_PROMPT
 from app.loop.tools.base import ToolContext, define_tool
@@ -83,7 +83,12 @@ class ScriptAndSummaries:
         assert self.agent.model.script is not None
         self.script = ScriptedProvider(self.agent.model.script)
 
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
         if request.system == SUMMARY_SYSTEM_PROMPT:
             self.summary_requests.append(request)
             text = self.summarise(request)
@@ -108,9 +113,14 @@ class AttemptLog:
     inner: Provider
     requests: list[LLMRequest] = field(default_factory=list)
 
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
         self.requests.append(request)
-        return await self.inner.complete(request, on_text)
+        return await self.inner.complete(request, on_text, on_usage)
 
 
 def of_type(events: Sequence[StoredEvent], event_type: str) -> list[dict[str, Any]]:

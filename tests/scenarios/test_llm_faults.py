@@ -17,7 +17,7 @@ from app.core.breakers import CircuitBreakerPolicy
 from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.core.states import RunStatus
 from app.llm.providers.scripted import ScriptedProvider
-from app.schemas.agents import AgentRead
+from app.schemas.agents import AgentRead, Limits
 from tests.scenarios.support import (
     MODEL,
     AttemptLog,
@@ -69,6 +69,29 @@ async def test_a_429_with_retry_after_waits_what_the_server_asked_then_completes
     assert len(log.requests) == 2
     assert done.iteration == 1  # one logical call, however many attempts it took
     assert_valid_transcript(await h.messages(done.conversation_id))
+
+
+async def test_rate_limits_waited_out_in_persistent_mode_are_not_charged_to_the_time_limit(
+    h: Harness,
+) -> None:
+    async def waits_out(delay_s: float) -> None:  # the wait takes its time on the run's clock
+        h.sleeps.append(delay_s)
+        h.clock.advance(delay_s)
+
+    h.deps.sleep = waits_out
+    limited = ScriptedFault(
+        status=429, message="rate limited", headers={"retry-after": "100"}, times=3
+    )
+    first = ScriptedTurn(tool_calls=call("echo", invoice=7).tool_calls, fault=limited)
+    limits = Limits(soft_time_limit_s=60, hard_time_limit_s=120, persistent_retries=True)
+    agent = await scripted_agent(h, first, say(ANSWER), limits=limits)
+    done = await h.finish(agent)
+
+    # 300 s waiting on the rate limit, more than the hard limit: the run still completes,
+    # its next call made after the boundary check that counts the time it worked.
+    assert sum(h.sleeps) == 300
+    assert (done.status, done.result) == (RunStatus.COMPLETED, ANSWER)
+    assert done.iteration == 2
 
 
 async def test_an_overload_storm_in_the_foreground_is_retried_with_backoff(h: Harness) -> None:

@@ -30,7 +30,7 @@ from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
 from app.engine.workers import WorkerPool
-from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink
+from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink, UsageSink
 from app.llm.providers.registry import Providers
 from app.loop.boundary import write_boundaries
 from app.loop.deps import LoopDeps
@@ -89,8 +89,13 @@ class RecordingModel:
         self._inner = inner
         self._log = log
 
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
-        response = await self._inner.complete(request, on_text)
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
+        response = await self._inner.complete(request, on_text, on_usage)
         self._log.append(Recorded(request, response))
         return response
 

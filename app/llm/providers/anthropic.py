@@ -26,6 +26,7 @@ from app.llm.provider import (
     ToolChoice,
     ToolSpec,
     Usage,
+    UsageSink,
 )
 from app.llm.providers.anthropic_errors import status_error
 
@@ -80,9 +81,14 @@ class AnthropicProvider:
     ) -> None:
         await self.aclose()
 
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
         try:
-            return await self._stream(request, on_text)
+            return await self._stream(request, on_text, on_usage)
         except anthropic.APIStatusError as exc:
             # A status below 400 is an `event: error` in a stream that began with 200.
             raise status_error(
@@ -101,8 +107,11 @@ class AnthropicProvider:
                 "connection", f"anthropic: connection failed: {_cause(exc)}"
             ) from exc
 
-    async def _stream(self, request: LLMRequest, on_text: TextSink | None) -> LLMResponse:
+    async def _stream(
+        self, request: LLMRequest, on_text: TextSink | None, on_usage: UsageSink | None
+    ) -> LLMResponse:
         finished = False
+        input_tokens = 0
         async with self._client.messages.stream(
             model=request.model,
             max_tokens=request.max_tokens,
@@ -115,6 +124,11 @@ class AnthropicProvider:
             async for event in stream:
                 if event.type == "text" and on_text is not None:
                     await on_text(event.text)
+                elif event.type == "message_start" and on_usage is not None:
+                    input_tokens = event.message.usage.input_tokens
+                    on_usage(Usage(input_tokens, event.message.usage.output_tokens))
+                elif event.type == "message_delta" and on_usage is not None:
+                    on_usage(Usage(input_tokens, event.usage.output_tokens))  # a running total
                 elif event.type == "message_stop":
                     finished = True
             if not finished:

@@ -25,6 +25,7 @@ from app.llm.provider import (
     ProviderError,
     TextSink,
     Usage,
+    UsageSink,
 )
 from app.llm.providers.anthropic_errors import http_error
 
@@ -49,9 +50,17 @@ class ScriptedProvider:
         self._script = script
         self._faults_raised: Counter[int] = Counter()
 
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+    async def complete(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None = None,
+        on_usage: UsageSink | None = None,
+    ) -> LLMResponse:
         position = request.turn
         turn = self._script[position] if position < len(self._script) else None
+        prompt = len(request.system) + sum(_size(b) for m in request.messages for b in m.content)
+        if on_usage is not None:  # the input is known (and billed) as the answer begins
+            on_usage(Usage(input_tokens=prompt // 4))
         if turn is not None and turn.latency_ms:
             await asyncio.sleep(turn.latency_ms / 1000)
         if turn is not None and turn.fault and self._faults_raised[position] < turn.fault.times:
@@ -62,7 +71,6 @@ class ScriptedProvider:
         if on_text is not None and text:
             for start in range(0, len(text), 16):  # a few deltas, like a real stream
                 await on_text(text[start : start + 16])
-        prompt = len(request.system) + sum(_size(b) for m in request.messages for b in m.content)
         return LLMResponse(
             content=content,
             stop_reason="tool_use"

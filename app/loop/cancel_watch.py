@@ -1,0 +1,69 @@
+"""A person's cancel, heard while the loop waits on a model call.
+
+A model call has no side effects, so a run cancelled during one need not wait for its
+answer: the call is abandoned and the run settles `cancelled` at once. (A tool call is
+never cut short: its side effect may be half done; the cancel is seen at the next
+boundary.) The watch wakes when the run's stream gets an event (a cancel appends
+`agent_run.cancel_requested`; another process's cancel arrives through NOTIFY) and then
+reads the run's flag. It also reads the flag every `poll_s`, because a wake-up may be
+lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.core.streams import run_stream
+from app.engine.bus import EventBus
+from app.store import runs as run_store
+
+T = TypeVar("T")
+
+
+class CancelledDuringCall(Exception):
+    """Raised in place of a call's answer: the run was cancelled while it waited."""
+
+
+async def unless_cancelled(
+    call: Awaitable[T],
+    *,
+    run_id: str,
+    bus: EventBus,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    poll_s: float,
+) -> T:
+    """The answer of `call`; `CancelledDuringCall` (with the call abandoned) when the run is
+    cancelled first."""
+    # Subscribed before the call starts, so a cancel committed from now on wakes the watch.
+    with bus.subscribe(run_stream(run_id), ephemeral=False) as woken:
+        answer = asyncio.ensure_future(call)
+        watch = asyncio.ensure_future(_cancel_requested(woken.wait, run_id, sessionmaker, poll_s))
+        try:
+            await asyncio.wait({answer, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            answer_first = answer.done()
+            for task in (answer, watch):
+                task.cancel()  # no-op for the one that is done
+            # The abandoned call is cancelled and let unwind (its connection closed) here.
+            await asyncio.gather(answer, watch, return_exceptions=True)
+        if answer_first:
+            return answer.result()  # an answer that came first wins (a cancel is seen next)
+        raise CancelledDuringCall()
+
+
+async def _cancel_requested(
+    woken: Callable[[float], Awaitable[bool]],
+    run_id: str,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    poll_s: float,
+) -> None:
+    """Returns once the run's cancel flag is set."""
+    while True:
+        await woken(poll_s)
+        async with sessionmaker() as session:
+            if await run_store.cancel_requested(session, run_id):
+                return
