@@ -93,6 +93,20 @@ async def test_text_streams_through_on_text_and_comes_back_whole(
     assert received.headers["anthropic-version"]
 
 
+async def test_usage_is_reported_as_it_becomes_known(
+    wire: AnthropicWire, provider: AnthropicProvider
+) -> None:
+    """The input tokens arrive with the stream's start, so a call abandoned halfway (a
+    cancelled run) can still be counted; the output total arrives before the end."""
+    wire.plan(Reply.text("Counted as it goes.", input_tokens=31, output_tokens=11))
+    reported: list[Usage] = []
+
+    response = await provider.complete(ask(), None, reported.append)
+
+    assert reported[0].input_tokens == 31
+    assert reported[-1] == Usage(31, 11) == response.usage
+
+
 async def test_on_text_is_optional(wire: AnthropicWire, provider: AnthropicProvider) -> None:
     wire.plan(Reply.text("fine", stop_reason="max_tokens"))
 
