@@ -42,6 +42,12 @@ class Subscription:
     def wake(self) -> None:
         self._flag.set()
 
+    def take_wake(self) -> bool:
+        """Without waiting: whether a wake-up came since the last one was taken."""
+        woken = self._flag.is_set()
+        self._flag.clear()
+        return woken
+
     async def wait(self, timeout_s: float) -> bool:
         """True when woken before the timeout. The flag resets, so wake-ups that arrive
         while the reader is busy collapse into one."""

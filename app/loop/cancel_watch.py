@@ -1,4 +1,4 @@
-"""A person's cancel, heard while the loop waits on a model call.
+"""A person's cancel, heard while the loop waits on a model call or runs a tool batch.
 
 A model call has no side effects, so a run cancelled during one need not wait for its
 answer: the call is abandoned and the run settles `cancelled` at once. (A tool call is
@@ -6,19 +6,21 @@ never cut short: its side effect may be half done; the cancel is seen at the nex
 boundary.) The watch wakes when the run's stream gets an event (a cancel appends
 `agent_run.cancel_requested`; another process's cancel arrives through NOTIFY) and then
 reads the run's flag. It also reads the flag every `poll_s`, because a wake-up may be
-lost.
+lost. Between the calls of a tool batch, `CancelFlag` says whether a cancel came, reading
+the flag only when the stream woke, so that a cancelled run starts no further call.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.streams import run_stream
-from app.engine.bus import EventBus
+from app.engine.bus import EventBus, Subscription
 from app.store import runs as run_store
 
 T = TypeVar("T")
@@ -67,3 +69,33 @@ async def _cancel_requested(
         async with sessionmaker() as session:
             if await run_store.cancel_requested(session, run_id):
                 return
+
+
+class CancelFlag:
+    """Whether the run was cancelled since the flag was raised: read from the database only
+    after the run's stream woke (a batch's own events wake it too; that costs a read)."""
+
+    def __init__(
+        self,
+        woken: Subscription,
+        run_id: str,
+        sessionmaker: async_sessionmaker[AsyncSession],
+    ) -> None:
+        self._woken = woken
+        self._run_id = run_id
+        self._sessionmaker = sessionmaker
+        self._cancelled = False
+
+    async def raised(self) -> bool:
+        if not self._cancelled and self._woken.take_wake():
+            async with self._sessionmaker() as session:
+                self._cancelled = await run_store.cancel_requested(session, self._run_id)
+        return self._cancelled
+
+
+@contextmanager
+def cancel_flag(
+    run_id: str, *, bus: EventBus, sessionmaker: async_sessionmaker[AsyncSession]
+) -> Iterator[CancelFlag]:
+    with bus.subscribe(run_stream(run_id), ephemeral=False) as woken:
+        yield CancelFlag(woken, run_id, sessionmaker)

@@ -20,6 +20,8 @@ from app.store.checkpoints import CheckpointKind
 
 RESULT_PREVIEW_CHARS = 2_000
 CANCELLED_BEFORE_IT_RAN = "Error: the run was cancelled before this call ran"
+# The result of a call a cancel kept from starting (a person's word: not the model's error).
+NOT_RUN = ToolOutcome(CANCELLED_BEFORE_IT_RAN, is_error=True, attempts=0, declined=True)
 _LEASE_GIVEN_UP = {"lease_owner": None, "lease_expires_at": None}
 
 
@@ -110,8 +112,7 @@ def settled(
     pending = pending_tool_uses(history)
     if pending and status is RunStatus.CANCELLED:
         # A response that came after the cancel: none of its calls ran, and each says so.
-        not_run = ToolOutcome(CANCELLED_BEFORE_IT_RAN, is_error=True, attempts=0, declined=True)
-        skipped = [(call.id, not_run) for call in pending]
+        skipped = [(call.id, NOT_RUN) for call in pending]
         closing = [results_message(pending, {}, CANCELLED_BEFORE_IT_RAN)]
         events = [*completed_events(dict(skipped)), *events]
     elif pending:

@@ -4,10 +4,12 @@ watchers' state, and the one way its loop writes, `commit`, fenced by the lease.
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractContextManager
 
 from app.core.messages import Message
 from app.engine.published import published, run_written
 from app.loop.boundary import Boundary, BoundaryWrite
+from app.loop.cancel_watch import CancelFlag, cancel_flag
 from app.loop.deps import LeaseLost, LoopDeps
 from app.loop.tool_batch import is_idempotent
 from app.loop.watchers import Watchers
@@ -31,6 +33,9 @@ class LeasedRun:
         self.completed_calls: list[str] = []
         self.watchers = Watchers()
         self.system_hash = ""  # of the agent's prompt, once the loop has read its agent
+
+    def cancel_flag(self) -> AbstractContextManager[CancelFlag]:
+        return cancel_flag(self.run.id, bus=self.deps.bus, sessionmaker=self.deps.sessionmaker)
 
     async def commit(self, boundary: Boundary, watchers: Watchers | None = None) -> RunRead:
         """Commit one boundary (through the group committer, alongside other runs'), fenced

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -23,8 +24,9 @@ from app.core.streams import StreamEvent
 from app.engine.approvals import ApprovalCommands
 from app.loop import approval_gate
 from app.loop.boundary import Boundary, started_events
+from app.loop.cancel_watch import CancelFlag
 from app.loop.crashpoints import crash_point
-from app.loop.exits import completed_events, human_pause, waiting_on_call
+from app.loop.exits import NOT_RUN, completed_events, human_pause, waiting_on_call
 from app.loop.loop_detection import with_notes
 from app.loop.stagnation import StagnationPolicy
 from app.loop.tool_runner import ToolOutcome, ToolRunner
@@ -65,6 +67,10 @@ class BatchHost(Protocol):
 
     def journal_changed(self) -> None:
         """A journal tool wrote: the next LLM call reads the journal again."""
+        ...
+
+    def cancel_flag(self) -> AbstractContextManager[CancelFlag]:
+        """Says, between calls, whether a person cancelled the run meanwhile."""
         ...
 
 
@@ -119,12 +125,14 @@ class ToolBatch:
             await self.host.commit(Boundary(None, started=only, events=started_events(only)))
         outcomes: dict[str, ToolOutcome] = {}
         pause: tuple[ToolUseBlock, ToolOutcome] | None = None
-        for call in to_run:
-            outcome = await self._run_one(call)
-            if outcome.pauses_run:  # the first pause wins; later ones ask again on resume
-                pause = pause or (call, outcome)
-                continue
-            outcomes[call.id] = outcome
+        with self.host.cancel_flag() as cancel:
+            for call in to_run:
+                # A call under way finishes; once a person cancelled, no other one starts.
+                outcome = NOT_RUN if await cancel.raised() else await self._run_one(call)
+                if outcome.pauses_run:  # the first pause wins; later ones ask again on resume
+                    pause = pause or (call, outcome)
+                    continue
+                outcomes[call.id] = outcome
         if pause is not None:
             call, question = pause
             waiting = question.waiting_for or waiting_on_call(call, question.content, "ask_human")

@@ -202,6 +202,29 @@ async def test_a_cancel_stops_the_run_after_its_tool_keeping_the_result_and_no_a
     assert types[-2:] == ["tool_call.completed", "agent_run.cancelled"]
 
 
+async def test_a_cancel_during_a_batch_lets_the_running_tool_finish_and_starts_no_other(h):
+    both = ScriptedTurn(
+        tool_calls=[ScriptedToolCall(name="gate"), ScriptedToolCall(name="guarded")]
+    )
+    run = await h.start(await h.agent(both, say("This must never be said.")))
+    drain = h.drain_in_background()
+    async with asyncio.timeout(SAFETY_S):
+        await h.tools.gate_entered.wait()
+    await h.runs.cancel(run.id)
+    h.tools.gate_release.set()
+    await drain
+
+    done = await h.run(run.id)
+    assert (done.status, done.stop_reason) == (RunStatus.CANCELLED, "cancelled")
+    assert (h.tools.calls["gate"], h.tools.calls["guarded"]) == (1, 0)
+    transcript = await h.transcript(done.conversation_id)
+    assert [r.content for r in tool_results(transcript)] == [
+        "the gate opened",
+        CANCELLED_BEFORE_IT_RAN,
+    ]
+    assert_valid_transcript(transcript)
+
+
 async def test_after_a_cancelled_run_the_next_run_of_the_conversation_completes(h):
     first = await cancel_inside_the_gate(h)
     again = await h.agent(say("Starting over."))
