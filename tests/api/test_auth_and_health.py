@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 from pydantic import ValidationError
@@ -88,3 +90,21 @@ async def test_a_database_that_is_down_gives_503_unavailable_not_500() -> None:
         problem = assert_problem(created, 503, "unavailable")
         assert "Retry-After" in created.headers or "retry-after" in created.headers
         assert "127.0.0.1" not in problem["detail"]
+
+
+async def test_the_docs_pages_load_everything_from_the_service_itself(
+    client: httpx.AsyncClient,
+) -> None:
+    """Offline, a page that pulls its scripts from a CDN is blank: every asset the pages
+    name is served here."""
+    home = await client.get("/")
+    assert (home.status_code, home.headers["location"]) == (307, "/docs")
+    for page in ("/docs", "/redoc"):
+        html = (await client.get(page)).text
+        assets = re.findall(r'(?:src|href)=["\']([^"\']+)["\']', html)
+        assert assets, page
+        assert not re.search(r"https?://", html), f"{page} reaches outside the service"
+        for asset in assets:
+            loaded = await client.get(asset)
+            assert loaded.status_code == 200, asset
+            assert len(loaded.content) > 1_000, asset
