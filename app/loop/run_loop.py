@@ -73,7 +73,10 @@ class RunLoop(LeasedRun):
             retryable = exc.error_class not in PERMANENT_FAILURES  # a refused request is final
             await self._quietly(failed(StopReason.PROVIDER_ERROR, str(exc), retryable=retryable))
         except ProviderUnavailable as exc:
-            await self._quietly(failed(StopReason.PROVIDER_UNAVAILABLE, str(exc)))
+            # A configuration mistake: retrying with backoff would only hide it for minutes.
+            message = f"{exc}; fix the configuration, then retry the run"
+            unavailable = failed(StopReason.PROVIDER_UNAVAILABLE, message, retryable=False)
+            await self._quietly(unavailable)
         except Exception as exc:
             log.exception("run %s failed", self.run.id)
             await self._quietly(failed(StopReason.INTERNAL, f"{type(exc).__name__}: {exc}"))
@@ -89,7 +92,8 @@ class RunLoop(LeasedRun):
             latest = await checkpoints.latest(session, self.run.id)
             journal = await journal_store.read_journal(session, conversation_id)
         if agent is None:
-            await self._settle(failed(StopReason.AGENT_MISSING, "the agent was deleted"))
+            missing = failed(StopReason.AGENT_MISSING, "the agent was deleted", retryable=False)
+            await self._settle(missing)
             return
         self.agent = agent
         self.system_hash = prompt_hash(agent.system_prompt)

@@ -78,3 +78,26 @@ async def test_an_anthropic_agent_runs_through_the_messages_api(
     }
     deltas = "".join(m.data["text"] for m in events if m.event == "message.delta")
     assert deltas == "It is sunny in Oslo, says the echo."
+
+
+async def test_an_agent_whose_provider_has_no_key_fails_at_once_saying_how_to_fix_it(
+    database_url: str, clean_db: AsyncEngine
+) -> None:
+    settings = make_settings(database_url, llm={"anthropic": {"api_key": None}})
+    async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        agent = await http.post(
+            "/v1/agents",
+            json={"name": "keyless", "model": {"provider": "anthropic", "name": "claude-x"}},
+        )
+        assert agent.status_code == 201, agent.text
+        run = await http.post("/v1/runs", json={"agent_id": agent.json()["id"], "input": "hi"})
+        final = (
+            await http.get(f"/v1/runs/{run.json()['id']}/wait", params={"timeout_s": 20})
+        ).json()
+
+    # Not retried with backoff for a quarter of an hour: failed, with the fix in the error.
+    assert (final["status"], final["stop_reason"]) == ("failed", "provider_unavailable")
+    assert final["attempt"] == 1 and final["not_before"] is None
+    message = final["error"]["message"]
+    assert "LOOPWRIGHT_LLM__ANTHROPIC__API_KEY" in message
+    assert message.endswith("then retry the run")

@@ -174,7 +174,10 @@ class AnthropicProviders:
         if self._settings.api_key_file is not None:
             return _read_key_file(self._settings.api_key_file)
         if self._settings.api_key is None:
-            raise ProviderUnavailable(f"no Anthropic API key is configured ({KEY_ENV})")
+            raise ProviderUnavailable(
+                f"no Anthropic API key is configured: set {KEY_ENV} (or {KEY_ENV}_FILE) "
+                "where the workers run"
+            )
         return self._settings.api_key.get_secret_value()
 
     async def aclose(self) -> None:
