@@ -39,7 +39,7 @@ def _serve(args: argparse.Namespace) -> None:
 
     settings = _settings(args)
     configure_logging(settings.log_level, settings.log_format)
-    app = create_app(settings)
+    app = create_app(settings, announce=True)
     tune_gc()
     uvicorn.run(
         app,

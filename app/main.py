@@ -27,6 +27,7 @@ from app.api.connections import ConnectionAborts
 from app.api.input_guard import InputGuard
 from app.api.openapi import build_openapi, operation_id
 from app.api.request_ids import install_request_ids
+from app.banner import banner
 from app.core.config import Settings, load_settings
 from app.loop.tools.base import Tool
 from app.wiring import running
@@ -47,11 +48,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     async with running(app.state.settings, app.state.tools) as runtime:
         app.state.runtime = runtime
         app.state.services = runtime.services
+        if app.state.announce:
+            log.info(banner(app.state.settings))
         yield
 
 
-def create_app(settings: Settings | None = None, *, tools: Sequence[Tool] = ()) -> FastAPI:
-    """The application; `tools` are added to the built-in ones for the run workers."""
+def create_app(
+    settings: Settings | None = None, *, tools: Sequence[Tool] = (), announce: bool = False
+) -> FastAPI:
+    """The application; `tools` are added to the built-in ones for the run workers;
+    `announce`: say where to go once it is ready (`loopwright serve`)."""
     settings = settings or load_settings()
     app = FastAPI(
         title="Loopwright",
@@ -65,6 +71,7 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[Tool] = ()) 
     )
     app.state.settings = settings
     app.state.tools = list(tools)
+    app.state.announce = announce
     problems.install(app)
     # Outermost last: request ids see every response; the guard reads the bounded body.
     app.add_middleware(InputGuard)

@@ -374,7 +374,9 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Root log level."
     )
-    log_format: Literal["json", "text"] = Field("json", description="Structured or plain logs.")
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto", description="Structured or plain logs; `auto`: plain on a terminal, else JSON."
+    )
 
     @model_validator(mode="after")
     def _refuse_open_bind_without_keys(self) -> Settings:

@@ -140,6 +140,13 @@ class WorkerPool:
             loop.stop_requested.set()
         running = [task for _, task in self._active.values()]
         if running:
+            log.info(
+                "stopping: waiting up to %g s for %d run(s) to reach a boundary and go back "
+                "to the queue: %s",
+                grace_s,
+                len(running),
+                ", ".join(self._active),
+            )
             await asyncio.wait(running, timeout=grace_s)
         leftover = dict(self._active)
         for _, task in leftover.values():

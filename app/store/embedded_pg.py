@@ -4,6 +4,7 @@ binaries, running on a Unix socket inside a data directory this process owns."""
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,12 @@ class EmbeddedPostgres:
 
 def start_embedded(data_dir: Path) -> EmbeddedPostgres:
     """Start (or join) the server in `data_dir`, initialising the directory if needed."""
-    import pgserver  # imported lazily: only this path needs the server binaries
-
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(str(data_dir), cleanup_mode="stop")
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers): harmless here.
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        import pgserver  # imported lazily: only this path needs the server binaries
+
+        server = pgserver.get_server(str(data_dir), cleanup_mode="stop")
     log.info("embedded PostgreSQL running in %s", data_dir)
     return EmbeddedPostgres(server.get_uri(), server)

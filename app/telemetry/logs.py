@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterable
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -79,19 +80,33 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
+        """The message, then its fields as `key=value` (an event's run, lane, status...)."""
         text = super().format(record)
+        fields = {k: v for k, v in getattr(record, "fields", {}).items() if k != "event"}
         request_id = getattr(record, "request_id", None)
-        return text if request_id is None else f"{text} request_id={request_id}"
+        if request_id is not None:
+            fields["request_id"] = request_id
+        return " ".join([text, *(f"{k}={v}" for k, v in fields.items())])
+
+
+# Chatty libraries whose routine records say nothing an operator acts on: the embedded
+# server's start-up steps, each migration applied. Their warnings and errors still show.
+_QUIET = ("pgserver", "alembic.runtime.migration")
 
 
 def configure_logging(level: str, fmt: str) -> None:
     """One handler on the root logger, for our records and uvicorn's alike (`serve` runs
-    uvicorn with `log_config=None`, so its loggers propagate here)."""
+    uvicorn with `log_config=None`, so its loggers propagate here). `auto`: plain text for a
+    person at a terminal, JSON for a log collector."""
     handler = logging.StreamHandler()
+    if fmt == "auto":
+        fmt = "text" if sys.stderr.isatty() else "json"
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RequestIdFilter())
     handler.addFilter(QueryRedactingFilter())
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    for name in _QUIET:
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     logging.captureWarnings(True)  # as records too, not plain text between the JSON lines
 
 

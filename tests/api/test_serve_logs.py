@@ -4,6 +4,11 @@ line names its request's `X-Request-ID`."""
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.processes import ServerProcess
+from tests.support.processes import LOOPWRIGHT, ServerProcess, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -57,3 +62,49 @@ def test_serve_writes_json_logs_with_request_ids(
     messages = {(r["logger"], r["message"]) for r in records}
     assert ("uvicorn.error", "Application startup complete.") in messages
     assert ("uvicorn.error", "Application shutdown complete.") in messages
+
+
+def test_on_a_terminal_serve_writes_plain_lines_and_says_where_to_go(
+    database_url: str, clean_db: AsyncEngine
+) -> None:
+    port = free_port()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "DATABASE_URL": database_url,
+        "LOOPWRIGHT_SERVER__PORT": str(port),
+    }
+    controller, terminal = os.openpty()
+    process = subprocess.Popen(
+        [LOOPWRIGHT, "serve"], env=env, stdin=terminal, stdout=terminal, stderr=terminal
+    )
+    os.close(terminal)
+    try:
+        seen = _read_until(controller, b"Uvicorn running")
+        process.send_signal(signal.SIGINT)
+        seen += _read_until(controller, b"Application shutdown complete")
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(controller)
+
+    text = seen.decode()
+    assert f"Loopwright is ready at http://127.0.0.1:{port}" in text
+    assert f"API docs   http://127.0.0.1:{port}/docs" in text
+    assert "LOOPWRIGHT_LLM__ANTHROPIC__API_KEY" in text  # how to use a real model
+    assert not any(line.lstrip().startswith("{") for line in text.splitlines())  # not JSON
+    assert "alembic" not in text  # routine start-up chatter stays out
+
+
+def _read_until(fd: int, marker: bytes, timeout_s: float = 60.0) -> bytes:
+    """What a terminal shows until `marker` appears."""
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while marker not in seen:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, seen.decode(errors="replace")
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            seen += os.read(fd, 65536)
+    return seen

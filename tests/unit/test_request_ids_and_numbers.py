@@ -136,3 +136,13 @@ def test_urls_logged_by_the_http_client_lose_their_query_string() -> None:
     )
     QueryRedactingFilter().filter(plain)
     assert plain.getMessage() == "https://a.example/x"
+
+
+def test_plain_lines_keep_an_events_fields() -> None:
+    record = _record("loopwright.events", "agent_run.completed")
+    record.fields = {"event": "agent_run.completed", "run_id": "run_1", "status": "completed"}
+    assert (
+        TextFormatter()
+        .format(record)
+        .endswith("loopwright.events agent_run.completed run_id=run_1 status=completed")
+    )

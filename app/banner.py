@@ -1,0 +1,41 @@
+"""What `loopwright serve` says once it is ready: where to go, where its data lives and how
+to start afresh, which model providers can be used, and how to stop."""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import make_url
+
+from app.core.config import Settings
+
+KEY_SETTING = "LOOPWRIGHT_LLM__ANTHROPIC__API_KEY"
+
+
+def banner(settings: Settings) -> str:
+    server, database = settings.server, settings.database
+    host = f"[{server.host}]" if ":" in server.host else server.host
+    base = f"http://{host}:{server.port}"
+    if database.url is None:
+        data = (
+            f"embedded PostgreSQL in {database.embedded_data_dir} "
+            "(to start afresh: stop the service, delete that directory)"
+        )
+    else:
+        url = make_url(database.url)
+        data = f"PostgreSQL {url.host or 'local socket'}/{url.database} (LOOPWRIGHT_DATABASE__URL)"
+    anthropic = settings.llm.anthropic
+    if anthropic.api_key is not None or anthropic.api_key_file is not None:
+        providers = "scripted, anthropic"
+    else:
+        providers = f"scripted (anthropic needs {KEY_SETTING})"
+    workers = settings.workers
+    running = f"{workers.capacity} runs at a time" if workers.enabled else "off in this process"
+    lines = [
+        f"Loopwright is ready at {base}",
+        f"  API docs   {base}/docs",
+        f"  data       {data}",
+        f"  models     {providers}",
+        f"  workers    {running}",
+        "  try        loopwright run 'hello'",
+        "  stop       Ctrl+C (runs in flight go back to the queue and resume on next start)",
+    ]
+    return "\n".join(lines)
