@@ -6,8 +6,7 @@ from __future__ import annotations
 from sqlalchemy.engine import make_url
 
 from app.core.config import Settings
-
-KEY_SETTING = "LOOPWRIGHT_LLM__ANTHROPIC__API_KEY"
+from app.llm.providers.registry import FACTORIES, missing_credentials
 
 
 def banner(settings: Settings) -> str:
@@ -22,11 +21,9 @@ def banner(settings: Settings) -> str:
     else:
         url = make_url(database.url)
         data = f"PostgreSQL {url.host or 'local socket'}/{url.database} (LOOPWRIGHT_DATABASE__URL)"
-    anthropic = settings.llm.anthropic
-    if anthropic.api_key is not None or anthropic.api_key_file is not None:
-        providers = "scripted, anthropic"
-    else:
-        providers = f"scripted (anthropic needs {KEY_SETTING})"
+    missing = missing_credentials(settings.llm)
+    usable = ", ".join(name for name in FACTORIES if name not in missing)
+    providers = "; ".join([usable, *(f"not {name}: {fix}" for name, fix in missing.items())])
     workers = settings.workers
     running = f"{workers.capacity} runs at a time" if workers.enabled else "off in this process"
     lines = [

@@ -1,4 +1,6 @@
-"""The `loopwright` command: `serve`, `worker`, `run`, `runs`, `migrate`, `openapi`."""
+"""The `loopwright` command. The server: `serve`, `worker`, `migrate`, `openapi`. A client
+of a running server (LOOPWRIGHT_URL, LOOPWRIGHT_API_KEY): `run`, `follow`, `runs`, `show`,
+`cancel`, `resume`, `retry`, `answer`, `approvals`, `agents`, `tools`."""
 
 from __future__ import annotations
 
@@ -6,12 +8,18 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
-from app.client import Client, follow
+from app.client import verbs
+from app.client.exits import Exit
+from app.client.http import DEFAULT_URL, Client, ClientError
+from app.client.verbs import Verb
 from app.core.config import Settings, load_settings
 from app.core.process import tune_gc
 from app.telemetry.logs import configure_logging
@@ -76,29 +84,23 @@ def _worker(args: argparse.Namespace) -> None:
     asyncio.run(run())
 
 
-def _client(args: argparse.Namespace) -> Client:
-    return Client(args.url, args.api_key)
+def _client_verb(verb: Verb) -> Callable[[argparse.Namespace], None]:
+    def handler(args: argparse.Namespace) -> None:
+        try:
+            with Client(args.url, args.api_key) as client:
+                code = verb(args, client)
+        except ClientError as exc:
+            print(f"loopwright: {exc}", file=sys.stderr)
+            code = exc.exit_code
+        except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            code = Exit.COMPLETED
+        except KeyboardInterrupt:
+            print("\nloopwright: stopped following; the run goes on", file=sys.stderr)
+            code = Exit.INTERRUPTED
+        raise SystemExit(int(code))
 
-
-def _run(args: argparse.Namespace) -> None:
-    client = _client(args)
-    try:
-        agent_id = args.agent or client.demo_agent_id()
-        run = client.start(agent_id, args.text, args.conversation)
-        print(f"run {run['id']} on lane {run['lane']} ({run['status']})")
-        status = follow(client, run["id"])
-    finally:
-        client.close()
-    raise SystemExit(0 if status in ("completed", "waiting_on_human") else 1)
-
-
-def _runs(args: argparse.Namespace) -> None:
-    client = _client(args)
-    try:
-        for run in client.runs(args.status):
-            print(f"{run['id']}  {run['status']:<17} {run['lane']:<45} {run['created_at']}")
-    finally:
-        client.close()
+    return handler
 
 
 def _migrate(args: argparse.Namespace) -> None:
@@ -152,20 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     worker = commands.add_parser("worker", help="run agent loops without serving HTTP")
     worker.set_defaults(handler=_worker)
 
-    for name, help_text, handler in [
-        ("run", "start a run and follow its events", _run),
-        ("runs", "list runs", _runs),
-    ]:
-        verb = commands.add_parser(name, help=help_text)
-        verb.add_argument("--url", default="http://127.0.0.1:8000", help="the server")
-        verb.add_argument("--api-key", help="a bearer API key, if the server needs one")
-        verb.set_defaults(handler=handler)
-        if name == "run":
-            verb.add_argument("text", help="what to ask")
-            verb.add_argument("--agent", help="agent id (default: the scripted demo agent)")
-            verb.add_argument("--conversation", help="continue this conversation")
-        else:
-            verb.add_argument("--status", help="only runs with this status")
+    _add_client_verbs(commands)
 
     mig = commands.add_parser("migrate", help="apply or revert database migrations")
     mig.add_argument("action", choices=["upgrade", "downgrade"], nargs="?", default="upgrade")
@@ -176,11 +165,111 @@ def main(argv: list[str] | None = None) -> None:
     spec.add_argument("--output", help="write to this file instead of stdout")
     spec.set_defaults(handler=_openapi)
 
+    parser.epilog = EXIT_CODES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     args = parser.parse_args(argv)
     try:
         args.handler(args)
-    except ValidationError as exc:
-        parser.exit(2, f"loopwright: invalid settings:\n{exc}\n")
+    except (ValidationError, SettingsError) as exc:
+        parser.exit(2, "".join(f"loopwright: {line}\n" for line in settings_problems(exc)))
+
+
+def settings_problems(exc: ValidationError | SettingsError) -> list[str]:
+    """One line per wrong setting, named as it is written in the environment."""
+    if isinstance(exc, SettingsError):  # a value that is not the JSON its field needs
+        field = str(exc).split('"')[1] if '"' in str(exc) else ""
+        prefix = f"LOOPWRIGHT_{field.upper()}"
+        named = sorted(k for k in os.environ if k.startswith(prefix)) or [prefix]
+        return [
+            f"{', '.join(named)}: cannot be read; lists and objects are written as JSON, "
+            """e.g. LOOPWRIGHT_AUTH__API_KEYS='["key-1", "key-2"]'"""
+        ]
+    return [
+        f"LOOPWRIGHT_{'__'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
+        + (f" (got {error['input']!r})" if not isinstance(error["input"], dict) else "")
+        for error in exc.errors(include_url=False)
+    ]
+
+
+EXIT_CODES = """exit codes of the client verbs (a followed run's ending, or why it failed):
+  0 completed   1 failed or dead-lettered   2 bad command line   3 cancelled
+  4 timed out   5 waits on a person (no terminal to ask)   6 the server refused a request
+  7 no server at the URL   130 interrupted (the run goes on)"""
+
+
+def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    server = argparse.ArgumentParser(add_help=False)
+    server.add_argument(
+        "--url",
+        default=os.environ.get("LOOPWRIGHT_URL", DEFAULT_URL),
+        help=f"the server (LOOPWRIGHT_URL; default {DEFAULT_URL})",
+    )
+    server.add_argument(
+        "--api-key",
+        default=os.environ.get("LOOPWRIGHT_API_KEY"),
+        help="a bearer API key, if the server needs one (LOOPWRIGHT_API_KEY)",
+    )
+
+    def verb(name: str, help_text: str, handler: Verb) -> argparse.ArgumentParser:
+        parser = commands.add_parser(name, help=help_text, parents=[server])
+        parser.set_defaults(handler=_client_verb(handler))
+        return parser
+
+    run = verb("run", "start a run and follow it (asking its questions on a terminal)", verbs.run)
+    run.add_argument("text", help="what to ask")
+    run.add_argument("--agent", help="agent id or name (default: the scripted demo agent)")
+    run.add_argument("--conversation", help="continue this conversation")
+    run.add_argument("--lane", help="queue on this lane")
+    run.add_argument("--detach", action="store_true", help="start it and return")
+
+    follow = verb("follow", "follow a run's events until it settles", verbs.follow_run)
+    follow.add_argument("run", help="run id")
+
+    runs = verb("runs", "list runs, newest first", verbs.runs)
+    runs.add_argument("--status", help="only runs with this status")
+    runs.add_argument("--agent", help="only this agent's runs (id or name)")
+    runs.add_argument("--limit", type=int, default=20, help="runs per page (default 20)")
+    runs.add_argument("--cursor", help="the page after this one (printed under a full page)")
+    runs.add_argument("--oldest", action="store_true", help="oldest first")
+
+    show = verb("show", "a run and its transcript", verbs.show)
+    show.add_argument("run", help="run id")
+
+    for name, help_text, handler in [
+        ("cancel", "cancel a run", verbs.cancel),
+        ("resume", "resume a timed-out run from its checkpoint", verbs.resume),
+        ("retry", "send a failed, dead-lettered or timed-out run back", verbs.retry),
+    ]:
+        command = verb(name, help_text, handler)
+        command.add_argument("run", help="run id")
+        if name != "cancel":
+            command.add_argument("--follow", action="store_true", help="then follow it")
+
+    answer = verb("answer", "answer the question a run waits on", verbs.answer)
+    answer.add_argument("run", help="run id")
+    answer.add_argument("text", nargs="?", help="the answer")
+    answer.add_argument(
+        "--retry-call", action="store_true", help="run a call cut short again (it did not happen)"
+    )
+    answer.add_argument("--follow", action="store_true", help="then follow the run")
+
+    approvals = verb("approvals", "list, approve or reject approvals", verbs.approvals)
+    approvals.add_argument(
+        "action", nargs="?", choices=["list", "approve", "reject"], default="list"
+    )
+    approvals.add_argument("id", nargs="?", help="approval id (approve, reject)")
+    approvals.add_argument(
+        "--status", default="pending", help="list: this status (default pending)"
+    )
+    approvals.add_argument("--comment", help="approve: a comment")
+    approvals.add_argument("--reason", help="reject: why (required)")
+
+    agents = verb("agents", "list agents, or create one from a YAML or JSON file", verbs.agents)
+    agents.add_argument("action", nargs="?", choices=["list", "create"], default="list")
+    agents.add_argument("file", nargs="?", help="create: the agent's file")
+
+    tools = verb("tools", "the tools agents may use, with their inputs", verbs.tools)
+    tools.add_argument("--schemas", action="store_true", help="print full input schemas")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from app.api import (
 )
 from app.api import metrics as metrics_api
 from app.api import runs as runs_api
+from app.api import tools as tools_api
 from app.api.body_limit import BodyLimit
 from app.api.connections import ConnectionAborts
 from app.api.input_guard import InputGuard
@@ -89,6 +90,7 @@ def create_app(
     app.include_router(workflows.router)
     app.include_router(workflow_executions.router)
     app.include_router(approvals.router)
+    app.include_router(tools_api.router)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -45,8 +45,8 @@ from app.engine.workflow_observer import ExecutionObserver
 from app.engine.workflows import WorkflowCommands
 from app.llm import tokens
 from app.llm.policy import LLMRetryPolicy
-from app.llm.providers.registry import Providers
-from app.loop.boundary import BoundaryWrite, write_boundaries
+from app.llm.providers.registry import Providers, provider_warnings
+from app.loop.boundary import BoundaryWrite, boundary_committer
 from app.loop.deps import LoopDeps, ProviderFactory
 from app.loop.run_loop import RunLoop
 from app.loop.tool_runner import ToolRunner
@@ -93,31 +93,23 @@ def load_plugin(entry: str) -> list[Tool]:
     return tools
 
 
-def build_workers(
+def build_tools(
     settings: Settings,
     sessionmaker: async_sessionmaker[AsyncSession],
-    bus: EventBus,
-    runs: RunCommands,
-    providers: ProviderFactory,
-    committer: GroupCommitter[BoundaryWrite, RunRead | None],
     extra_tools: Sequence[Tool],
-    metrics: Metrics | None = None,
-    breakers: Breakers | None = None,
-    approvals: ApprovalCommands | None = None,
     task_engine: TaskEngine | None = None,
-) -> WorkerPool:
-    """The run workers with their tools: built-ins, the task tools over `task_engine`
-    (none without one), http_request under the configured address policy, and whatever
-    the embedding application adds. `breakers` are the process's circuit breakers (of
-    tools and models), shared by every run."""
-    breakers = breakers or Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
+) -> ToolRegistry:
+    """Every tool of this process: the built-ins, the task tools over `task_engine` (none
+    without one), http_request under the configured address policy, the configured
+    plugins', and whatever the embedding application adds."""
     tool_settings = settings.tools
     http_policy = HttpToolPolicy(
         allow_private=tool_settings.http_allow_private,
         allowed_networks=tuple(tool_settings.http_allowed_networks),
+        idempotency_key_hosts=tuple(tool_settings.http_idempotency_key_hosts),
     )
     plugins = [tool for entry in tool_settings.plugins for tool in load_plugin(entry)]
-    registry = ToolRegistry(
+    return ToolRegistry(
         [
             *builtin_tools(),
             *journal_tools(),
@@ -127,6 +119,23 @@ def build_workers(
             *extra_tools,
         ]
     )
+
+
+def build_workers(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    bus: EventBus,
+    runs: RunCommands,
+    providers: ProviderFactory,
+    committer: GroupCommitter[BoundaryWrite, RunRead | None],
+    registry: ToolRegistry,
+    metrics: Metrics | None = None,
+    breakers: Breakers | None = None,
+    approvals: ApprovalCommands | None = None,
+) -> WorkerPool:
+    """The run workers with the tools of `registry`. `breakers` are the process's circuit
+    breakers (of tools and models), shared by every run."""
+    breakers = breakers or Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
     services = BuiltinServices(runs, sessionmaker, bus)
     deps = LoopDeps(
         sessionmaker=sessionmaker,
@@ -153,7 +162,7 @@ def build_workers(
     pool = WorkerPool(
         sessionmaker,
         bus,
-        lambda run, owner: RunLoop(deps, run, owner=owner),
+        lambda run, owner, term: RunLoop(deps, run, owner=owner, term=term),
         capacity=worker_settings.capacity,
         lease_ttl_s=worker_settings.lease_ttl_s,
         poll_interval_s=worker_settings.poll_interval_s,
@@ -208,12 +217,19 @@ def build_runtime(
     )
     runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
+    registry = build_tools(settings, sessionmaker, tools, task_engine)
     services = Services(
         settings=settings,
         sessionmaker=sessionmaker,
         bus=bus,
         tasks=task_engine,
-        agents=AgentCommands(sessionmaker, idempotency_retention=retention),
+        agents=AgentCommands(
+            sessionmaker,
+            idempotency_retention=retention,
+            known_tools=registry.names(),
+            warnings=lambda agent: provider_warnings(settings.llm, agent),
+        ),
+        tools=registry.catalogue(),
         runs=runs,
         approvals=approvals,
         workflows=WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention),
@@ -223,7 +239,7 @@ def build_runtime(
         stream_tails=StreamTails(sessionmaker, settings.streams.replay_batch, encode_event),
     )
     providers = Providers(settings.llm)
-    committer = GroupCommitter(sessionmaker, write_boundaries)
+    committer = boundary_committer(sessionmaker)
     workers = None
     if settings.workers.enabled:
         workers = build_workers(
@@ -233,11 +249,10 @@ def build_runtime(
             runs,
             providers,
             committer,
-            tools,
+            registry,
             metrics,
             breakers,
             approvals,
-            task_engine,
         )
     listener = PgListener(libpq_url(url), bus)
     workflow_observer = ExecutionObserver(sessionmaker, bus, task_engine)

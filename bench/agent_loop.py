@@ -35,13 +35,13 @@ from app.engine.group_commit import GroupCommitter
 from app.engine.runs import RunCommands
 from app.llm import tokens
 from app.llm.providers.registry import Providers
-from app.loop.boundary import BoundaryWrite, write_boundaries
+from app.loop.boundary import RIDE_OUT, BoundaryWrite, write_boundaries
 from app.loop.tools.base import Tool, ToolContext, define_tool
 from app.schemas.agents import AgentCreate, Limits
 from app.schemas.runs import RunCreate, RunRead
 from app.store import migrate
 from app.store.db import libpq_url, make_engine, make_sessionmaker
-from app.wiring import build_workers
+from app.wiring import build_tools, build_workers
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 # name=runs:turns:capacity[:latency_ms]
@@ -194,7 +194,7 @@ class SettleCounter(GroupCommitter[BoundaryWrite, RunRead | None]):
     would be counted as the system's commits."""
 
     def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], expected: int) -> None:
-        super().__init__(sessionmaker, write_boundaries)
+        super().__init__(sessionmaker, write_boundaries, ride_out=RIDE_OUT)
         self.expected = expected
         self.settled = 0
         self.all_settled = asyncio.Event()
@@ -289,7 +289,8 @@ async def w1_scenario(url: str, database: str, scenario: Scenario, profile_top: 
         database=DatabaseSettings(url=url),
         workers=WorkerSettings(capacity=scenario.capacity, poll_interval_s=POLL_S),
     )
-    pool = build_workers(settings, sessionmaker, bus, runs, providers, committer, echo_tools())
+    tools = build_tools(settings, sessionmaker, echo_tools())
+    pool = build_workers(settings, sessionmaker, bus, runs, providers, committer, tools)
     try:
         agent = await AgentCommands(sessionmaker).create(agent_body(scenario))
         log(f"  creating {scenario.runs} runs")

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 
 from app.api.deps import ServicesDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
-from app.api.pagination import decode_cursor, page
+from app.api.pagination import CursorQuery, decode_cursor, page
 from app.core.errors import NotFound, ValidationFailed
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
 from app.schemas.common import Page
@@ -30,7 +30,11 @@ async def create_agent(
 ) -> AgentRead:
     """With `Idempotency-Key`, a repeat of the request (same key, same body) gets the first
     response again (`Idempotent-Replayed: true`) and makes no second agent; the same key
-    with another body is a 409 `idempotency_key_reused`."""
+    with another body is a 409 `idempotency_key_reused`.
+
+    One rule the schema cannot state (it compares two fields): `limits.soft_time_limit_s`
+    must be below `limits.hard_time_limit_s` (defaults 900 and 1,200); otherwise a 422
+    `validation_error` naming `limits`."""
     digest = request_hash(body.model_dump(mode="json")) if idempotency_key else None
     agent, replayed = await services.agents.create_keyed(
         body, idempotency_key=idempotency_key, request_hash=digest
@@ -45,20 +49,23 @@ async def create_agent(
 @router.get("", response_model=Page[AgentRead], summary="List agents")
 async def list_agents(
     session: SessionDep,
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    services: ServicesDep,
+    cursor: CursorQuery = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Page[AgentRead]:
     rows = await agent_store.list_agents(session, after_id=decode_cursor(cursor), limit=limit + 1)
-    return page(rows, limit)
+    return page([services.agents.with_warnings(agent) for agent in rows], limit)
 
 
 @router.get("/{agent_id}", response_model=AgentRead, summary="Get an agent")
-async def get_agent(agent_id: str, session: SessionDep, response: Response) -> AgentRead:
+async def get_agent(
+    agent_id: str, session: SessionDep, services: ServicesDep, response: Response
+) -> AgentRead:
     agent = await agent_store.get_agent(session, agent_id)
     if agent is None:
         raise NotFound("agent", agent_id)
     response.headers["ETag"] = etag(agent.version)
-    return agent
+    return services.agents.with_warnings(agent)
 
 
 @router.patch("/{agent_id}", response_model=AgentRead, summary="Update an agent")
@@ -69,6 +76,10 @@ async def update_agent(
     services: ServicesDep,
     if_match: IfMatchHeader = None,
 ) -> AgentRead:
+    """The fields sent replace the agent's (`limits` and `model` as a whole). One rule the
+    schema cannot state: `limits.soft_time_limit_s` must be below `hard_time_limit_s`, a
+    field left out of `limits` counting as its default (900 and 1,200); otherwise a 422
+    `validation_error` naming `limits`. A stale `If-Match` is a 409 `version_conflict`."""
     if not body.model_fields_set:
         raise ValidationFailed.field("body", "names no field to change")
     agent = await services.agents.update(

@@ -10,7 +10,7 @@ from sse_starlette import EventSourceResponse
 
 from app.api.deps import ApprovalCommandsDep, PrincipalDep, ServicesDep, SessionDep, get_principal
 from app.api.headers import IfMatchHeader, etag, expected_version
-from app.api.pagination import decode_cursor, page, present
+from app.api.pagination import CursorQuery, decode_cursor, page, present
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.core.errors import NotFound
 from app.core.states import ApprovalDecision, ApprovalStatus
@@ -38,7 +38,7 @@ async def list_approvals(
     kind: ApprovalKind | None = None,
     task_id: Annotated[str | None, Query(max_length=200)] = None,
     run_id: Annotated[str | None, Query(max_length=200)] = None,
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    cursor: CursorQuery = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Page[ApprovalRead]:
     """Oldest first; `status=pending` is the reviewer's inbox, `status=expired` what

@@ -7,7 +7,12 @@ from typing import Annotated
 from fastapi import Header
 
 from app.core.errors import ValidationFailed
-from app.schemas.bounds import VERSION_MAX
+from app.schemas.bounds import VERSION_MAX, decimal_pattern
+
+# What the schema promises `If-Match` takes: a version as its ETag (`"3"`, or weak `W/"3"`),
+# the bare number, or `*`. (The server also forgives surrounding spaces and leading zeros.)
+_VERSION = decimal_pattern(1, VERSION_MAX)
+IF_MATCH_PATTERN = rf'^(?:\*|(?:W/)?"{_VERSION}"|{_VERSION})$'
 
 IdempotencyKeyHeader = Annotated[
     str | None,
@@ -19,7 +24,12 @@ IdempotencyKeyHeader = Annotated[
 ]
 IfMatchHeader = Annotated[
     str | None,
-    Header(alias="If-Match", description='The version you last read, as its ETag (`"3"`).'),
+    Header(
+        alias="If-Match",
+        description=f'The version you last read, as its ETag (`"3"`), from 1 to {VERSION_MAX}; '
+        "`*` matches any version. Anything else is a 422 naming the header.",
+        json_schema_extra={"pattern": IF_MATCH_PATTERN},
+    ),
 ]
 
 

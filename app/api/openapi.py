@@ -19,12 +19,42 @@ _PROBLEMS = {
     "422": "The request is not valid; `errors` names each field.",
     "503": "Unavailable, queue full or shutting down; honour `Retry-After`.",
 }
+_STREAM_503 = (
+    "`too_many_streams`: this process serves as many event streams as it may "
+    "(`LOOPWRIGHT_STREAMS__MAX_SUBSCRIBERS`; the problem names the `limit`); reconnect after "
+    "`Retry-After` seconds, with `Last-Event-ID` to miss nothing. Also `unavailable` or "
+    "`shutting_down`."
+)
+_RETRY_AFTER = {
+    "description": "Seconds to wait before trying again.",
+    "schema": {"type": "integer", "minimum": 0},
+}
+
+
+def _streams(operation: dict[str, Any]) -> bool:
+    """An SSE endpoint: its 200 is `text/event-stream`."""
+    ok = operation.get("responses", {}).get("200", {})
+    return "text/event-stream" in ok.get("content", {})
 
 
 def operation_id(route: APIRoute) -> str:
     """The endpoint function's name (`create_task`), which SDK generators turn into
     `createTask` / `create_task`."""
     return route.name
+
+
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's schema without its `null` variant: a header or a query parameter is
+    absent or a string, never JSON null (FastAPI writes `anyOf: [X, null]` for an optional
+    one). Keywords beside the `anyOf` (a pattern, a description) apply to X."""
+    variants = schema.get("anyOf")
+    if not isinstance(variants, list):
+        return schema
+    kept = [v for v in variants if v != {"type": "null"}]
+    if len(kept) != 1 or len(kept) == len(variants):
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**kept[0], **rest}
 
 
 def build_openapi(app: FastAPI) -> dict[str, Any]:
@@ -48,8 +78,17 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
                 if status == "401" and not path.startswith("/v1/"):
                     continue
                 responses[status] = {"description": description, "content": problem}
+            responses["503"]["headers"] = {
+                "Retry-After": {"$ref": "#/components/headers/RetryAfter"}
+            }
+            if _streams(operation):
+                responses["503"]["description"] = _STREAM_503
             if method == "get" and "requestBody" in operation:
                 del operation["requestBody"]
+            for parameter in operation.get("parameters", []):
+                if "schema" in parameter:
+                    parameter["schema"] = _not_null(parameter["schema"])
+    schema["components"].setdefault("headers", {})["RetryAfter"] = _RETRY_AFTER
     declare_in_openapi(schema)
     app.openapi_schema = schema
     return schema

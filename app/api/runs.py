@@ -10,13 +10,19 @@ from sse_starlette import EventSourceResponse
 
 from app.api.deps import ServicesDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
-from app.api.pagination import decode_cursor, page, present
-from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
+from app.api.pagination import CursorQuery, decode_cursor, page, present
+from app.api.streams import (
+    LastEventIdHeader,
+    LastEventIdQuery,
+    RunEnding,
+    open_stream,
+    resume_point,
+)
 from app.core.errors import NotFound
 from app.core.states import RUN_SETTLED, RunStatus
 from app.core.streams import RUNS_STREAM, lane_stream, run_stream
 from app.schemas.bounds import POSITION_MAX
-from app.schemas.common import Page
+from app.schemas.common import Order, Page
 from app.schemas.journal import JournalRead
 from app.schemas.runs import HumanResponse, LaneRead, MessageRead, RunCreate, RunRead
 from app.store import conversations
@@ -68,8 +74,11 @@ async def list_runs(
     lane: Annotated[str | None, Query(max_length=300)] = None,
     agent_id: Annotated[str | None, Query(max_length=200)] = None,
     conversation_id: Annotated[str | None, Query(max_length=200)] = None,
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    cursor: CursorQuery = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    order: Annotated[
+        Order, Query(description="`newest` first, or `oldest` first (the default).")
+    ] = Order.OLDEST,
 ) -> Page[RunRead]:
     filters = present(
         status=status,
@@ -78,7 +87,11 @@ async def list_runs(
         conversation_id=conversation_id,
     )
     rows = await run_store.list_runs(
-        session, after_id=decode_cursor(cursor), limit=limit + 1, filters=filters
+        session,
+        start=decode_cursor(cursor),
+        limit=limit + 1,
+        filters=filters,
+        newest_first=order is Order.NEWEST,
     )
     return page(rows, limit)
 
@@ -131,6 +144,9 @@ async def retry_run(run_id: str, services: ServicesDep) -> RunRead:
     "/v1/runs/{run_id}/human-response", response_model=RunRead, summary="Answer a waiting run"
 )
 async def respond_to_run(run_id: str, body: HumanResponse, services: ServicesDep) -> RunRead:
+    """`answer` (the default) gives the waiting call its result, `response`; `retry_call`
+    runs a side-effecting call cut short by a crash again (`waiting_for.reason` is
+    `resume_unsafe`). A run that is not waiting on a person is a 409."""
     return await services.runs.respond(
         run_id, body.response, retry_call=body.action == "retry_call"
     )
@@ -170,13 +186,24 @@ async def stream_run_events(
     session: SessionDep,
     last_event_id: LastEventIdHeader = None,
     last_event_id_query: LastEventIdQuery = None,
+    keep_open: Annotated[
+        bool,
+        Query(
+            description="Stay open after the run settles (to see a retry or resume); by "
+            "default the stream ends shortly after the event that settled the run."
+        ),
+    ] = False,
 ) -> EventSourceResponse:
     """Every event of the run from the start (or after `Last-Event-ID`), then live;
-    `message.delta` previews of streamed text carry no id."""
-    await _run_or_404(session, run_id)
+    `message.delta` previews of streamed text carry no id. The stream ends about a second
+    after the run settles (completed, failed for good, cancelled, timed out or
+    dead-lettered), unless `keep_open`."""
+    run = await _run_or_404(session, run_id)
     await session.close()  # the stream holds no session
     after = resume_point(last_event_id, last_event_id_query)
-    return await open_stream(services, run_stream(run_id), 0 if after is None else after)
+    # Already settled (a client reconnecting after the end): it ends unless events follow.
+    ending = None if keep_open else RunEnding(settled=run.status in RUN_SETTLED)
+    return await open_stream(services, run_stream(run_id), 0 if after is None else after, ending)
 
 
 @router.get(

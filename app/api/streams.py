@@ -14,6 +14,10 @@ Limits of one process's streams:
   connection drains: a slow reader slows its own reads and nothing piles up;
 - a client that takes longer than `send_timeout_s` to accept one write (it stopped
   reading) is dropped: its stream ends and its connection is reset.
+
+A run's own stream ends once it has sent the event that settled the run (completed,
+failed for good, cancelled, timed out, dead-lettered), after `settled_linger_s` for what
+is committed right after; a client that wants to see a retry asks to keep it open.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated
 
 import anyio
@@ -35,12 +40,14 @@ from app.api.connections import abort_connection
 from app.api.headers import decimal
 from app.api.problems import problem_response
 from app.core.errors import TooManyStreams, ValidationFailed
+from app.core.states import RUN_SETTLED
 from app.engine.services import Services
 from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import Encoded
-from app.schemas.bounds import EVENT_ID_MAX
+from app.schemas.bounds import EVENT_ID_MAX, decimal_pattern
 from app.store import events as event_store
 from app.store.events import StoredEvent
+from app.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +55,12 @@ log = logging.getLogger(__name__)
 # Event ids are BIGINT: a larger one could never be reached, and Postgres refuses it as a
 # parameter, so the stream would open and then fail every read.
 LastEventIdHeader = Annotated[
-    str | None, Header(alias="Last-Event-ID", description="Resume after this event id.")
+    str | None,
+    Header(
+        alias="Last-Event-ID",
+        description=f"Resume after this event id (0 to {EVENT_ID_MAX}); empty: not given.",
+        json_schema_extra={"pattern": f"^(?:{decimal_pattern(0, EVENT_ID_MAX)})?$"},
+    ),
 ]
 LastEventIdQuery = Annotated[
     int | None,
@@ -69,10 +81,22 @@ def resume_point(header: str | None, query: int | None) -> int | None:
     return query
 
 
-async def open_stream(services: Services, stream: str, after: int | None) -> EventSourceResponse:
-    """Without a resume point the stream starts at its current end (live events only)."""
+@dataclass(frozen=True)
+class RunEnding:
+    """A run's own stream ends once the run has settled; `settled`: it had when the
+    stream opened."""
+
+    settled: bool
+
+
+async def open_stream(
+    services: Services, stream: str, after: int | None, ending: RunEnding | None = None
+) -> EventSourceResponse:
+    """Without a resume point the stream starts at its current end (live events only).
+    `ending`: a run's stream, which ends once the run has settled."""
     slots = services.stream_slots
     if slots.open >= slots.limit:  # early, before any work; the response takes the slot
+        services.metrics.streams_refused.inc()
         raise TooManyStreams(slots.limit, slots.retry_after_s)
     if after is None:
         async with services.sessionmaker() as session:
@@ -80,7 +104,8 @@ async def open_stream(services: Services, stream: str, after: int | None) -> Eve
     settings = services.settings.streams
     return _SlottedStream(
         slots,
-        _events(services, stream, after),
+        services.metrics,
+        _events(services, stream, after, ending),
         ping=settings.keepalive_s,
         send_timeout=settings.send_timeout_s,
         shutdown_event=services.shutting_down,
@@ -95,6 +120,7 @@ class _SlottedStream(EventSourceResponse):
     def __init__(
         self,
         slots: StreamSlots,
+        metrics: Metrics,
         content: AsyncIterator[bytes],
         *,
         ping: float,
@@ -110,18 +136,21 @@ class _SlottedStream(EventSourceResponse):
             headers=headers,
         )
         self._slots = slots
+        self._metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             with self._slots.hold():
                 await self._serve(scope, receive, send)
         except TooManyStreams as refused:
+            self._metrics.streams_refused.inc()
             await problem_response(refused, scope.get("path"))(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         except SendTimeoutError:
+            self._metrics.streams_dropped.inc()
             log.info(
                 "stream %s: the client accepted nothing for %ss; dropping it",
                 scope.get("path"),
@@ -133,16 +162,40 @@ class _SlottedStream(EventSourceResponse):
                 await asyncio.sleep(0)
 
 
-def encode_event(event: StoredEvent) -> bytes:
+def encode_event(event: StoredEvent) -> Encoded:
     """A persisted event as sent to a client (its id is the sequence number)."""
     data = {**event.data, "at": event.created_at.isoformat()}
-    return ServerSentEvent(data=json.dumps(data), event=event.type, id=str(event.seq)).encode()
+    sse = ServerSentEvent(data=json.dumps(data), event=event.type, id=str(event.seq)).encode()
+    # A run's events carry the status the run was left in (engine/run_transitions.py).
+    status = event.data.get("status") if event.type.startswith("agent_run.") else None
+    return Encoded(event.seq, sse, None if status is None else status in _SETTLED)
 
 
-async def _events(services: Services, stream: str, after: int) -> AsyncIterator[bytes]:
+_SETTLED = frozenset(status.value for status in RUN_SETTLED)
+
+
+def ends_at(batch: list[Encoded], ending: float | None, if_settled_now: float) -> float | None:
+    """When a run's stream ends after `batch`: the run's latest status decides, so a
+    time-out followed by its automatic resume (one transaction) leaves the run queued and
+    the stream open; a settled run's stream ends once, at the time set when it settled."""
+    statuses = [event.settles_run for event in batch if event.settles_run is not None]
+    if not statuses:
+        return ending
+    if not statuses[-1]:
+        return None
+    return if_settled_now if ending is None else ending
+
+
+async def _events(
+    services: Services, stream: str, after: int, ending: RunEnding | None
+) -> AsyncIterator[bytes]:
     """Each batch goes out as one write: one send (and one send timeout) per batch rather
     than per event."""
     settings = services.settings.streams
+    linger_s = settings.settled_linger_s
+    linger_until: float | None = None  # the run settled: the stream ends at this time
+    if ending is not None and ending.settled:
+        linger_until = asyncio.get_running_loop().time() + linger_s
     with services.bus.subscribe(stream) as wake, services.stream_tails.reading(stream) as tail:
         # What the tail already holds goes out at once (a reconnect's first events); the
         # first wait comes only after a refresh that started after subscribing, so a
@@ -153,14 +206,22 @@ async def _events(services: Services, stream: str, after: int) -> AsyncIterator[
             if batch is None:  # older than the shared tail: this reader reads for itself
                 batch = await _read(services, stream, after, settings.replay_batch)
             if batch:
-                yield b"".join(encoded for _, encoded in batch)
-                after = batch[-1][0]
+                yield b"".join(encoded.sse for encoded in batch)
+                after = batch[-1].seq
+                if ending is not None:
+                    now = asyncio.get_running_loop().time()
+                    linger_until = ends_at(batch, linger_until, now + linger_s)
             # Previews without an id: a reconnecting client resumes from persisted events.
             for event_type, data in wake.take_ephemeral():
                 yield ServerSentEvent(data=json.dumps(data), event=event_type).encode()
             if len(batch) < settings.replay_batch:
+                wait_s = settings.poll_interval_s
+                if linger_until is not None:
+                    wait_s = linger_until - asyncio.get_running_loop().time()
+                    if wait_s <= 0:
+                        return
                 if refreshed:
-                    await wake.wait(settings.poll_interval_s)
+                    await wake.wait(wait_s)
                 await tail.refresh()
                 refreshed = True
 
@@ -172,4 +233,4 @@ async def _read(services: Services, stream: str, after: int, limit: int) -> list
     except (SQLAlchemyError, OSError) as exc:
         log.warning("stream %s cannot read events (%s); retrying", stream, exc)
         return []
-    return [(event.seq, encode_event(event)) for event in events]
+    return [encode_event(event) for event in events]

@@ -9,7 +9,7 @@ from sse_starlette import EventSourceResponse
 
 from app.api.deps import PrincipalDep, ServicesDep, SessionDep, TaskEngineDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
-from app.api.pagination import decode_cursor, page, present
+from app.api.pagination import CursorQuery, decode_cursor, page, present
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.core.errors import NotFound, ValidationFailed
 from app.core.states import TaskStatus
@@ -83,7 +83,7 @@ async def list_tasks(
     assigned_to: Annotated[str | None, Query(max_length=200)] = None,
     project: Annotated[str | None, Query(max_length=200)] = None,
     priority: Priority | None = None,
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    cursor: CursorQuery = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Page[TaskRead]:
     filters = present(

@@ -9,7 +9,7 @@ from sse_starlette import EventSourceResponse
 
 from app.api.deps import PrincipalDep, ServicesDep, SessionDep, WorkflowCommandsDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
-from app.api.pagination import decode_cursor, page
+from app.api.pagination import CursorQuery, decode_cursor, page
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.core.errors import NotFound
 from app.core.streams import execution_stream
@@ -68,7 +68,7 @@ async def activate_workflow(
 async def list_workflow_executions(
     workflow_id: str,
     session: SessionDep,
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    cursor: CursorQuery = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Page[ExecutionRead]:
     rows = await store.list_executions(

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 
 from app.api.deps import SessionDep, WorkflowCommandsDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
-from app.api.pagination import decode_cursor, page
+from app.api.pagination import CursorQuery, decode_cursor, page
 from app.core.errors import NotFound, ValidationFailed
 from app.engine.workflow_graph import export_yaml, validate_workflow
 from app.schemas.common import Page
@@ -41,8 +41,11 @@ async def create_workflow(
     commands: WorkflowCommandsDep,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> WorkflowRead:
-    """Saved when its structure holds (unique ids, edges between known nodes, configs that
-    fit their node types, conditions that parse); the other rules are checked by
+    """Saved when its structure holds: node ids and edge ids unique, and every edge's
+    `source` and `target` a node of it (rules the schema cannot state: they compare items;
+    a 422 `validation_error` naming the edge or node). Node configs and conditions are in
+    the schema (`config` by node `type`; a condition's grammar as its pattern). The other
+    rules are checked by
     `validate` and on activation, so an unfinished draft can be saved. With
     `Idempotency-Key`, a repeat of the request (same key, same body) gets the first
     response again (`Idempotent-Replayed: true`); another body is a 409
@@ -61,7 +64,7 @@ async def create_workflow(
 @router.get("", response_model=Page[WorkflowRead], summary="List workflow definitions")
 async def list_workflows(
     session: SessionDep,
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    cursor: CursorQuery = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Page[WorkflowRead]:
     rows = await store.list_workflows(session, after_id=decode_cursor(cursor), limit=limit + 1)
@@ -84,7 +87,14 @@ async def update_workflow(
     if_match: IfMatchHeader = None,
 ) -> WorkflowRead:
     """Send the version you last read as `If-Match` or as `version` in the body; a stale
-    one is a 409 `version_conflict` naming the current version."""
+    one is a 409 `version_conflict` naming the current version.
+
+    Rules the schema cannot state (they compare fields, or this body with the stored
+    definition), each a 422 `validation_error`: `version` and `If-Match`, when both are
+    sent, agree; and the definition as it would be after the change keeps its structure:
+    node ids and edge ids unique, every edge's `source` and `target` a node of it (edges
+    sent without `nodes` must join the stored nodes; `nodes` sent without `edges` must
+    leave the stored edges their ends)."""
     if not body.model_fields_set - {"version"}:
         raise ValidationFailed.field("body", "names no field to change")
     header = expected_version(if_match)

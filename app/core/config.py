@@ -87,6 +87,12 @@ class StreamSettings(BaseModel):
     full_retry_after_s: int = Field(
         5, ge=1, le=3_600, description="Retry-After sent with a 503 too_many_streams."
     )
+    settled_linger_s: float = Field(
+        1.0,
+        ge=0,
+        le=60,
+        description="A run's stream ends this long after the event that settled the run.",
+    )
 
 
 class WorkerSettings(BaseModel):
@@ -252,6 +258,13 @@ class ToolSettings(BaseModel):
     )
     http_allowed_networks: list[str] = Field(
         default_factory=list, description="CIDRs http_request may reach even if private."
+    )
+    http_idempotency_key_hosts: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Hosts (`name` or `name:port`) that honour http_request's Idempotency-Key: its "
+            "POST/PUT/PATCH/DELETE calls to them are retried and re-sent on resume."
+        ),
     )
     plugins: list[str] = Field(
         default_factory=list,

@@ -6,7 +6,11 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
-Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+# Surrounding whitespace is stripped; what is left must not be empty (the pattern: at least
+# one character that is not whitespace, which says the same to JSON Schema).
+Name = Annotated[
+    str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True, pattern=r"\S")
+]
 Text = Annotated[str, StringConstraints(max_length=20_000)]
 Reason = Annotated[str, StringConstraints(max_length=2_000)]
 ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_]{1,64}$")]

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.core.fields import Name, Text, ToolName
+from app.core.schema_variants import published_as
 
 
 class ScriptedToolCall(BaseModel):
@@ -17,16 +18,37 @@ class ScriptedToolCall(BaseModel):
     input: dict[str, Any] = Field(default_factory=dict)
 
 
-class ScriptedFault(BaseModel):
-    """A failure the scripted model raises on the first `times` attempts of its turn."""
-
+class _FaultFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["http", "timeout", "connection"] = "http"
-    status: int | None = Field(None, ge=400, le=599)
     headers: dict[str, str] = Field(default_factory=dict)
     message: Text = "injected fault"
     times: int = Field(1, ge=1, le=100)
+
+
+class HttpFault(_FaultFields):
+    """An HTTP error answer with `status` (the default kind)."""
+
+    kind: Literal["http"] = "http"
+    status: int = Field(ge=400, le=599)
+
+
+class TransportFault(_FaultFields):
+    """A timeout or a failed connection; no answer arrives."""
+
+    kind: Literal["timeout", "connection"]
+    status: int | None = Field(None, ge=400, le=599)
+
+
+class ScriptedFault(_FaultFields):
+    """A failure the scripted model raises on the first `times` attempts of its turn: an
+    HTTP error (`kind: http`, the default, needs `status`), a timeout or a failed
+    connection."""
+
+    kind: Literal["http", "timeout", "connection"] = "http"
+    status: int | None = Field(None, ge=400, le=599)
+
+    __get_pydantic_json_schema__ = published_as(HttpFault, TransportFault)
 
     @model_validator(mode="after")
     def _http_needs_status(self) -> ScriptedFault:
@@ -35,15 +57,34 @@ class ScriptedFault(BaseModel):
         return self
 
 
-class ScriptedTurn(BaseModel):
-    """One answer of the scripted model: text, or one or more tool calls."""
-
+class _TurnFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    latency_ms: int = Field(0, ge=0, le=600_000)
+    fault: ScriptedFault | None = None
+
+
+class TextTurn(_TurnFields):
+    """A turn that answers with text."""
+
+    text: Text
+    tool_calls: None = None
+
+
+class ToolCallsTurn(_TurnFields):
+    """A turn that calls tools."""
+
+    tool_calls: list[ScriptedToolCall] = Field(min_length=1, max_length=32)
+    text: None = None
+
+
+class ScriptedTurn(_TurnFields):
+    """One answer of the scripted model: text, or one or more tool calls."""
 
     text: Text | None = None
     tool_calls: list[ScriptedToolCall] | None = Field(None, min_length=1, max_length=32)
-    latency_ms: int = Field(0, ge=0, le=600_000)
-    fault: ScriptedFault | None = None
+
+    __get_pydantic_json_schema__ = published_as(TextTurn, ToolCallsTurn)
 
     @model_validator(mode="after")
     def _one_kind_of_answer(self) -> ScriptedTurn:
@@ -52,13 +93,9 @@ class ScriptedTurn(BaseModel):
         return self
 
 
-class ModelConfig(BaseModel):
-    """Which model answers. `scripted` plays `script` turn by turn (the demo and test
-    double); `anthropic` calls the Messages API."""
-
+class _ModelFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["anthropic", "scripted"]
     name: Name = Field(examples=["claude-sonnet-4-5"])
     fallback_name: Name | None = Field(
         None,
@@ -68,7 +105,32 @@ class ModelConfig(BaseModel):
     context_window: int = Field(200_000, ge=1_000, le=10_000_000)
     max_output_tokens: int = Field(4_096, ge=1, le=200_000)
     base_url: Annotated[str, StringConstraints(max_length=500)] | None = None
+
+
+class AnthropicModelConfig(_ModelFields):
+    """A model of Anthropic's Messages API."""
+
+    provider: Literal["anthropic"]
+    script: None = None
+
+
+class ScriptedModelConfig(_ModelFields):
+    """The scripted model (the demo and test double): plays `script` turn by turn."""
+
+    provider: Literal["scripted"]
+    script: list[ScriptedTurn] = Field(min_length=1, max_length=1_000)
+
+
+class ModelConfig(_ModelFields):
+    """Which model answers. `scripted` plays `script` turn by turn (the demo and test
+    double); `anthropic` calls the Messages API."""
+
+    provider: Literal["anthropic", "scripted"]
     script: list[ScriptedTurn] | None = Field(None, max_length=1_000)
+
+    __get_pydantic_json_schema__ = published_as(
+        AnthropicModelConfig, ScriptedModelConfig, tag="provider"
+    )
 
     @model_validator(mode="after")
     def _script_only_for_scripted(self) -> ModelConfig:

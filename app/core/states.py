@@ -159,6 +159,24 @@ class StopReason(StrEnum):
     HEARTBEAT_LOST = "heartbeat_lost"  # timed_out: its worker died or hung
 
 
+class WaitReason(StrEnum):
+    """What a run `waiting_on_human` waits for (its `waiting_for.reason`)."""
+
+    ASK_HUMAN = "ask_human"  # the agent asked a question: the answer is the call's result
+    APPROVAL = "approval"  # a side-effecting call waits for a person's approval
+    RESUME_UNSAFE = "resume_unsafe"  # a side-effecting call was cut short: did it happen?
+    SYSTEM_PROMPT_CHANGED = "system_prompt_changed"  # its agent's prompt changed under it
+
+
+class ResumeDecision(StrEnum):
+    """What the reconciler did with a run it timed out (its error log entry says)."""
+
+    AUTOMATIC = "automatic"  # requeued it
+    EXHAUSTED = "exhausted"  # gave up on it: it took down every worker so far
+    DISABLED = "disabled"  # left it: automatic resume is off
+    UNAVAILABLE = "unavailable"  # left it: its last checkpoint cannot be resumed
+
+
 # -- workflow executions and their nodes ----------------------------------------------------
 
 

@@ -3,12 +3,13 @@ delete."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.errors import Conflict, NotFound, VersionConflict
+from app.core.errors import Conflict, FieldError, NotFound, ValidationFailed, VersionConflict
 from app.core.ids import new_id
 from app.engine.idempotent_create import CreateKey, keyed_create
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
@@ -31,10 +32,36 @@ class AgentCommands:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         idempotency_retention: timedelta = idempotency.DEFAULT_RETENTION,
+        known_tools: Collection[str] | None = None,
+        warnings: Callable[[AgentRead], list[str]] = lambda agent: [],
     ) -> None:
+        """`known_tools`: the tools an agent may name (None: any name, e.g. a process that
+        only stores agents); `warnings`: why an agent's runs would fail as configured now
+        (a provider without credentials), told to the client with the agent."""
         self._sessionmaker = sessionmaker
         self._clock = clock
         self._idempotency_retention = idempotency_retention
+        self._known_tools = None if known_tools is None else sorted(known_tools)
+        self._warnings = warnings
+
+    def with_warnings(self, agent: AgentRead) -> AgentRead:
+        return agent.model_copy(update={"warnings": self._warnings(agent)})
+
+    def _check_tools(self, values: dict[str, Any]) -> None:
+        """An unknown tool name is refused now, not when a run first calls it."""
+        known = self._known_tools
+        if known is None:
+            return
+        unknown = [
+            FieldError(
+                f"body.{field}[{i}]", f"no tool is named {name!r}; known: {', '.join(known)}"
+            )
+            for field in ("tools", "auto_approve")
+            for i, name in enumerate(values.get(field) or [])
+            if name not in known
+        ]
+        if unknown:
+            raise ValidationFailed(unknown)
 
     async def create(self, body: AgentCreate) -> AgentRead:
         agent, _ = await self.create_keyed(body)
@@ -51,20 +78,23 @@ class AgentCommands:
         agent as that create returned it)."""
         key = CreateKey.of(CREATE_SCOPE, idempotency_key, request_hash)
         values = body.model_dump(mode="json") | {"id": new_id("agent"), "version": 1}
+        self._check_tools(values)
         async with self._sessionmaker() as session, session.begin():
             create = await keyed_create(
                 session, key, now=self._clock(), retention=self._idempotency_retention
             )
             if create.replay is not None:
-                return AgentRead.model_validate(create.replay.response), True
+                replayed = AgentRead.model_validate(create.replay.response)
+                return self.with_warnings(replayed), True
             agent = await agent_store.insert_agent(session, values)
             await create.remember(agent.id, agent.model_dump(mode="json"))
-        return agent, False
+        return self.with_warnings(agent), False
 
     async def update(
         self, agent_id: str, body: AgentPatch, *, expected_version: int | None
     ) -> AgentRead:
         changes = body.model_dump(mode="json", exclude_unset=True)
+        self._check_tools(changes)
         async with self._sessionmaker() as session, session.begin():
             current = await agent_store.get_agent(session, agent_id)
             if current is None:
@@ -83,7 +113,7 @@ class AgentCommands:
             if updated is None:
                 latest = await agent_store.get_agent(session, agent_id)
                 raise VersionConflict(current.version, latest.version if latest else 0)
-            return updated
+            return self.with_warnings(updated)
 
     async def delete(self, agent_id: str, *, expected_version: int | None) -> None:
         async with self._sessionmaker() as session, session.begin():

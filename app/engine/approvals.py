@@ -440,7 +440,7 @@ class ApprovalCommands:
             run = await run_store.get_run(session, run_id, lock=True)
             if run is None or not run.waiting_for:
                 return None
-            approval = await store.get_approval(session, str(run.waiting_for.get("approval_id")))
+            approval = await store.get_approval(session, str(run.waiting_for.approval_id))
             if approval is None or approval.status is S.PENDING:
                 return None
             released = await release_run(session, approval, now)

@@ -88,7 +88,10 @@ def _operand(text: str, pos: int) -> tuple[Operand, int]:
     if match.lastgroup == "string":
         return Literal(_string(token, match.start("string"))), end
     if match.lastgroup == "number":
-        return Literal(json.loads(token)), end
+        try:  # `\d` takes digits JSON does not (`01`, Arabic-Indic): an error, not a crash
+            return Literal(json.loads(token)), end
+        except ValueError:
+            raise ConditionSyntaxError("not a JSON number", match.start("number")) from None
     if token in _WORDS:
         return Literal(_WORDS[token]), end
     return Key(tuple(token.split("."))), end

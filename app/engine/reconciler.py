@@ -31,19 +31,18 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.states import RunStatus, StopReason
+from app.core.states import ResumeDecision, RunStatus, StopReason
 from app.core.streams import RUNS_STREAM, StreamEvent
 from app.engine import run_transitions
 from app.engine.bus import EventBus
 from app.engine.periodic import Periodic
 from app.engine.published import Written, published, run_written
 from app.engine.runs import RunCommands
-from app.schemas.runs import RunRead
+from app.schemas.runs import ErrorLogEntry, RunRead, logged
 from app.store import checkpoints
 from app.store import events as event_store
 from app.store import runs as run_store
@@ -53,12 +52,6 @@ from app.telemetry.metrics import Metrics
 log = logging.getLogger(__name__)
 
 RESUMABLE = frozenset({"input", "llm_response", "tool_result", "compaction", "journal_update"})
-HEARTBEAT_LOST = StopReason.HEARTBEAT_LOST.value  # the error log code of a time-out here
-
-# What the reconciler did with a run it timed out, as its error log entry says: requeued it
-# (`automatic`), gave up on it past the cap (`exhausted`), left it because automatic resume
-# is off (`disabled`) or because its last checkpoint cannot be resumed (`unavailable`).
-ResumeDecision = Literal["automatic", "exhausted", "disabled", "unavailable"]
 
 _EXPIRED = text(
     "SELECT id FROM runs WHERE status = 'running' AND lease_expires_at < now() "
@@ -78,10 +71,12 @@ class ReconcileReport:
     resume_exhausted: int
 
 
-def automatic_resumes(error_log: list[dict[str, Any]]) -> int:
+def automatic_resumes(error_log: list[ErrorLogEntry]) -> int:
     """How many times the reconciler has requeued this run on its own."""
     return sum(
-        1 for e in error_log if e.get("code") == HEARTBEAT_LOST and e.get("resume") == "automatic"
+        1
+        for e in error_log
+        if e.code is StopReason.HEARTBEAT_LOST and e.resume is ResumeDecision.AUTOMATIC
     )
 
 
@@ -179,32 +174,31 @@ class Reconciler:
         # nothing was done and starting over is safe, with no person deciding first.
         resumable = latest is None or latest.kind in RESUMABLE
         resumes = automatic_resumes(run.error_log)
-        decision: ResumeDecision
         if not resumable:
-            decision = "unavailable"
+            decision = ResumeDecision.UNAVAILABLE
         elif not self.auto_resume:
-            decision = "disabled"
+            decision = ResumeDecision.DISABLED
         elif resumes >= self.max_resume_attempts:
-            decision = "exhausted"  # it took down every worker so far: a person decides
+            decision = ResumeDecision.EXHAUSTED  # it took down every worker: a person decides
         else:
-            decision = "automatic"
+            decision = ResumeDecision.AUTOMATIC
         # The entry is both the counter of automatic resumes and what a person reads on
         # the run: which attempt lost its worker, where it stood, and what followed.
-        entry = {
-            "attempt": run.attempt,
-            "code": HEARTBEAT_LOST,
-            "message": "the worker stopped renewing the run's lease (it died or hung)",
-            "last_checkpoint": last_kind,
-            "resume": decision,
-            "at": now.isoformat(),
-        }
+        entry = ErrorLogEntry(
+            attempt=run.attempt,
+            code=StopReason.HEARTBEAT_LOST,
+            message="the worker stopped renewing the run's lease (it died or hung)",
+            last_checkpoint=last_kind,
+            resume=decision,
+            at=now,
+        )
         events: list[StreamEvent] = [
             (
                 "agent_run.timed_out",
                 {"resume_available": resumable, "last_checkpoint": last_kind},
             )
         ]
-        if decision == "exhausted":
+        if decision is ResumeDecision.EXHAUSTED:
             gave_up = {
                 "automatic_resumes": resumes,
                 "max_resume_attempts": self.max_resume_attempts,
@@ -219,11 +213,11 @@ class Reconciler:
             values={
                 "resume_available": resumable,
                 "stop_reason": StopReason.HEARTBEAT_LOST,
-                "error_log": [*run.error_log, entry],
+                "error_log": logged(run, entry),
                 **run_store.finished(now),
             },
         )
-        if decision != "automatic":
+        if decision is not ResumeDecision.AUTOMATIC:
             return events, changed
         resume: list[StreamEvent] = [
             ("agent_run.resume", {"automatic": True, "automatic_resumes": resumes + 1})

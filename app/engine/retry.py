@@ -10,7 +10,7 @@ from typing import Any
 
 from app.core.states import RunStatus
 from app.core.streams import StreamEvent
-from app.schemas.runs import RunRead
+from app.schemas.runs import ErrorLogEntry, RunRead, logged
 from app.store.checkpoints import CheckpointKind
 
 
@@ -79,9 +79,8 @@ def after_failure(
     backoff (back to the queue, keeping its place in its lane) or, once its retries are
     used up, dead-lettered. Without retries configured, or for a failure no later attempt
     can fix (`retryable=False`: a refused request), it stays failed."""
-    values: dict[str, Any] = {
-        "error_log": [*run.error_log, {"attempt": run.attempt, **error, "at": now.isoformat()}]
-    }
+    entry = ErrorLogEntry(attempt=run.attempt, code=error["code"], message=error["message"], at=now)
+    values: dict[str, Any] = {"error_log": logged(run, entry)}
     failure: StreamEvent = ("agent_run.failed", failed)
     if policy.max_retries == 0 or not retryable:
         return FailedRun(values, [failure], "final")

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.errors import Conflict, InvalidTransition, NotFound
 from app.core.ids import new_id
 from app.core.messages import Message, pending_tool_uses, results_message
-from app.core.states import RUN_ALLOWED, RunStatus, StopReason, check_run_transition
+from app.core.states import RUN_ALLOWED, RunStatus, StopReason, WaitReason, check_run_transition
 from app.engine import run_transitions
 from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey, keyed_create
@@ -302,16 +302,17 @@ class RunCommands:
                 raise NotFound("run", run_id)
             if run.status is not RunStatus.WAITING_ON_HUMAN or not run.waiting_for:
                 raise InvalidTransition(run.status, RunStatus.QUEUED, RUN_ALLOWED[run.status])
-            if run.waiting_for.get("reason") == "approval":
-                approval = run.waiting_for.get("approval_id")
+            waiting = run.waiting_for
+            if waiting.reason is WaitReason.APPROVAL:
+                approval = waiting.approval_id
                 raise Conflict(
                     f"the run waits on approval {approval!r}: approve or reject it at "
                     f"/v1/approvals/{approval}"
                 )
-            call_id = run.waiting_for.get("tool_call_id")
+            call_id = waiting.tool_call_id
             values: dict[str, Any] = {"waiting_for": None}
             if retry_call:
-                if run.waiting_for.get("reason") != "resume_unsafe" or call_id is None:
+                if waiting.reason is not WaitReason.RESUME_UNSAFE or call_id is None:
                     raise Conflict("only a call cut short by a crash can be retried")
                 await tool_calls.forget(session, run.id, call_id)  # it runs as never started
             elif call_id is not None:

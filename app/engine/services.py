@@ -17,6 +17,7 @@ from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
 from app.engine.workflows import WorkflowCommands
+from app.schemas.tools import ToolRead
 from app.telemetry.metrics import Metrics
 
 
@@ -34,3 +35,4 @@ class Services:
     shutting_down: anyio.Event  # set first at shutdown: open streams end
     stream_slots: StreamSlots
     stream_tails: StreamTails
+    tools: list[ToolRead]  # the tools agents may name

@@ -23,6 +23,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -32,8 +33,16 @@ from app.store.events import StoredEvent
 
 log = logging.getLogger(__name__)
 
-Encode = Callable[[StoredEvent], bytes]
-Encoded = tuple[int, bytes]  # (sequence number, the event as sent)
+
+class Encoded(NamedTuple):
+    seq: int  # the event's sequence number
+    sse: bytes  # the event as sent
+    # A run's lifecycle event: whether it left the run settled (its stream may end there);
+    # None for any other event.
+    settles_run: bool | None
+
+
+Encode = Callable[[StoredEvent], Encoded]
 
 
 class StreamTail:
@@ -105,7 +114,7 @@ class StreamTail:
             batch = await event_store.read_events(
                 session, self.stream, after=self._end, limit=self._capacity
             )
-        self._events.extend((event.seq, self._encode(event)) for event in batch)
+        self._events.extend(self._encode(event) for event in batch)
         if batch:
             self._end = batch[-1].seq
         return len(batch) == self._capacity

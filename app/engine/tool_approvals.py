@@ -25,29 +25,26 @@ How the loop uses a tool approval:
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.states import ApprovalDecision, ApprovalStatus, RunStatus
+from app.core.states import ApprovalDecision, ApprovalStatus, RunStatus, WaitReason
 from app.engine import run_transitions
 from app.schemas.approvals import ApprovalRead
-from app.schemas.runs import RunRead
+from app.schemas.runs import RunRead, WaitingFor
 from app.store import runs as run_store
 from app.store import tool_calls
 
-WAIT_REASON = "approval"
 
-
-def waiting_for(approval: ApprovalRead) -> dict[str, Any]:
+def waiting_for(approval: ApprovalRead) -> WaitingFor:
     """A run's `waiting_for` while it waits on this tool approval."""
-    return {
-        "reason": WAIT_REASON,
-        "approval_id": approval.id,
-        "tool_call_id": approval.tool_call_id,
-        "tool": approval.tool,
-        "question": approval.question,
-    }
+    return WaitingFor(
+        reason=WaitReason.APPROVAL,
+        question=approval.question,
+        tool_call_id=approval.tool_call_id,
+        tool=approval.tool,
+        approval_id=approval.id,
+    )
 
 
 def rejection_result(approval: ApprovalRead) -> str:
@@ -69,7 +66,7 @@ async def release_run(
         run is None
         or run.status is not RunStatus.WAITING_ON_HUMAN
         or not run.waiting_for
-        or run.waiting_for.get("approval_id") != approval.id
+        or run.waiting_for.approval_id != approval.id
     ):
         return None
     if approval.decision is ApprovalDecision.APPROVED:

@@ -4,7 +4,8 @@ their leases alive.
     run()       wake on a queued run or a freed lane (bus, fed by NOTIFY), or a poll tick;
                 claim up to the free capacity; start one named task per run
     heartbeat   every lease_ttl/3, renew the leases of the runs in hand in one statement;
-                a run whose lease could not be renewed is told to stop at its next boundary
+                a run whose lease could not be renewed is told to stop at its next boundary;
+                a lost database is retried with backoff while the leases' terms last
     stop()      stop claiming, give running loops `grace_s`, then cancel what is left and
                 put those runs back in the queue (lease released, place in lane kept)
     lend_slot() a run that only waits (for its child runs) does not count against the
@@ -23,6 +24,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -35,9 +37,11 @@ from app.core.ids import new_id
 from app.core.streams import RUNS_STREAM, StreamEvent
 from app.engine import run_transitions
 from app.engine.bus import EventBus
+from app.engine.leases import LeaseTerm
 from app.engine.published import published, run_written
 from app.schemas.runs import RunRead
 from app.store import runs as run_store
+from app.store.outage import ride_out
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +65,8 @@ class RunDriver(Protocol):
     async def execute(self) -> None: ...
 
 
-LoopFactory = Callable[[RunRead, str], RunDriver]  # (claimed run, worker name)
+# (claimed run, worker name, the lease's term as the worker reckons it)
+LoopFactory = Callable[[RunRead, str, LeaseTerm], RunDriver]
 
 
 def worker_name() -> str:
@@ -79,7 +84,9 @@ class WorkerPool:
         lease_ttl_s: float = 30.0,
         poll_interval_s: float = 2.0,
         owner: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock`: monotonic seconds, by which the worker reckons its leases' terms."""
         self._sessionmaker = sessionmaker
         self._bus = bus
         self._loops = loops
@@ -87,7 +94,9 @@ class WorkerPool:
         self.lease_ttl_s = lease_ttl_s
         self.poll_interval_s = poll_interval_s
         self.owner = owner or worker_name()
+        self._clock = clock
         self._active: dict[str, tuple[RunDriver, asyncio.Task[None]]] = {}
+        self._terms: dict[str, LeaseTerm] = {}  # of the runs in hand
         self._lent: set[str] = set()  # runs in hand that lent their slot (see lend_slot)
         self._slot_lent = asyncio.Event()  # wakes run_until_idle when a slot is lent
         self._tasks: list[asyncio.Task[None]] = []
@@ -207,6 +216,7 @@ class WorkerPool:
         free = self.free_capacity
         if free <= 0 or self._stopping.is_set():
             return []
+        sent_at = self._clock()
         try:
             async with self._sessionmaker() as session, session.begin():
                 runs = await run_transitions.claim(
@@ -224,7 +234,10 @@ class WorkerPool:
             )
             return []
         for run in runs:
-            loop = self._loops(run, self.owner)
+            term = self._terms[run.id] = LeaseTerm(
+                self.lease_ttl_s, sent_at=sent_at, clock=self._clock
+            )
+            loop = self._loops(run, self.owner, term)
             task = asyncio.create_task(self._execute(loop), name=f"run:{run.id}")
             self._active[run.id] = (loop, task)
         return runs
@@ -234,6 +247,7 @@ class WorkerPool:
             await loop.execute()
         finally:
             self._active.pop(loop.run.id, None)
+            self._terms.pop(loop.run.id, None)
             self._lent.discard(loop.run.id)
             self._freed.set()
 
@@ -246,14 +260,31 @@ class WorkerPool:
                 await self.renew()
 
     async def renew(self) -> None:
+        """Extend the leases of the runs in hand. A lost database is tried again with
+        backoff while any of their terms lasts (then the error is raised: the worker gives
+        up on them as the leases expire); a run whose lease was not renewed (another worker
+        holds it, or it left `running`) is told to stop writing."""
+        terms = {run_id: self._terms[run_id] for run_id in self._active}
         leases = [(run_id, loop.token) for run_id, (loop, _) in self._active.items()]
         if not leases:
             return
-        async with self._sessionmaker() as session, session.begin():
-            renewed = await run_store.renew_leases(
-                session, owner=self.owner, leases=leases, ttl_s=self.lease_ttl_s
-            )
-        for run_id, _ in leases:
+        sent_at = self._clock()
+
+        async def attempt() -> set[str]:
+            nonlocal sent_at
+            sent_at = self._clock()
+            async with self._sessionmaker() as session, session.begin():
+                return await run_store.renew_leases(
+                    session, owner=self.owner, leases=leases, ttl_s=self.lease_ttl_s
+                )
+
+        renewed = await ride_out(
+            attempt, until=lambda: max(t.held_until for t in terms.values()), clock=self._clock
+        )
+        for run_id, term in terms.items():
+            if run_id in renewed:
+                term.renewed(sent_at)
+                continue
             entry = self._active.get(run_id)
-            if entry is not None and run_id not in renewed and entry[0].run.status == "running":
+            if entry is not None and entry[0].run.status == "running":
                 entry[0].lease_lost.set()

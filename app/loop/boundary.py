@@ -3,7 +3,9 @@ lease), new messages, tool-call ledger rows, checkpoints and events of every bou
 a group take one statement per table, whatever the group's size.
 
 `write_boundaries` only talks to the session, so the group committer may run it again, on
-one boundary at a time, if the shared transaction fails.
+one boundary at a time, if the shared transaction fails, or once the database is back after
+a lost connection: `boundary_committer` rides an outage out for as long as each write's
+worker may count on its lease.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.messages import Message, ToolUseBlock
 from app.core.streams import StreamEvent
 from app.engine import run_transitions
+from app.engine.group_commit import GroupCommitter, RideOut
+from app.engine.leases import LeaseTerm
 from app.engine.run_transitions import emit_many
 from app.loop.tool_runner import ToolOutcome
 from app.schemas.runs import RunRead
@@ -51,9 +55,28 @@ class BoundaryWrite:
     message_count: int
     completed_tool_call_ids: list[str]
     system_prompt_hash: str
-    idempotent: dict[str, bool]  # per started tool call
+    idempotent: dict[str, bool]  # per started tool call: may it run again after a crash
     now: datetime
+    term: LeaseTerm  # how long the worker may keep trying, should the database go away
     loop_counters: dict[str, Any] = field(default_factory=dict)  # the loop's watchers
+
+
+def _held_until(write: BoundaryWrite) -> float:
+    return write.term.held_until
+
+
+# A write the database could not take is tried again while its worker's lease lasts: when
+# the database is back, the fence decides (a lease taken meanwhile writes nothing).
+RIDE_OUT: RideOut[BoundaryWrite] = RideOut(until=_held_until)
+
+
+def boundary_committer(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> GroupCommitter[BoundaryWrite, RunRead | None]:
+    """The group committer of a process's run boundaries."""
+    return GroupCommitter(
+        sessionmaker, write_boundaries, ride_out=RIDE_OUT, name="boundary-committer"
+    )
 
 
 async def write_boundaries(

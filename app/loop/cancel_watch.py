@@ -8,6 +8,10 @@ boundary.) The watch wakes when the run's stream gets an event (a cancel appends
 reads the run's flag. It also reads the flag every `poll_s`, because a wake-up may be
 lost. Between the calls of a tool batch, `CancelFlag` says whether a cancel came, reading
 the flag only when the stream woke, so that a cancelled run starts no further call.
+
+A flag that cannot be read (the database is away) is no cancel: it is read again at the
+next wake-up or poll, and the run's next boundary, which waits for the database, returns
+it anyway.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.streams import run_stream
 from app.engine.bus import EventBus, Subscription
 from app.store import runs as run_store
+from app.store.outage import connection_lost
 
 T = TypeVar("T")
 
@@ -66,9 +71,19 @@ async def _cancel_requested(
     """Returns once the run's cancel flag is set."""
     while True:
         await woken(poll_s)
+        if await _read(sessionmaker, run_id):
+            return
+
+
+async def _read(sessionmaker: async_sessionmaker[AsyncSession], run_id: str) -> bool | None:
+    """The run's cancel flag; None while the database cannot be reached."""
+    try:
         async with sessionmaker() as session:
-            if await run_store.cancel_requested(session, run_id):
-                return
+            return await run_store.cancel_requested(session, run_id)
+    except Exception as exc:
+        if connection_lost(exc):
+            return None
+        raise
 
 
 class CancelFlag:
@@ -85,11 +100,13 @@ class CancelFlag:
         self._run_id = run_id
         self._sessionmaker = sessionmaker
         self._cancelled = False
+        self._unread = False  # a wake-up whose read failed: read again next time
 
     async def raised(self) -> bool:
-        if not self._cancelled and self._woken.take_wake():
-            async with self._sessionmaker() as session:
-                self._cancelled = await run_store.cancel_requested(session, self._run_id)
+        if not self._cancelled and (self._woken.take_wake() or self._unread):
+            flag = await _read(self._sessionmaker, self._run_id)
+            self._unread = flag is None
+            self._cancelled = bool(flag)
         return self._cancelled
 
 

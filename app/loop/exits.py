@@ -9,12 +9,12 @@ from typing import Any
 
 from app.core.messages import Message, ToolUseBlock, pending_tool_uses, results_message
 from app.core.sanitize import sanitize
-from app.core.states import RunStatus, StopReason
+from app.core.states import RunStatus, StopReason, WaitReason
 from app.core.streams import StreamEvent
 from app.engine.retry import RunRetryPolicy, after_failure
 from app.loop.boundary import Boundary
 from app.loop.tool_runner import ToolOutcome
-from app.schemas.runs import RunRead
+from app.schemas.runs import RunRead, WaitingFor
 from app.store import runs as run_store
 from app.store.checkpoints import CheckpointKind
 
@@ -40,13 +40,13 @@ def completed_events(outcomes: dict[str, ToolOutcome]) -> list[StreamEvent]:
     ]
 
 
-def waiting_on_call(call: ToolUseBlock, question: str, reason: str) -> dict[str, Any]:
+def waiting_on_call(call: ToolUseBlock, question: str, reason: WaitReason) -> WaitingFor:
     """A run's `waiting_for` when a person's answer becomes the result of `call`."""
-    return {"tool_call_id": call.id, "tool": call.name, "question": question, "reason": reason}
+    return WaitingFor(reason=reason, question=question, tool_call_id=call.id, tool=call.name)
 
 
 def human_pause(
-    waiting_for: dict[str, Any],
+    waiting_for: WaitingFor,
     *,
     completed: dict[str, ToolOutcome] | None = None,
     events: list[StreamEvent] | None = None,
@@ -54,12 +54,13 @@ def human_pause(
     """Wait on a person: the lane stays held, the lease is given up. `completed`: the
     batch's other results, kept."""
     completed = completed or {}
-    waiting = ("agent_run.waiting_on_human", {k: waiting_for[k] for k in ("question", "reason")})
+    asked = {"question": waiting_for.question, "reason": waiting_for.reason.value}
+    waiting = ("agent_run.waiting_on_human", asked)
+    stored = waiting_for.model_dump(mode="json", exclude_none=True)
     return Boundary(
         "human_pause",
         completed=list(completed.items()),
-        run_values={"status": RunStatus.WAITING_ON_HUMAN, "waiting_for": waiting_for}
-        | _LEASE_GIVEN_UP,
+        run_values={"status": RunStatus.WAITING_ON_HUMAN, "waiting_for": stored} | _LEASE_GIVEN_UP,
         events=[*completed_events(completed), *(events or []), waiting],
     )
 

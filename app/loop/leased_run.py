@@ -7,24 +7,27 @@ import asyncio
 from contextlib import AbstractContextManager
 
 from app.core.messages import Message
+from app.engine.leases import LeaseTerm
 from app.engine.published import published, run_written
 from app.loop.boundary import Boundary, BoundaryWrite
 from app.loop.cancel_watch import CancelFlag, cancel_flag
 from app.loop.deps import LeaseLost, LoopDeps
-from app.loop.tool_batch import is_idempotent
+from app.loop.tool_batch import may_run_again
 from app.loop.watchers import Watchers
 from app.schemas.runs import RunRead
+from app.store.outage import connection_lost
 
 
 class LeasedRun:
     """The state a run's loop carries between boundaries, and its commit (`RunLoop` drives
     it; a tool batch sees it as `BatchHost`)."""
 
-    def __init__(self, deps: LoopDeps, run: RunRead, *, owner: str) -> None:
+    def __init__(self, deps: LoopDeps, run: RunRead, *, owner: str, term: LeaseTerm) -> None:
         self.deps = deps
         self.run = run  # as the last commit returned it
         self.owner = owner
         self.token = run.lease_token
+        self.term = term  # the lease as this worker reckons it (its pool renews it)
         self.lease_lost = asyncio.Event()
         self.stop_requested = asyncio.Event()  # shutdown: hand the run back at a boundary
         self.history: list[Message] = []  # the live context: compacted prefix + transcript
@@ -54,11 +57,19 @@ class LeasedRun:
             message_count=self.transcript_count + len(boundary.messages),
             completed_tool_call_ids=completed_ids,
             system_prompt_hash=self.system_hash,
-            idempotent={c.id: is_idempotent(registry, c) for c in boundary.started},
+            idempotent={c.id: may_run_again(registry, c) for c in boundary.started},
             now=self.deps.clock(),
+            term=self.term,
             loop_counters=watchers.counters,
         )
-        run = await self.deps.committer.submit(write)
+        try:
+            run = await self.deps.committer.submit(write)
+        except Exception as exc:
+            # The committer waits for a lost database while the lease's term lasts; a
+            # write that failed on one anyway outlived it: the run is no longer ours.
+            if connection_lost(exc):
+                raise LeaseLost() from exc
+            raise
         if run is None:
             raise LeaseLost()
         events = [*boundary.opening, *boundary.events]

@@ -2,9 +2,11 @@
 
 A run resumes after a person answered, after a crash, or after a hand-back; its transcript
 may end with tool calls that have no results yet. Their results are read back from the
-tool-call ledger, never re-run. A call that never started, or an idempotent one cut short,
-runs (again); a side-effecting call cut short might have taken effect, so it is never
-re-run: the run halts for a person (`agent_run.resume_unsafe`). So does a run whose agent's
+tool-call ledger, never re-run. A call that never started, or one cut short that may run
+again (idempotent, or deduplicated by its remote through the call's idempotency key, which
+is the same on every attempt), runs (again); another side-effecting call cut short might
+have taken effect, so it is never re-run: the run halts for a person
+(`agent_run.resume_unsafe`). So does a run whose agent's
 system prompt changed since it began (resuming would mix two instructions).
 """
 
@@ -15,9 +17,11 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.messages import Message, ToolUseBlock, pending_tool_uses
+from app.core.states import WaitReason
 from app.loop import approval_gate
 from app.loop.boundary import Boundary
 from app.loop.exits import human_pause, waiting_on_call
+from app.schemas.runs import WaitingFor
 from app.store import tool_calls
 
 UNSAFE_QUESTION = (
@@ -80,13 +84,14 @@ async def pending_calls(
 def unsafe_pause(call: ToolUseBlock) -> Boundary:
     """Halt for a person: their answer becomes the result of the call cut short."""
     event = ("agent_run.resume_unsafe", {"tool_call_id": call.id, "tool": call.name})
-    return human_pause(waiting_on_call(call, UNSAFE_QUESTION, "resume_unsafe"), events=[event])
+    unsafe = waiting_on_call(call, UNSAFE_QUESTION, WaitReason.RESUME_UNSAFE)
+    return human_pause(unsafe, events=[event])
 
 
 def prompt_drift_pause() -> Boundary:
     """Halt for a person: their answer accepts the agent's new system prompt."""
-    reason = "system_prompt_changed"
+    reason = WaitReason.SYSTEM_PROMPT_CHANGED
     return human_pause(
-        {"reason": reason, "question": DRIFT_QUESTION},
+        WaitingFor(reason=reason, question=DRIFT_QUESTION),
         events=[("agent_run.resume_unsafe", {"reason": reason})],
     )

@@ -44,6 +44,7 @@ from app.loop.watchers import Watchers
 from app.store import agents as agent_store
 from app.store import checkpoints, conversations
 from app.store import journal as journal_store
+from app.store.outage import connection_lost
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,15 @@ class RunLoop(LeasedRun):
             unavailable = failed(StopReason.PROVIDER_UNAVAILABLE, message, retryable=False)
             await self._quietly(unavailable)
         except Exception as exc:
+            if connection_lost(exc):
+                # A read the database could not answer is not the run's failure: it goes
+                # back to the head of its lane (the commit waits for the database while
+                # the lease lasts) and resumes from its last boundary.
+                log.warning(
+                    "run %s: database connection lost (%s); handing it back", self.run.id, exc
+                )
+                await self._quietly(Stop(Ending.HAND_BACK))
+                return
             log.exception("run %s failed", self.run.id)
             await self._quietly(failed(StopReason.INTERNAL, f"{type(exc).__name__}: {exc}"))
 

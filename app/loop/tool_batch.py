@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from app.core.messages import ToolUseBlock, results_message
+from app.core.states import WaitReason
 from app.core.streams import StreamEvent
 from app.engine.approvals import ApprovalCommands
 from app.loop import approval_gate
@@ -74,11 +75,11 @@ class BatchHost(Protocol):
         ...
 
 
-def is_idempotent(registry: ToolRegistry, call: ToolUseBlock) -> bool:
-    """Whether `call` may simply run again when a crash cut it short (kept in the ledger
-    when it starts)."""
+def may_run_again(registry: ToolRegistry, call: ToolUseBlock) -> bool:
+    """Whether `call` may simply run again when a crash cut it short (kept in the ledger,
+    as `idempotent`, when it starts): it is idempotent, or its remote deduplicates it."""
     tool = registry.get(call.name)
-    return tool is not None and tool.is_idempotent(call.input)
+    return tool is not None and tool.may_send_again(call.input)
 
 
 class ToolBatch:
@@ -135,7 +136,9 @@ class ToolBatch:
                 outcomes[call.id] = outcome
         if pause is not None:
             call, question = pause
-            waiting = question.waiting_for or waiting_on_call(call, question.content, "ask_human")
+            waiting = question.waiting_for or waiting_on_call(
+                call, question.content, WaitReason.ASK_HUMAN
+            )
             await self.host.commit(human_pause(waiting, completed=outcomes))
             return BatchEnd.PAUSED
         crash_point("during_tool")  # the tools ran; their completion is not recorded yet

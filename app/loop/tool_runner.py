@@ -4,7 +4,8 @@ model, never an exception that would leave a `tool_use` unanswered.
 
 A failing call climbs the escalation ladder, cheapest rung first:
 
-    retry     transient failures of idempotent, retryable tools, with backoff
+    retry     transient failures of retryable tools whose call may be sent again
+              (idempotent, or deduplicated by its remote), with backoff
     fallback  the tool's declared `fallback` tool, with the same input
     degrade   an `optional` tool is withdrawn for the rest of the run
     fail      the last error goes to the model
@@ -29,6 +30,7 @@ from app.core.sanitize import sanitize
 from app.engine.retry import ToolRetryPolicy, tool_retry_delay
 from app.loop.tools.base import Tool, ToolContext, ToolFailure
 from app.loop.tools.registry import ToolRegistry
+from app.schemas.runs import WaitingFor
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ class ToolOutcome:
     attempts: int
     pauses_run: bool = False  # the content is a question for a human, not a result
     degraded: bool = False  # the tool is withdrawn for the rest of the run
-    waiting_for: dict[str, Any] | None = None  # what a pausing call waits on (an approval)
+    waiting_for: WaitingFor | None = None  # what a pausing call waits on (an approval)
     # A person (or the approval's expiry policy) refused the call: an error result, but
     # not the model's error (the `too_many_errors` terminator leaves it out).
     declined: bool = False
@@ -170,7 +172,7 @@ class ToolRunner:
             except ToolFailure as failure:
                 # A permanent failure is the tool answering: it says nothing against its health.
                 await _record(breaker, failed=failure.transient, on_event=on_event)
-                retryable = failure.transient and tool.retries and tool.is_idempotent(call.input)
+                retryable = failure.transient and tool.retries and tool.may_send_again(call.input)
                 # No retry into a breaker this failure just opened: the ladder moves on.
                 if (
                     retryable

@@ -38,12 +38,17 @@ class _AgentFields(BaseModel):
     role: Name = Field("assistant", examples=["research analyst"])
     skills: list[Name] = Field(default_factory=list, max_length=100)
     system_prompt: Text = Field("You are a helpful assistant.")
-    tools: list[ToolName] = Field(default_factory=list, max_length=100)
+    tools: list[ToolName] = Field(
+        default_factory=list,
+        max_length=100,
+        description="The tools this agent may call: each a name that `GET /v1/tools` lists.",
+    )
     auto_approve: list[ToolName] = Field(
         default_factory=list,
         max_length=100,
-        description="Side-effecting tools this agent may run without a person's approval. "
-        "Any other call that can change the world waits for an approval first.",
+        description="Side-effecting tools this agent may run without a person's approval, "
+        "each a name that `GET /v1/tools` lists. Any other call that can change the world "
+        "waits for an approval first.",
     )
     model: ModelConfig
     limits: Limits = Field(default_factory=Limits)
@@ -62,8 +67,12 @@ class AgentPatch(PatchBody):
     role: Name | None = None
     skills: list[Name] | None = Field(None, max_length=100)
     system_prompt: Text | None = None
-    tools: list[ToolName] | None = Field(None, max_length=100)
-    auto_approve: list[ToolName] | None = Field(None, max_length=100)
+    tools: list[ToolName] | None = Field(
+        None, max_length=100, description="Each a name that `GET /v1/tools` lists."
+    )
+    auto_approve: list[ToolName] | None = Field(
+        None, max_length=100, description="Each a name that `GET /v1/tools` lists."
+    )
     model: ModelConfig | None = None
     limits: Limits | None = None
     max_concurrent_tasks: int | None = Field(None, ge=1, le=1_000)
@@ -77,3 +86,8 @@ class AgentRead(_AgentFields):
     version: int
     created_at: datetime
     updated_at: datetime
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Why this agent's runs would fail as the service is configured now "
+        "(e.g. its model provider has no credentials), each with the fix.",
+    )

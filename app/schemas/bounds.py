@@ -26,6 +26,26 @@ EVENT_ID_MAX = PG_BIGINT_MAX
 POSITION_MAX = PG_INTEGER_MAX
 
 
+def decimal_pattern(minimum: int, maximum: int) -> str:
+    """A regular expression (unanchored) matching exactly the decimal integers from
+    `minimum` (0 or 1) to `maximum`, without leading zeros: for headers, where a number is
+    text and JSON Schema's `minimum`/`maximum` do not apply. `decimal_pattern(1, 2**31 - 1)`
+    says "1 to 2147483647" in a form schema tools can check and generate from."""
+    if minimum not in (0, 1) or maximum < 10:
+        raise ValueError("minimum must be 0 or 1, maximum at least 10")
+    top = str(maximum)
+    shorter = f"[1-9][0-9]{{0,{len(top) - 2}}}"  # 1 to len(top) - 1 digits
+    alternatives = ["0", shorter] if minimum == 0 else [shorter]
+    for i, digit in enumerate(top):
+        low = 1 if i == 0 else 0
+        if int(digit) > low:
+            rest = len(top) - i - 1
+            below = f"[{low}-{int(digit) - 1}]" if int(digit) - 1 > low else str(low)
+            alternatives.append(top[:i] + below + (f"[0-9]{{{rest}}}" if rest else ""))
+    alternatives.append(top)
+    return "(?:" + "|".join(alternatives) + ")"
+
+
 # Postgres reads a UTC offset of at most 15:59:59 either way; Python reads up to 23:59.
 PG_MAX_UTC_OFFSET = timedelta(hours=16)
 

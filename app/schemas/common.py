@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 T = TypeVar("T")
+
+
+class Order(StrEnum):
+    """The order of a list: by creation time, oldest or newest first."""
+
+    OLDEST = "oldest"
+    NEWEST = "newest"
 
 
 class Page(BaseModel, Generic[T]):
@@ -46,26 +54,33 @@ def _without_null(prop: dict[str, Any]) -> dict[str, Any]:
     return {**rest, "anyOf": kept}
 
 
-def _declare_nullability(schema: dict[str, Any], model: type[BaseModel]) -> None:
+def _declare_patch_rules(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """Only the nullable fields take `null`; at least one field to change is named (a
+    guard such as a workflow's `version` is no change)."""
     nullable: frozenset[str] = getattr(model, "nullable_fields", frozenset())
+    guards: frozenset[str] = getattr(model, "guard_fields", frozenset())
     properties = schema.get("properties", {})
     for name, prop in list(properties.items()):
         if name not in nullable:
             properties[name] = _without_null(prop)
+    schema["anyOf"] = [{"required": [name]} for name in properties if name not in guards]
 
 
 class PatchBody(BaseModel):
     """The body of every PATCH, one rule for all of them: a field left out stays as it is; a
     field sent as `null` is cleared when it may be empty (it is listed in `nullable_fields`),
-    and refused with a 422 naming it otherwise (there is nothing to clear it to). The
-    published schema says so: only the nullable fields accept `null` there.
+    and refused with a 422 naming it otherwise (there is nothing to clear it to); a body
+    that names no field to change is a 422. The published schema says both: only the
+    nullable fields accept `null` there, and one field at least is required.
 
     The fields are declared optional only so that an absent one has a value in Python; read
     a patch with `model_dump(exclude_unset=True)`."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_declare_nullability)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_declare_patch_rules)
 
     nullable_fields: ClassVar[frozenset[str]] = frozenset()
+    # Fields that guard the change rather than make one (a version to match).
+    guard_fields: ClassVar[frozenset[str]] = frozenset()
 
     @model_validator(mode="before")
     @classmethod

@@ -11,13 +11,15 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    WithJsonSchema,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from app.core.fields import Name
 from app.core.messages import Block
-from app.core.states import RunStatus
+from app.core.schema_variants import published_as
+from app.core.states import ResumeDecision, RunStatus, StopReason, WaitReason
 
 Multitask = Literal["enqueue", "reject", "interrupt"]
 RunInput = Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
@@ -31,8 +33,19 @@ def _addressable_lane(lane: str) -> str:
     return lane
 
 
+# "Does not end in `/events`" for JSON Schema: shorter than 7 characters, or the last 7
+# differ from `/events` somewhere (the first difference at each position in turn).
+_ANY = r"[\s\S]"
+_NOT_EVENTS_SUFFIX = "|".join(
+    "/events"[:i] + f"[^{'/events'[i]}]" + (f"{_ANY}{{{6 - i}}}" if i < 6 else "") for i in range(7)
+)
+LANE_PATTERN = f"^(?:{_ANY}{{0,6}}|{_ANY}*(?:{_NOT_EVENTS_SUFFIX}))$"
+
 Lane = Annotated[
-    str, StringConstraints(min_length=1, max_length=300), AfterValidator(_addressable_lane)
+    str,
+    StringConstraints(min_length=1, max_length=300),
+    AfterValidator(_addressable_lane),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 300, "pattern": LANE_PATTERN}),
 ]
 
 
@@ -60,8 +73,45 @@ class Usage(BaseModel):
 
 
 class RunError(BaseModel):
-    code: str
+    code: StopReason
     message: str
+
+
+class WaitingFor(BaseModel):
+    """What a run waiting on a person waits for, and the question it asks."""
+
+    reason: WaitReason
+    question: str
+    tool_call_id: str | None = Field(
+        None,
+        description="The call the answer becomes the result of (`ask_human`, "
+        "`resume_unsafe`), or that waits for approval.",
+    )
+    tool: str | None = None
+    approval_id: str | None = Field(
+        None, description="`approval`: decide it at `/v1/approvals/{id}/approve` or `/reject`."
+    )
+
+
+class ErrorLogEntry(BaseModel):
+    """A failed attempt, or a time-out (its worker stopped renewing the lease), and what
+    followed it."""
+
+    attempt: int
+    code: StopReason
+    message: str
+    at: datetime
+    last_checkpoint: str | None = Field(
+        None, description="A time-out: the kind of the run's last checkpoint, if any."
+    )
+    resume: ResumeDecision | None = Field(
+        None, description="A time-out: what the reconciler did with the run."
+    )
+
+
+def logged(run: RunRead, entry: ErrorLogEntry) -> list[dict[str, Any]]:
+    """The run's error log with `entry` appended, as stored."""
+    return [e.model_dump(mode="json", exclude_none=True) for e in [*run.error_log, entry]]
 
 
 class RunRead(BaseModel):
@@ -77,12 +127,12 @@ class RunRead(BaseModel):
     iteration: int
     usage: Usage
     result: str | None
-    stop_reason: str | None
+    stop_reason: StopReason | None
     error: RunError | None
-    waiting_for: dict[str, Any] | None
+    waiting_for: WaitingFor | None
     attempt: int
     not_before: datetime | None = Field(description="A retried run waits in line until then.")
-    error_log: list[dict[str, Any]] = Field(
+    error_log: list[ErrorLogEntry] = Field(
         description="One entry per failed attempt and per time-out (a lost heartbeat), "
         "with what followed it."
     )
@@ -104,6 +154,27 @@ class RunRead(BaseModel):
     finished_at: datetime | None
 
 
+HumanResponseText = Annotated[str, StringConstraints(min_length=1, max_length=100_000)]
+
+
+class Answer(BaseModel):
+    """Give the waiting call its result: `response`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["answer"] = "answer"
+    response: HumanResponseText
+
+
+class RetryCall(BaseModel):
+    """Run the side-effecting call cut short by a crash again; `response` is ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["retry_call"]
+    response: HumanResponseText | None = None
+
+
 class HumanResponse(BaseModel):
     """The answer to the question a run is waiting on. `answer` (the default) gives the
     waiting call its result (`response`). For a side-effecting call cut short by a crash
@@ -113,7 +184,9 @@ class HumanResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     action: Literal["answer", "retry_call"] = "answer"
-    response: Annotated[str, StringConstraints(min_length=1, max_length=100_000)] | None = None
+    response: HumanResponseText | None = None
+
+    __get_pydantic_json_schema__ = published_as(Answer, RetryCall)
 
     @model_validator(mode="after")
     def _answer_needs_text(self) -> HumanResponse:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from app.core.fields import Name, Text
+from app.core.schema_variants import published_as
 from app.core.states import ExecutionStatus, NodeStatus
 from app.core.vocabulary import (
     Complexity,
@@ -27,34 +28,25 @@ GraphId = Annotated[
 ]
 DEFAULT_REVIEW_TIMEOUT_S = 24 * 3600
 
+# The grammar of a `conditional` node's condition (`app/engine/conditions.py`) as a regular
+# expression: an operand, or two joined by `==` / `!=`; an operand is a string in single or
+# double quotes (escapes \\ \' \" \n \t), a JSON number, or a key (`a.b`; `true`, `false`
+# and `null` are literals). Spaces are ASCII here; the parser forgives any whitespace.
+MAX_CONDITION_CHARS = 1_000
+_SPACE = r"[ \t\n\r]*"
+_OPERAND = (
+    r"""(?:"(?:[^"\\]|\\[\\'"nt])*"|'(?:[^'\\]|\\[\\'"nt])*'"""
+    r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+    r"|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
+)
+CONDITION_PATTERN = f"^{_SPACE}{_OPERAND}(?:{_SPACE}(?:==|!=){_SPACE}{_OPERAND})?{_SPACE}$"
+
 
 class Position(BaseModel):
     """Where the visual editor draws the node; the engine ignores it."""
 
     x: float
     y: float
-
-
-class WorkflowNode(BaseModel):
-    """A node; `config` depends on `type` (see the `*Config` schemas)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: GraphId = Field(examples=["review"])
-    type: NodeType
-    label: Text = ""
-    config: dict[str, Any] = Field(default_factory=dict)
-    position: Position | None = None
-
-
-class WorkflowEdge(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    id: GraphId = Field(examples=["e1"])
-    source: GraphId
-    target: GraphId
-    type: EdgeType = EdgeType.SEQUENTIAL
-    label: Text = ""
 
 
 class TaskStepConfig(BaseModel):
@@ -94,7 +86,13 @@ class ConditionalConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    condition_expression: str = Field(examples=["env == 'prod'"])
+    condition_expression: str = Field(
+        examples=["env == 'prod'"],
+        # The language is regular (conditions.py): the pattern is its grammar, so the
+        # schema accepts what parses. Runtime checks go through the parser, whose errors
+        # say where the text goes wrong.
+        json_schema_extra={"pattern": CONDITION_PATTERN, "maxLength": MAX_CONDITION_CHARS},
+    )
 
 
 class ParallelJoinConfig(BaseModel):
@@ -118,6 +116,79 @@ NODE_CONFIGS: dict[NodeType, type[BaseModel]] = {
     NodeType.PARALLEL_SPLIT: NoConfig,
     NodeType.PARALLEL_JOIN: ParallelJoinConfig,
 }
+
+
+class _NodeFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: GraphId = Field(examples=["review"])
+    label: Text = ""
+    position: Position | None = None
+
+
+class StartNode(_NodeFields):
+    type: Literal[NodeType.START]
+    config: NoConfig = Field(default_factory=NoConfig)
+
+
+class EndNode(_NodeFields):
+    type: Literal[NodeType.END]
+    config: NoConfig = Field(default_factory=NoConfig)
+
+
+class TaskNode(_NodeFields):
+    type: Literal[NodeType.TASK]
+    config: TaskStepConfig = Field(default_factory=TaskStepConfig)
+
+
+class AgentAssignmentNode(_NodeFields):
+    type: Literal[NodeType.AGENT_ASSIGNMENT]
+    config: AgentAssignmentConfig = Field(default_factory=AgentAssignmentConfig)
+
+
+class ConditionalNode(_NodeFields):
+    type: Literal[NodeType.CONDITIONAL]
+    config: ConditionalConfig
+
+
+class ParallelSplitNode(_NodeFields):
+    type: Literal[NodeType.PARALLEL_SPLIT]
+    config: NoConfig = Field(default_factory=NoConfig)
+
+
+class ParallelJoinNode(_NodeFields):
+    type: Literal[NodeType.PARALLEL_JOIN]
+    config: ParallelJoinConfig = Field(default_factory=ParallelJoinConfig)
+
+
+class WorkflowNode(_NodeFields):
+    """A node; `config` depends on `type` (see the `*Config` schemas). The engine reads
+    `config` by the node's type; a config that does not fit is refused when the workflow is
+    saved, naming the node."""
+
+    type: NodeType
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    __get_pydantic_json_schema__ = published_as(
+        StartNode,
+        EndNode,
+        TaskNode,
+        AgentAssignmentNode,
+        ConditionalNode,
+        ParallelSplitNode,
+        ParallelJoinNode,
+        tag="type",
+    )
+
+
+class WorkflowEdge(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: GraphId = Field(examples=["e1"])
+    source: GraphId
+    target: GraphId
+    type: EdgeType = EdgeType.SEQUENTIAL
+    label: Text = ""
 
 
 class _WorkflowFields(BaseModel):
@@ -147,6 +218,8 @@ class WorkflowCreate(_WorkflowFields):
 class WorkflowPatch(PatchBody):
     """Fields to replace; `version` (or `If-Match`) guards against overwriting a change.
     No field of a definition may be null."""
+
+    guard_fields: ClassVar[frozenset[str]] = frozenset({"version"})
 
     name: Name | None = None
     description: Text | None = None

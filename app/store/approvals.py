@@ -10,7 +10,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.states import RUN_TERMINAL, ApprovalStatus, RunStatus, TaskStatus
+from app.core.states import RUN_TERMINAL, ApprovalStatus, RunStatus, TaskStatus, WaitReason
 from app.core.vocabulary import ApprovalKind
 from app.models import AGENTS, APPROVALS, MESSAGES, RUNS, TASKS, TRANSITIONS
 from app.schemas.approvals import ApprovalRead
@@ -195,7 +195,7 @@ async def answered_waits(session: AsyncSession, *, limit: int) -> list[str]:
         .join(APPROVALS, APPROVALS.c.id == approval_id)
         .where(
             RUNS.c.status == RunStatus.WAITING_ON_HUMAN,
-            RUNS.c.waiting_for["reason"].astext == "approval",  # tool_approvals.WAIT_REASON
+            RUNS.c.waiting_for["reason"].astext == WaitReason.APPROVAL.value,
             APPROVALS.c.status != _PENDING,
         )
         .order_by(RUNS.c.id)

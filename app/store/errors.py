@@ -6,6 +6,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, Operation
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.core.errors import AppError, Conflict, Unavailable
+from app.store.outage import connection_lost
 
 # Raised when the server is unreachable, restarting, or the pool is exhausted.
 CONNECTIVITY_ERRORS: tuple[type[BaseException], ...] = (
@@ -29,9 +30,9 @@ def constraint_name(exc: DBAPIError) -> str | None:
 
 
 def is_connectivity_error(exc: BaseException) -> bool:
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    return isinstance(exc, CONNECTIVITY_ERRORS)
+    """The database is unavailable (a lost connection, or the pool or server busy),
+    rather than refusing what was asked."""
+    return connection_lost(exc) or isinstance(exc, CONNECTIVITY_ERRORS)
 
 
 def translate(exc: BaseException) -> AppError:

@@ -245,13 +245,20 @@ async def lane(session: AsyncSession, lane_name: str) -> tuple[RunRead | None, l
 
 
 async def list_runs(
-    session: AsyncSession, *, after_id: str | None, limit: int, filters: dict[str, str]
+    session: AsyncSession,
+    *,
+    start: str | None,
+    limit: int,
+    filters: dict[str, str],
+    newest_first: bool = False,
 ) -> list[RunRead]:
-    stmt = select(RUNS).order_by(RUNS.c.id).limit(limit)
+    """Runs in creation order (ids sort by it), from just past the run `start`."""
+    key = RUNS.c.id
+    stmt = select(RUNS).order_by(key.desc() if newest_first else key).limit(limit)
     for column, value in filters.items():
         stmt = stmt.where(RUNS.c[column] == value)
-    if after_id is not None:
-        stmt = stmt.where(RUNS.c.id > after_id)
+    if start is not None:
+        stmt = stmt.where(key < start if newest_first else key > start)
     return [_read(r) for r in await session.execute(stmt)]
 
 

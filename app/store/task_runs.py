@@ -75,7 +75,7 @@ async def tasks_in(
 async def lane_runs(session: AsyncSession, task_id: str) -> list[RunRead]:
     """The task's runs (its first, its retries, its rework), oldest first."""
     runs = await run_store.list_runs(
-        session, after_id=None, limit=1_000, filters={"lane": task_lane(task_id)}
+        session, start=None, limit=1_000, filters={"lane": task_lane(task_id)}
     )
     return sorted(runs, key=lambda run: (run.created_at, run.id))
 

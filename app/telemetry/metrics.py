@@ -61,6 +61,16 @@ class Metrics:
             registry=registry,
         )
         self.open_streams.set_function(open_streams)
+        self.streams_refused = Counter(
+            "loopwright_streams_refused",
+            "SSE stream requests refused with 503 `too_many_streams` (the process was full).",
+            registry=registry,
+        )
+        self.streams_dropped = Counter(
+            "loopwright_streams_dropped",
+            "SSE clients dropped because they accepted nothing for the send timeout.",
+            registry=registry,
+        )
         self.run_outcomes = Counter(
             "loopwright_run_outcomes",
             "Runs that settled in this process, by the status they settled in.",

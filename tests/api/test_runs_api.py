@@ -9,9 +9,11 @@ import socket
 from typing import Any
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.api import assert_problem
-from tests.support.sse import SseMessage, SseReader
+from tests.support.server import make_settings, running_server
+from tests.support.sse import SseMessage, SseReader, messages
 
 
 def scripted(*turns: dict[str, Any], tools: list[str] | None = None) -> dict[str, Any]:
@@ -215,3 +217,66 @@ async def test_a_cancel_during_a_long_model_call_ends_the_run_at_once(
         assert (final["status"], final["stop_reason"]) == ("cancelled", "cancelled")
         assert final["result"] is None and final["iteration"] == 0
     assert max(waited) < 5, waited
+
+
+async def test_a_runs_stream_ends_after_the_event_that_settled_it(
+    client: httpx.AsyncClient,
+) -> None:
+    agent_id = await make_agent(client, scripted({"text": "done"}))
+    run = await start(client, agent_id=agent_id)
+    async with asyncio.timeout(10), client.stream("GET", f"/v1/runs/{run['id']}/events") as sse:
+        received = [m async for m in messages(sse) if m.id is not None]  # ends by itself
+    assert received[-1].event == "agent_run.completed"
+    assert [int(m.id or 0) for m in received] == sorted({int(m.id or 0) for m in received})
+
+
+async def test_a_stream_kept_open_sees_a_settled_run_go_again(
+    database_url: str, clean_db: AsyncEngine
+) -> None:
+    settings = make_settings(database_url, llm={"anthropic": {"api_key": None}})
+    async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        keyless = {"name": "keyless", "model": {"provider": "anthropic", "name": "claude-x"}}
+        agent_id = await make_agent(http, keyless)
+        run = await start(http, agent_id=agent_id)  # fails at once: no key
+        path = f"/v1/runs/{run['id']}"
+        async with (
+            asyncio.timeout(20),
+            http.stream("GET", f"{path}/events", params={"keep_open": "true"}) as sse,
+        ):
+            reader = SseReader(sse)
+            failures = 0
+            while failures < 2:
+                message = (await reader.take(1, persisted_only=True))[0]
+                if message.event == "agent_run.failed":
+                    failures += 1
+                    if failures == 1:  # a person retries it; the open stream shows the rest
+                        assert (await http.post(f"{path}/retry")).status_code == 200
+        final = (await http.get(path)).json()
+    assert (final["status"], len(final["error_log"])) == ("failed", 2)
+
+
+async def test_runs_are_listed_newest_first_when_asked_and_paged_that_way(
+    client: httpx.AsyncClient,
+) -> None:
+    agent_id = await make_agent(client, scripted({"text": "done"}))
+    ids = [(await start(client, agent_id=agent_id))["id"] for _ in range(3)]
+    first = (await client.get("/v1/runs", params={"order": "newest", "limit": 2})).json()
+    assert [r["id"] for r in first["items"]] == ids[::-1][:2]
+    params = {"order": "newest", "limit": 2, "cursor": first["next_cursor"]}
+    rest = (await client.get("/v1/runs", params=params)).json()
+    assert ([r["id"] for r in rest["items"]], rest["next_cursor"]) == ([ids[0]], None)
+    oldest = (await client.get("/v1/runs", params={"limit": 2})).json()
+    assert [r["id"] for r in oldest["items"]] == ids[:2]
+
+
+async def test_a_reconnect_to_a_settled_runs_stream_ends_too(client: httpx.AsyncClient) -> None:
+    agent_id = await make_agent(client, scripted({"text": "done"}))
+    run = await start(client, agent_id=agent_id)
+    await settle(client, run["id"])
+    path = f"/v1/runs/{run['id']}/events"
+    async with asyncio.timeout(10), client.stream("GET", path) as sse:
+        replayed = [m async for m in messages(sse) if m.id is not None]
+    last = replayed[-1].id
+    headers = {"Last-Event-ID": str(last)}
+    async with asyncio.timeout(10), client.stream("GET", path, headers=headers) as sse:
+        assert [m async for m in messages(sse) if m.id is not None] == []  # and it ended

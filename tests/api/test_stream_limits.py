@@ -1,6 +1,6 @@
 """The limits of SSE streams through a real server: a client that stops reading is dropped
 within the send timeout, and past the cap on open streams a request gets 503
-`too_many_streams` with Retry-After until a stream closes."""
+`too_many_streams` with Retry-After until a stream closes; /metrics counts both."""
 
 from __future__ import annotations
 
@@ -96,6 +96,10 @@ async def test_a_client_that_stops_reading_is_dropped_within_the_send_timeout(
             await _until(lambda: slots.open == 0)  # given back as the response ends
         finally:
             sock.close()
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            metrics = (await http.get("/metrics")).text
+        assert "loopwright_streams_dropped_total 1.0" in metrics
+        assert "loopwright_streams_refused_total 0.0" in metrics
 
 
 def _queued_bytes(sock: socket.socket) -> int:
@@ -123,8 +127,11 @@ async def test_past_the_cap_a_stream_request_gets_503_until_a_slot_frees(
             assert body["code"] == "too_many_streams"
             assert body["status"] == 503 and body["limit"] == 2 and body["retry_after_s"] == 7
             assert slots.open == 2  # a refusal holds no slot
+            await http.get("/v1/runs/events")  # each refusal counts, whichever stream
             metrics = (await http.get("/metrics")).text
             assert "loopwright_open_streams 2.0" in metrics
+            assert "loopwright_streams_refused_total 2.0" in metrics
+            assert "loopwright_streams_dropped_total 0.0" in metrics
         # Both clients left: their slots come back, and a new stream opens and streams.
         await _until(lambda: slots.open == 0)
         async with http.stream("GET", "/v1/tasks/events") as again:

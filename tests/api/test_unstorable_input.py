@@ -4,7 +4,6 @@ never a 500; text that only looks like it (escaped, or real non-ASCII) goes thro
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import httpx
@@ -52,8 +51,9 @@ async def test_a_nul_in_the_path_or_query_is_a_422(
 
 
 async def test_a_forged_cursor_holding_a_nul_is_a_422(client: httpx.AsyncClient) -> None:
-    for after in ['"task_\\u0000"', '"\\ud800"']:
-        cursor = base64.urlsafe_b64encode(f'{{"after":{after}}}'.encode()).decode().rstrip("=")
+    # A cursor is hex of visible ASCII: a NUL (00), a control character or a byte past
+    # ASCII (what a surrogate's UTF-8 starts with) is refused before it reaches Postgres.
+    for cursor in ["7461736b5f00", "7461736b5f1f", "eda080", "746"]:
         response = await client.get("/v1/tasks", params={"cursor": cursor})
         assert _fields(response) == ["query.cursor"]
 

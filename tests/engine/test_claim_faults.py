@@ -27,7 +27,7 @@ async def test_a_claim_that_cannot_reach_the_database_is_logged_and_claims_nothi
 ) -> None:
     engine = make_engine(f"postgresql://postgres@127.0.0.1:{_refused_port()}/nowhere", pool_size=1)
     pool = WorkerPool(
-        make_sessionmaker(engine), EventBus(), lambda run, owner: pytest.fail("claimed a run")
+        make_sessionmaker(engine), EventBus(), lambda run, owner, term: pytest.fail("claimed a run")
     )
     try:
         with caplog.at_level(logging.WARNING, logger="app.engine.workers"):

@@ -52,6 +52,9 @@ def make_app(server: Server) -> Any:
     async def redirect(request: Request) -> Response:
         return RedirectResponse(request.query_params["to"], status_code=302)
 
+    async def keep_method(request: Request) -> Response:  # 307: method and body kept
+        return RedirectResponse(request.query_params["to"], status_code=307)
+
     async def relative(request: Request) -> Response:
         return RedirectResponse("echo", status_code=302)
 
@@ -72,6 +75,7 @@ def make_app(server: Server) -> Any:
         routes=[
             Route("/echo", echo, methods=["GET", "POST", "PUT"]),
             Route("/redirect", redirect),
+            Route("/keep-method", keep_method, methods=["POST"]),
             Route("/relative", relative),
             Route("/loop", loop),
             Route("/big", big),
@@ -320,3 +324,42 @@ def test_idempotency_is_decided_per_call() -> None:
         assert tool.is_idempotent({"url": url, "method": method}) is False
     assert tool.retries is True
     assert (tool.destructive, tool.requires_permission, tool.fallback) == (True, True, None)
+
+
+def test_a_change_to_a_host_that_honours_its_key_may_be_sent_again_yet_asks_approval() -> None:
+    tool = make_http_request_tool(
+        HttpToolPolicy(idempotency_key_hosts=("api.example.com", "pay.example.com:8443"))
+    )
+    post = {"method": "POST"}
+
+    assert tool.may_send_again({"url": "https://api.example.com/charges", **post})
+    assert tool.may_send_again({"url": "https://API.example.com:9000/x", "method": "DELETE"})
+    assert tool.may_send_again({"url": "https://pay.example.com:8443/x", **post})
+    assert not tool.may_send_again({"url": "https://pay.example.com/x", **post})  # port 443
+    assert not tool.may_send_again({"url": "https://example.com/charges", **post})
+    assert not tool.may_send_again({"url": "not a url", **post})
+    # It still changes the world once: a person (or the agent's auto_approve) allows it.
+    assert tool.needs_approval({"url": "https://api.example.com/charges", **post}, ())
+    # Without the setting: never sent again (fail closed).
+    assert not make_http_request_tool().may_send_again({"url": "https://api.example.com/", **post})
+
+
+async def test_a_keyed_post_is_not_carried_by_a_redirect_to_a_host_that_ignores_keys(
+    server: Server, other_server: Server
+) -> None:
+    policy = HttpToolPolicy(
+        allowed_networks=("127.0.0.0/8",), idempotency_key_hosts=(f"127.0.0.1:{server.port}",)
+    )
+    tool = make_http_request_tool(policy)
+    target = f"{other_server.url}/echo"
+    arguments = {"url": f"{server.url}/keep-method?to={target}", "method": "POST", "body": "x"}
+    assert tool.may_send_again(arguments)
+
+    with pytest.raises(ToolFailure) as refused:
+        await tool.handler(CTX, arguments)
+    assert "Idempotency-Key" in refused.value.message and not refused.value.transient
+    assert other_server.seen == []  # a re-send would have repeated the hop there
+    # To a host that honours keys too, the same redirect is followed.
+    same = {**arguments, "url": f"{server.url}/keep-method?to={server.url}/echo"}
+    echoed = json.loads((await call(tool, **same))["body"])
+    assert echoed == {"method": "POST", "body": "x"}

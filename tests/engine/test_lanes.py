@@ -258,7 +258,7 @@ async def test_a_parent_spawns_children_on_lanes_of_their_own_and_waits_for_thei
     assert done.status is RunStatus.COMPLETED
     async with h.sessionmaker() as session:
         children = await run_store.list_runs(
-            session, after_id=None, limit=100, filters={"parent_run_id": parent.id}
+            session, start=None, limit=100, filters={"parent_run_id": parent.id}
         )
     assert [(c.parent_run_id, c.status) for c in children] == [(parent.id, RunStatus.COMPLETED)] * 2
     assert len({parent.lane, *(c.lane for c in children)}) == 3

@@ -69,7 +69,7 @@ async def test_an_expired_lease_is_timed_out_resumed_and_the_old_worker_fenced_o
     # The new owner cannot know whether the side effect happened: it asks a human.
     assert reclaimed.status is RunStatus.WAITING_ON_HUMAN
     assert reclaimed.waiting_for is not None
-    assert reclaimed.waiting_for["reason"] == "resume_unsafe"
+    assert reclaimed.waiting_for.reason == "resume_unsafe"
     assert "agent_run.resume_unsafe" in await h.event_types(run.id)
 
     h.tools.gate_release.set()  # the old worker's tool finishes late
@@ -233,7 +233,7 @@ async def test_a_person_may_have_a_cut_short_call_run_again(h: Harness) -> None:
     await Reconciler(h.sessionmaker, h.bus, h.runs).run_once()
     await h.drain()
     halted = await h.run(run.id)
-    assert halted.waiting_for is not None and halted.waiting_for["reason"] == "resume_unsafe"
+    assert halted.waiting_for is not None and halted.waiting_for.reason == "resume_unsafe"
     h.tools.gate_release.set()
     async with asyncio.timeout(SAFETY_S):
         await old.run_until_idle()  # fenced off: its late result is not recorded
@@ -291,7 +291,7 @@ async def test_a_run_that_keeps_losing_its_worker_is_resumed_twice_then_left_to_
         if death == 1:
             await _input_checkpoint(h, run.id)  # a resumable boundary
         clock.advance(300)
-        stamps.append(clock.now.isoformat())
+        stamps.append(clock.now)
         report = await reconciler.run_once()
         if death < 3:
             assert (report.timed_out, report.resumed, report.resume_exhausted) == (1, 1, 0)
@@ -302,7 +302,7 @@ async def test_a_run_that_keeps_losing_its_worker_is_resumed_twice_then_left_to_
     assert stuck.status is RunStatus.TIMED_OUT and stuck.resume_available
     assert stuck.stop_reason == "heartbeat_lost"
     # The error log tells a person what happened each time, on the reconciler's clock.
-    assert [(e["code"], e["resume"], e["at"]) for e in stuck.error_log] == [
+    assert [(e.code, e.resume, e.at) for e in stuck.error_log] == [
         ("heartbeat_lost", "automatic", stamps[0]),
         ("heartbeat_lost", "automatic", stamps[1]),
         ("heartbeat_lost", "exhausted", stamps[2]),
@@ -355,4 +355,4 @@ async def test_only_the_runs_own_automatic_resumes_use_up_its_budget(h: Harness)
         outcomes.append((report.resumed, report.resume_exhausted))
     assert outcomes == [(1, 0), (1, 0), (0, 1)]
     log = (await h.run(run.id)).error_log
-    assert [e["resume"] for e in log] == ["disabled"] * 3 + ["automatic"] * 2 + ["exhausted"]
+    assert [e.resume for e in log] == ["disabled"] * 3 + ["automatic"] * 2 + ["exhausted"]

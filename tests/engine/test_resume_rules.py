@@ -34,7 +34,7 @@ async def test_a_changed_system_prompt_halts_the_resume_until_a_human_accepts_it
     halted = await h.run(run.id)
     assert halted.status is RunStatus.WAITING_ON_HUMAN
     assert halted.waiting_for is not None
-    assert halted.waiting_for["reason"] == "system_prompt_changed"
+    assert halted.waiting_for.reason == "system_prompt_changed"
     assert "agent_run.resume_unsafe" in await h.event_types(run.id)
 
     await h.runs.respond(run.id, "continue with the new prompt")

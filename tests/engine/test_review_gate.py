@@ -397,7 +397,7 @@ async def ask_for_tool(world: World, question: str) -> tuple[RunRead, ApprovalRe
     agent = await world.h.agent(call("ask_human", question=question), say("Noted."))
     run = await world.h.start(agent)
     [paused] = await world.h.wait_until_settled([run.id])
-    call_id = str((paused.waiting_for or {})["tool_call_id"])
+    call_id = str(paused.waiting_for.tool_call_id if paused.waiting_for else None)
     asked = await world.approvals.request_tool_approval(
         paused, call_id, "wire_money", {"amount": 100}, question
     )
@@ -408,7 +408,10 @@ async def point_at(world: World, run: RunRead, approval: ApprovalRead) -> None:
     """The loop's pause on the approval, as it will write it."""
     async with world.h.sessionmaker() as session, session.begin():
         assert await run_store.update_run(
-            session, run.id, read_version=run.version, values={"waiting_for": waiting_for(approval)}
+            session,
+            run.id,
+            read_version=run.version,
+            values={"waiting_for": waiting_for(approval).model_dump(mode="json")},
         )
 
 

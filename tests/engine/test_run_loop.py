@@ -359,8 +359,8 @@ async def test_ask_human_pauses_the_run_holding_its_lane_until_the_answer_comes(
     paused = await h.run(run.id)
     assert paused.status is RunStatus.WAITING_ON_HUMAN
     assert paused.waiting_for is not None
-    assert paused.waiting_for["tool"] == "ask_human"
-    assert paused.waiting_for["question"] == "Which colour?"
+    assert paused.waiting_for.tool == "ask_human"
+    assert paused.waiting_for.question == "Which colour?"
     assert (await h.run(later.id)).status is RunStatus.QUEUED
     assert (await h.checkpoint_kinds(run.id))[-1] == "human_pause"
 
@@ -370,7 +370,7 @@ async def test_ask_human_pauses_the_run_holding_its_lane_until_the_answer_comes(
     assert (done.status, done.result) == (RunStatus.COMPLETED, "Blue it is.")
     messages = await h.messages(run.conversation_id)
     assert tool_results(messages)[0] == ToolResultBlock(
-        tool_use_id=str(paused.waiting_for["tool_call_id"]), content="blue"
+        tool_use_id=str(paused.waiting_for.tool_call_id), content="blue"
     )
     assert (await h.run(later.id)).status is RunStatus.COMPLETED
     assert [m.run_id for m in messages] == [run.id] * 4 + [later.id] * 2

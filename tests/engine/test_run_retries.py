@@ -43,8 +43,8 @@ async def test_a_failed_run_is_retried_and_keeps_its_error_log(h: Harness) -> No
     run = await h.finish(agent)
     assert run.status is RunStatus.COMPLETED and run.result == "recovered"
     assert run.attempt == 3
-    assert [e["attempt"] for e in run.error_log] == [1, 2]
-    assert all(e["code"] == "provider_error" for e in run.error_log)
+    assert [e.attempt for e in run.error_log] == [1, 2]
+    assert all(e.code == "provider_error" for e in run.error_log)
     kinds = await h.event_types(run.id)
     assert kinds.count("agent_run.failed") == 2
     assert kinds.count("agent_run.retry_scheduled") == 2
@@ -91,7 +91,7 @@ async def test_a_refused_request_fails_the_run_at_once_without_retries(h: Harnes
     agent = await h.agent(ScriptedTurn(text="never", fault=refused))
     done = await h.finish(agent)
     assert (done.status, done.attempt) == (RunStatus.FAILED, 1)
-    assert [e["code"] for e in done.error_log] == ["provider_error"]
+    assert [e.code for e in done.error_log] == ["provider_error"]
     assert "agent_run.retry_scheduled" not in await h.event_types(done.id)
 
 

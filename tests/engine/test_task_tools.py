@@ -358,7 +358,9 @@ async def test_bad_calls_come_back_as_error_results_that_say_what_to_fix(
     outcome = await call("toolu_bad", tool, **filled)
     assert outcome.is_error, outcome.content
     assert error in outcome.content
-    assert call.retries == []  # a wrong call is answered at once, never retried
+    # A wrong call is answered at once, never retried. (The setup call may be: it is
+    # idempotent, and a loaded machine can make the task engine answer `unavailable`.)
+    assert [r for r in call.retries if r["tool_call_id"] == "toolu_bad"] == []
     [unchanged] = await board(h)
     assert unchanged.version == 1
 

@@ -34,8 +34,8 @@ def guarded(**arguments: object) -> ScriptedTurn:
 
 async def waiting_approval(h: Harness, run: RunRead) -> str:
     assert run.status is RunStatus.WAITING_ON_HUMAN
-    assert run.waiting_for is not None and run.waiting_for["reason"] == "approval"
-    return str(run.waiting_for["approval_id"])
+    assert run.waiting_for is not None and run.waiting_for.reason == "approval"
+    return str(run.waiting_for.approval_id)
 
 
 async def test_a_side_effecting_call_waits_for_approval_then_runs_once(h: Harness) -> None:

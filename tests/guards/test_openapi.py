@@ -34,3 +34,20 @@ def test_operations_have_readable_ids_and_problem_responses() -> None:
             assert problem["schema"] == {"$ref": "#/components/schemas/Problem"}
     assert len(ids) == len(set(ids))
     assert {"create_task", "list_tasks", "stream_task_events", "transition_task"} <= set(ids)
+
+
+def test_each_stream_documents_its_503_with_retry_after() -> None:
+    document = _served()
+    streams = [
+        (path, operation)
+        for path, operations in document["paths"].items()  # type: ignore[attr-defined]
+        for operation in operations.values()
+        if "text/event-stream" in operation["responses"].get("200", {}).get("content", {})
+    ]
+    assert len(streams) >= 6
+    for path, operation in streams:
+        refused = operation["responses"]["503"]
+        assert "too_many_streams" in refused["description"], path
+        assert refused["headers"]["Retry-After"] == {"$ref": "#/components/headers/RetryAfter"}
+        problem = refused["content"]["application/problem+json"]["schema"]
+        assert problem == {"$ref": "#/components/schemas/Problem"}

@@ -141,7 +141,7 @@ async def test_a_growing_conversation_is_compacted_then_pruned_then_a_human_is_a
         assert forced.tool_choice == ToolChoice(type="tool", name="ask_human")
         assert ASK_HUMAN_QUESTION in forced.messages[-1].text
         assert paused.status is RunStatus.WAITING_ON_HUMAN
-        assert paused.waiting_for is not None and paused.waiting_for["tool"] == "ask_human"
+        assert paused.waiting_for is not None and paused.waiting_for.tool == "ask_human"
 
         # The transcript keeps every message; the live context is the compacted one.
         transcript = await h.messages(paused.conversation_id)

@@ -73,7 +73,7 @@ async def test_three_failing_batches_in_a_row_fail_the_run_and_it_is_not_retried
         )
         # Not requeued: one attempt, one entry in its error log, no retry scheduled.
         assert (done.attempt, done.not_before) == (1, None)
-        assert [e["code"] for e in done.error_log] == ["too_many_errors"]
+        assert [e.code for e in done.error_log] == ["too_many_errors"]
         assert len(h.llm_calls[agent.id]) == 3  # it stopped right after the third batch
         assert h.tools.calls["broken"] == 3
 
@@ -281,7 +281,7 @@ async def test_a_call_a_person_rejected_is_not_the_models_error(h: Harness) -> N
     paused = await h.finish(agent)
     assert paused.status is RunStatus.WAITING_ON_HUMAN
     assert paused.waiting_for is not None
-    await h.approvals.reject(str(paused.waiting_for["approval_id"]), "alice", reason="no")
+    await h.approvals.reject(str(paused.waiting_for.approval_id), "alice", reason="no")
     await h.drain()
 
     done = await h.run(paused.id)

@@ -46,7 +46,7 @@ async def test_identical_thrash_climbs_nudge_directive_then_forces_ask_human(
 
         assert paused.status is RunStatus.WAITING_ON_HUMAN
         assert paused.waiting_for is not None
-        assert (paused.waiting_for["tool"], paused.waiting_for["reason"]) == (
+        assert (paused.waiting_for.tool, paused.waiting_for.reason) == (
             "ask_human",
             "ask_human",
         )

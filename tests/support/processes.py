@@ -90,14 +90,25 @@ class WorkerProcess(ServerProcess):
     """`loopwright worker`: agent loops without HTTP; ready once it says so in its log."""
 
     command = "worker"
+    _boots_before = 0  # times "worker running" was in the log when the process was spawned
+
+    def _boots(self) -> int:
+        return self._log_path.read_text().count("worker running") if self._log_path.exists() else 0
+
+    def spawn(self) -> None:
+        self._boots_before = self._boots()
+        super().spawn()
+
+    @property
+    def ready(self) -> bool:
+        """The process spawned last is up and working (it has said so), and still alive."""
+        alive = self.process is not None and self.process.poll() is None
+        return alive and self._boots() > self._boots_before
 
     def start(self, ready_timeout_s: float = 60.0) -> None:
-        before = (
-            self._log_path.read_text().count("worker running") if self._log_path.exists() else 0
-        )
         self.spawn()
         deadline = time.monotonic() + ready_timeout_s
-        while self._log_path.read_text().count("worker running") <= before:
+        while not self.ready:
             assert self.process is not None
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker did not start:\n{self.log()}")

@@ -24,7 +24,7 @@ from app.core.streams import RUNS_STREAM, run_stream
 from app.engine.agents import AgentCommands
 from app.engine.approvals import ApprovalCommands
 from app.engine.bus import EventBus
-from app.engine.group_commit import GroupCommitter
+from app.engine.leases import LeaseTerm
 from app.engine.pg_listener import PgListener
 from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.runs import RunCommands
@@ -32,7 +32,7 @@ from app.engine.task_engine import TaskEngine
 from app.engine.workers import WorkerPool
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink, UsageSink
 from app.llm.providers.registry import Providers
-from app.loop.boundary import write_boundaries
+from app.loop.boundary import boundary_committer
 from app.loop.deps import LoopDeps
 from app.loop.run_loop import RunLoop
 from app.loop.tool_runner import ToolRunner
@@ -195,15 +195,19 @@ class Harness:
         retry_policy: ToolRetryPolicy | None = None,
         run_retry: RunRetryPolicy | None = None,
         breaker_policy: CircuitBreakerPolicy | None = None,
+        extra_tools: Sequence[Tool] = (),
         **loop_options: Any,
     ) -> None:
-        """`loop_options` go to `LoopDeps` (compaction and stagnation settings, ...)."""
+        """`loop_options` go to `LoopDeps` (compaction and stagnation settings, ...);
+        `extra_tools` join the registry (a tool under test)."""
         self.engine = engine
         self.sessionmaker = make_sessionmaker(engine)
         self.bus = EventBus()
         self.clock = FakeClock()
         self.tools = Toolbox(self.clock)
-        self.registry = ToolRegistry([*builtin_tools(), *journal_tools(), *self.tools.all()])
+        self.registry = ToolRegistry(
+            [*builtin_tools(), *journal_tools(), *self.tools.all(), *extra_tools]
+        )
         self.sleeps: list[float] = []
         self.runs = RunCommands(self.sessionmaker, self.bus)
         # Tool approvals; its TaskEngine (for reviews) starts only in tests that need one.
@@ -218,7 +222,7 @@ class Harness:
         self._scripted = Providers(LLMSettings())  # kept per run, as the service does
         # The breakers of tools and models, on the injected clock.
         self.breakers = Breakers(breaker_policy, clock=lambda: self.clock.now.timestamp())
-        self.committer = GroupCommitter(self.sessionmaker, write_boundaries)
+        self.committer = boundary_committer(self.sessionmaker)
         self.services = BuiltinServices(self.runs, self.sessionmaker, self.bus)
         self.deps = LoopDeps(
             sessionmaker=self.sessionmaker,
@@ -275,9 +279,9 @@ class Harness:
         inner = self.models.get(agent.id) or self._scripted(agent, run_id)
         return RecordingModel(inner, self.llm_calls.setdefault(agent.id, []))
 
-    def _loop(self, run: RunRead, owner: str) -> RunLoop:
+    def _loop(self, run: RunRead, owner: str, term: LeaseTerm) -> RunLoop:
         self.claims.append((run.id, owner))
-        return RunLoop(self.deps, run, owner=owner)
+        return RunLoop(self.deps, run, owner=owner, term=term)
 
     def new_pool(self, *, capacity: int, owner: str) -> WorkerPool:
         """A pool of its own; in the background it also polls often, as a stand-in for

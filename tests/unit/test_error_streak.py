@@ -16,6 +16,7 @@ from app.core.config import LoopGuardSettings, load_settings
 from app.core.messages import ToolUseBlock
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
+from app.engine.leases import LeaseTerm
 from app.engine.runs import RunCommands
 from app.llm.providers.registry import Providers
 from app.loop.boundary import write_boundaries
@@ -23,7 +24,7 @@ from app.loop.run_loop import RunLoop
 from app.loop.stagnation import StagnationPolicy
 from app.loop.watchers import ErrorStreak, Watchers
 from app.store.db import make_sessionmaker
-from app.wiring import build_workers
+from app.wiring import build_tools, build_workers
 
 _ids = count()
 ERROR = ("Error: the widget is out of stock", True)
@@ -155,7 +156,8 @@ def test_the_setting_reads_the_environment_and_reaches_the_loop(
         RunCommands(sessionmaker, bus),
         Providers(settings.llm),
         GroupCommitter(sessionmaker, write_boundaries),
-        extra_tools=[],
+        build_tools(settings, sessionmaker, []),
     )
-    loop = cast(RunLoop, pool._loops(SimpleNamespace(lease_token=1), "w"))  # type: ignore[arg-type]
+    term = LeaseTerm(30.0, sent_at=0.0)
+    loop = cast(RunLoop, pool._loops(SimpleNamespace(lease_token=1), "w", term))  # type: ignore[arg-type]
     assert loop.deps.max_error_batches == 5

@@ -29,8 +29,7 @@ from app.llm.provider import (
     UsageSink,
 )
 from app.llm.providers.anthropic_errors import status_error
-
-KEY_ENV = "LOOPWRIGHT_LLM__ANTHROPIC__API_KEY"
+from app.llm.providers.anthropic_settings import KEY_ENV, missing_credentials
 
 
 class AnthropicProvider:
@@ -173,11 +172,9 @@ class AnthropicProviders:
         """The key as configured now; ProviderUnavailable when there is none to read."""
         if self._settings.api_key_file is not None:
             return _read_key_file(self._settings.api_key_file)
-        if self._settings.api_key is None:
-            raise ProviderUnavailable(
-                f"no Anthropic API key is configured: set {KEY_ENV} (or {KEY_ENV}_FILE) "
-                "where the workers run"
-            )
+        missing = missing_credentials(self._settings)
+        if missing is not None or self._settings.api_key is None:
+            raise ProviderUnavailable(missing or "no Anthropic API key")
         return self._settings.api_key.get_secret_value()
 
     async def aclose(self) -> None:

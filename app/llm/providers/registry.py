@@ -13,15 +13,40 @@ from collections.abc import Callable
 
 from app.core.config import LLMSettings
 from app.llm.provider import ModelOwner, Provider, ProviderPool, ProviderUnavailable
-from app.llm.providers.anthropic import AnthropicProviders
+from app.llm.providers import anthropic_settings
 from app.llm.providers.scripted import ScriptedProviders
 
 PoolFactory = Callable[[LLMSettings], ProviderPool]
 
+
+def _anthropic(settings: LLMSettings) -> ProviderPool:
+    # The SDK loads with the first run that needs it, not with every process (~2 s).
+    from app.llm.providers.anthropic import AnthropicProviders
+
+    return AnthropicProviders(settings.anthropic)
+
+
 FACTORIES: dict[str, PoolFactory] = {
-    "anthropic": lambda settings: AnthropicProviders(settings.anthropic),
+    "anthropic": _anthropic,
     "scripted": lambda settings: ScriptedProviders(),
 }
+
+# What each provider lacks for a call (None: nothing), read from its settings group.
+MISSING_CREDENTIALS: dict[str, Callable[[LLMSettings], str | None]] = {
+    "anthropic": lambda settings: anthropic_settings.missing_credentials(settings.anthropic),
+}
+
+
+def missing_credentials(settings: LLMSettings) -> dict[str, str]:
+    """The providers that cannot make a call as configured, with the fix for each."""
+    found = {name: check(settings) for name, check in MISSING_CREDENTIALS.items()}
+    return {name: missing for name, missing in found.items() if missing is not None}
+
+
+def provider_warnings(settings: LLMSettings, agent: ModelOwner) -> list[str]:
+    """Why the agent's runs would fail at their first model call, as configured now."""
+    missing = missing_credentials(settings).get(agent.model.provider)
+    return [missing] if missing else []
 
 
 class Providers:

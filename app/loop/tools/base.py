@@ -3,6 +3,11 @@
 `define_tool()` is the only way to make a tool, and its defaults fail closed: a tool is
 assumed side-effecting (never retried, never re-run on resume), without fallback, required,
 destructive and needing permission unless its definition says otherwise.
+
+Two properties say a call may be sent again: `idempotent` (repeating it changes nothing:
+it needs no approval either) and `deduplicated` (it changes the world, but carries the
+call's idempotency key to a remote that honours it, so a repeat takes effect once: it is
+retried and re-sent on resume with the same key, and still asks for approval).
 """
 
 from __future__ import annotations
@@ -92,16 +97,19 @@ class Tool:
     # opens the breaker for calls to it only; None: one breaker for the whole tool.
     breaker_scope: BreakerScope | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The call sends its idempotency key to a remote that honours it (see the module's
+    # docstring); per call, like `idempotent`.
+    deduplicated: IdempotencyRule = False
 
     def is_idempotent(self, arguments: dict[str, Any]) -> bool:
         """Whether this call may be repeated safely (some tools decide per call: an HTTP
         GET is, a POST is not)."""
-        if callable(self.idempotent):
-            try:
-                return bool(self.idempotent(arguments))
-            except Exception:  # a rule that cannot decide fails closed
-                return False
-        return self.idempotent
+        return _decide(self.idempotent, arguments)
+
+    def may_send_again(self, arguments: dict[str, Any]) -> bool:
+        """Whether this call may be sent again after a failure or a crash: it is
+        idempotent, or its remote deduplicates it by its key."""
+        return self.is_idempotent(arguments) or _decide(self.deduplicated, arguments)
 
     def needs_approval(self, arguments: dict[str, Any], auto_approved: Collection[str]) -> bool:
         """Fail closed: a side-effecting call asks a person first, unless the tool says it
@@ -122,6 +130,15 @@ class Tool:
         return ToolSpec(self.name, self.description, self.input_schema)
 
 
+def _decide(rule: IdempotencyRule, arguments: dict[str, Any]) -> bool:
+    if callable(rule):
+        try:
+            return bool(rule(arguments))
+        except Exception:  # a rule that cannot decide fails closed
+            return False
+    return rule
+
+
 def define_tool(
     name: str,
     description: str,
@@ -137,10 +154,11 @@ def define_tool(
     pauses_run: bool = False,
     requires_approval: bool | None = None,
     breaker_scope: BreakerScope | None = None,
+    deduplicated: IdempotencyRule = False,
 ) -> Tool:
     """Make a tool. Every safety-relevant property must be given explicitly to loosen it."""
-    if retries and idempotent is False:
-        raise ValueError(f"tool {name!r}: only idempotent tools may be retried")
+    if retries and idempotent is False and deduplicated is False:
+        raise ValueError(f"tool {name!r}: only idempotent or deduplicated tools may be retried")
     if not name.replace("_", "").isalnum():
         raise ValueError(f"tool {name!r}: names are letters, digits and underscores")
     if fallback == name:
@@ -159,4 +177,5 @@ def define_tool(
         pauses_run=pauses_run,
         requires_approval=requires_approval,
         breaker_scope=breaker_scope,
+        deduplicated=deduplicated,
     )

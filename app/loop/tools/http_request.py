@@ -1,6 +1,13 @@
 """The http_request tool: one HTTP call to a public address. Every resolved address is checked
 before connecting, the connection goes to the address that was checked (no second lookup), and
-each redirect is checked again from the start."""
+each redirect is checked again from the start.
+
+Every request carries the call's `Idempotency-Key` (stable for the run and the call). To a host
+the operator lists as honouring it (`idempotency_key_hosts`), a POST, PUT, PATCH or DELETE is
+deduplicated by the remote: it is retried and re-sent on resume with the same key instead of
+halting the run. Such a request follows a redirect that keeps its method and body only to a
+host that honours the key too: a re-send would repeat the hop to one that does not.
+"""
 
 from __future__ import annotations
 
@@ -76,6 +83,8 @@ class HttpToolPolicy:
     max_response_bytes: int = 1_000_000
     max_redirects: int = 5
     allowed_schemes: tuple[str, ...] = ("http", "https")
+    # Hosts (`name`, or `name:port` for one port only) that honour an Idempotency-Key.
+    idempotency_key_hosts: tuple[str, ...] = ()
     networks: tuple[IPNetwork, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -95,6 +104,19 @@ class HttpToolPolicy:
             raise ValueError(f"allowed_networks: {exc}") from None
         object.__setattr__(self, "allowed_networks", tuple(self.allowed_networks))
         object.__setattr__(self, "networks", networks)
+        if isinstance(self.idempotency_key_hosts, str):
+            raise ValueError("idempotency_key_hosts must be a tuple of host names")
+        hosts = tuple(h.strip().lower() for h in self.idempotency_key_hosts)
+        if not all(hosts):
+            raise ValueError("idempotency_key_hosts: a host name may not be empty")
+        object.__setattr__(self, "idempotency_key_hosts", hosts)
+
+    def honours_key(self, url: httpx.URL) -> bool:
+        """Whether the operator listed `url`'s host (on any port, or on this one)."""
+        host = url.host.lower()
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as written in a URL
+        port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+        return bool({shown, f"{shown}:{port}"} & set(self.idempotency_key_hosts))
 
 
 def refusal_reason(address: IPAddress, policy: HttpToolPolicy) -> str | None:
@@ -125,11 +147,15 @@ def make_http_request_tool(policy: HttpToolPolicy | None = None) -> Tool:
 
     async def handler(ctx: ToolContext, arguments: dict[str, Any]) -> str:
         call = _parse_arguments(arguments)
+        keyed = _deduplicated(policy, arguments)
         try:
             async with asyncio.timeout(policy.timeout_s):
-                return await _fetch(policy, tls, ctx.idempotency_key, call)
+                return await _fetch(policy, tls, ctx.idempotency_key, call, keyed=keyed)
         except TimeoutError as exc:
             raise ToolFailure(f"timed out after {policy.timeout_s:g}s", transient=True) from exc
+
+    def deduplicated(arguments: dict[str, Any]) -> bool:
+        return _deduplicated(policy, arguments)
 
     return define_tool(
         "http_request",
@@ -139,6 +165,7 @@ def make_http_request_tool(policy: HttpToolPolicy | None = None) -> Tool:
         INPUT_SCHEMA,
         handler,
         idempotent=_is_safe_method,  # per call: a GET may be repeated, a POST may not
+        deduplicated=deduplicated,  # a POST to a host that honours its key may be re-sent
         retries=True,
     )
 
@@ -172,6 +199,17 @@ def _is_safe_method(arguments: dict[str, Any]) -> bool:
     return arguments.get("method", "GET") in SAFE_METHODS
 
 
+def _deduplicated(policy: HttpToolPolicy, arguments: dict[str, Any]) -> bool:
+    """A request that changes something, to a host that honours its Idempotency-Key."""
+    url = arguments.get("url")
+    if _is_safe_method(arguments) or not isinstance(url, str):
+        return False
+    try:
+        return policy.honours_key(httpx.URL(url))
+    except httpx.InvalidURL:
+        return False
+
+
 def _parse_arguments(arguments: dict[str, Any]) -> _Call:
     if unknown := set(arguments) - set(INPUT_SCHEMA["properties"]):
         raise ToolFailure(f"unknown arguments: {', '.join(sorted(unknown))}")
@@ -197,9 +235,17 @@ def _valid_header(name: object, value: object) -> bool:
     )
 
 
-async def _fetch(policy: HttpToolPolicy, tls: ssl.SSLContext, key: str, call: _Call) -> str:
+async def _fetch(
+    policy: HttpToolPolicy, tls: ssl.SSLContext, key: str, call: _Call, *, keyed: bool
+) -> str:
+    """`keyed`: the call may be re-sent because its first host deduplicates it."""
     for _ in range(policy.max_redirects + 1):
         url = _checked_url(call.url, policy)
+        if keyed and call.method not in SAFE_METHODS and not policy.honours_key(url):
+            raise ToolFailure(
+                f"refusing to send a {call.method} on to {url.host}: that host is not known "
+                "to honour Idempotency-Key, and this request may be sent again"
+            )
         addresses = await _resolve(url.raw_host.decode("ascii"), policy)
         # A client per hop, so a pooled connection never carries one name's TLS to another.
         client = httpx.AsyncClient(verify=tls, trust_env=False, timeout=policy.timeout_s)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from app.llm.provider import ToolSpec
 from app.loop.tools.base import Tool
+from app.schemas.tools import ToolApproval, ToolIdempotency, ToolRead
 
 
 class ToolRegistry:
@@ -28,3 +29,30 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._tools)
+
+    def catalogue(self) -> list[ToolRead]:
+        """Every tool as a client sees it, by name."""
+        return [describe(self._tools[name]) for name in self.names()]
+
+
+def describe(tool: Tool) -> ToolRead:
+    if callable(tool.idempotent):
+        idempotency = ToolIdempotency.BY_INPUT
+    else:
+        idempotency = ToolIdempotency.ALWAYS if tool.idempotent else ToolIdempotency.NEVER
+    approval = {
+        None: ToolApproval.SIDE_EFFECTS,
+        True: ToolApproval.ALWAYS,
+        False: ToolApproval.NEVER,
+    }[tool.requires_approval]
+    if approval is ToolApproval.SIDE_EFFECTS and idempotency is ToolIdempotency.ALWAYS:
+        approval = ToolApproval.NEVER  # no call of it has a side effect to approve
+    return ToolRead(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        idempotency=idempotency,
+        approval=approval,
+        retried=tool.retries,
+        fallback=tool.fallback,
+    )

@@ -1,0 +1,296 @@
+"""The client verbs of `loopwright`: each takes the parsed command line and a client, and
+returns how the command exits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.client.exits import BY_STATUS, Exit
+from app.client.follow import Ask, follow
+from app.client.http import Client, ClientError
+from app.client.render import Printer
+
+Verb = Callable[[argparse.Namespace, Client], Exit]
+
+DEMO_AGENT = {
+    "name": "demo",
+    "role": "demo assistant",
+    "system_prompt": "You are Loopwright's demo agent.",
+    "tools": ["echo"],
+    "model": {
+        "provider": "scripted",
+        "name": "scripted-demo",
+        "script": [
+            {"tool_calls": [{"name": "echo", "input": {"note": "thinking out loud"}}]},
+            {
+                "text": "Hello from the Loopwright demo agent. Your run went through a tool call "
+                "and came back; give an agent a real model to do real work."
+            },
+        ],
+    },
+}
+
+
+def _printer() -> Printer:
+    return Printer(sys.stdout)
+
+
+def _ask() -> Ask | None:
+    """Questions are asked only of a person at a terminal."""
+    return input if sys.stdin.isatty() and sys.stdout.isatty() else None
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _followed(client: Client, run_id: str) -> Exit:
+    status = follow(client, run_id, _printer(), _ask())
+    return BY_STATUS.get(status, Exit.FAILED)
+
+
+def _agent_id(client: Client, agent: str | None) -> str:
+    """An agent given by id or by name; the demo agent (made on first use) by default."""
+    name = agent or "demo"
+    if agent and agent.startswith("agt_"):
+        return agent
+    for found in _all(client, "/v1/agents"):
+        if found["name"] == name:
+            return str(found["id"])
+    if agent:
+        raise ClientError(f"no agent named {agent!r} (see `loopwright agents`)")
+    return str(client.post("/v1/agents", DEMO_AGENT)["id"])
+
+
+def _all(client: Client, path: str, **params: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = client.get(path, limit=200, cursor=cursor, **params)
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return items
+
+
+def run(args: argparse.Namespace, client: Client) -> Exit:
+    body: dict[str, Any] = {"agent_id": _agent_id(client, args.agent), "input": args.text}
+    if args.conversation:
+        body["conversation_id"] = args.conversation
+    if args.lane:
+        body["lane"] = args.lane
+    started = client.post("/v1/runs", body)
+    print(f"run {started['id']} on lane {started['lane']} ({started['status']})")
+    if args.detach:
+        return Exit.COMPLETED
+    return _followed(client, started["id"])
+
+
+def follow_run(args: argparse.Namespace, client: Client) -> Exit:
+    return _followed(client, args.run)
+
+
+def runs(args: argparse.Namespace, client: Client) -> Exit:
+    agent = _agent_id(client, args.agent) if args.agent else None
+    page = client.get(
+        "/v1/runs",
+        status=args.status,
+        agent_id=agent,
+        limit=args.limit,
+        cursor=args.cursor,
+        order="oldest" if args.oldest else "newest",
+    )
+    names = {a["id"]: a["name"] for a in _all(client, "/v1/agents")}
+    rows = [
+        (
+            r["id"],
+            r["status"],
+            names.get(r["agent_id"], r["agent_id"]),
+            r["stop_reason"] or "",
+            r["created_at"][:19].replace("T", " "),
+            _one_line((r.get("error") or {}).get("message", ""), 60),
+        )
+        for r in page["items"]
+    ]
+    _table(rows, ("RUN", "STATUS", "AGENT", "STOP", "CREATED (UTC)", "ERROR"))
+    if page["next_cursor"]:
+        print(f"more: loopwright runs --cursor {page['next_cursor']}")
+    return Exit.COMPLETED
+
+
+def show(args: argparse.Namespace, client: Client) -> Exit:
+    """The run and its transcript."""
+    run = client.get(f"/v1/runs/{args.run}")
+    usage = run["usage"]
+    print(f"run {run['id']}  {run['status']}  lane {run['lane']}  agent {run['agent_id']}")
+    print(
+        f"iterations {run['iteration']}  tokens in {usage['input_tokens']} "
+        f"out {usage['output_tokens']}  attempt {run['attempt']}"
+        + (f"  stop {run['stop_reason']}" if run["stop_reason"] else "")
+    )
+    if run.get("error"):
+        print(f"error: {run['error'].get('message')}")
+    if run.get("waiting_for"):
+        print(f"waiting for: {run['waiting_for'].get('question')}")
+    print()
+    after = -1
+    while True:
+        messages = client.get(
+            f"/v1/conversations/{run['conversation_id']}/messages", after=after, limit=1000
+        )
+        for message in messages:
+            if message["run_id"] == run["id"]:
+                _print_message(message)
+        if len(messages) < 1000:
+            return Exit.COMPLETED
+        after = messages[-1]["position"]
+
+
+def _print_message(message: dict[str, Any]) -> None:
+    for block in message["content"]:
+        kind = block.get("type")
+        if kind == "text":
+            print(f"{message['role']}: {block['text']}")
+        elif kind == "tool_use":
+            print(f"  → {block['name']} {json.dumps(block.get('input', {}), ensure_ascii=False)}")
+        elif kind == "tool_result":
+            content = block.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            mark = "✗" if block.get("is_error") else "✓"
+            print(f"  {mark} {_one_line(text, 500)}")
+
+
+def _one_line(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def cancel(args: argparse.Namespace, client: Client) -> Exit:
+    run = client.post(f"/v1/runs/{args.run}/cancel")
+    print(f"run {run['id']}: {run['status']}" + (" (cancel requested)" * run["cancel_requested"]))
+    return Exit.COMPLETED
+
+
+def resume(args: argparse.Namespace, client: Client) -> Exit:
+    run = client.post(f"/v1/runs/{args.run}/resume")
+    print(f"run {run['id']}: {run['status']}")
+    return _followed(client, run["id"]) if args.follow else Exit.COMPLETED
+
+
+def retry(args: argparse.Namespace, client: Client) -> Exit:
+    run = client.post(f"/v1/runs/{args.run}/retry")
+    print(f"run {run['id']}: {run['status']}")
+    return _followed(client, run["id"]) if args.follow else Exit.COMPLETED
+
+
+def answer(args: argparse.Namespace, client: Client) -> Exit:
+    body = {"action": "retry_call"} if args.retry_call else {"response": args.text}
+    if not args.retry_call and not args.text:
+        raise ClientError("say the answer, or --retry-call for a call cut short", Exit.USAGE)
+    run = client.post(f"/v1/runs/{args.run}/human-response", body)
+    print(f"run {run['id']}: {run['status']}")
+    return _followed(client, run["id"]) if args.follow else Exit.COMPLETED
+
+
+def approvals(args: argparse.Namespace, client: Client) -> Exit:
+    if args.action == "approve":
+        decided = client.post(f"/v1/approvals/{args.id}/approve", {"comment": args.comment})
+    elif args.action == "reject":
+        if not args.reason:
+            raise ClientError("a rejection needs --reason", Exit.USAGE)
+        decided = client.post(f"/v1/approvals/{args.id}/reject", {"reason": args.reason})
+    else:
+        items = _all(client, "/v1/approvals", status=args.status)
+        rows = [
+            (
+                a["id"],
+                a["kind"],
+                a["status"],
+                a.get("run_id") or a.get("task_id") or "",
+                _one_line(a.get("summary") or "", 70),
+            )
+            for a in items
+        ]
+        _table(rows, ("APPROVAL", "KIND", "STATUS", "FOR", "SUMMARY"))
+        return Exit.COMPLETED
+    print(f"approval {decided['id']}: {decided['status']}")
+    return Exit.COMPLETED
+
+
+def agents(args: argparse.Namespace, client: Client) -> Exit:
+    if args.action == "create":
+        if not args.file:
+            raise ClientError("say which file: loopwright agents create agent.yaml", Exit.USAGE)
+        created = client.post("/v1/agents", _load(Path(args.file)))
+        print(f"agent {created['id']} ({created['name']})")
+        for warning in created.get("warnings") or []:
+            print(f"warning: {warning}")
+        return Exit.COMPLETED
+    rows = [
+        (
+            a["id"],
+            a["name"],
+            f"{a['model']['provider']}/{a['model']['name']}",
+            ", ".join(a["tools"]),
+        )
+        for a in _all(client, "/v1/agents")
+    ]
+    _table(rows, ("AGENT", "NAME", "MODEL", "TOOLS"))
+    return Exit.COMPLETED
+
+
+def _load(path: Path) -> Any:
+    """An agent from a YAML or JSON file (JSON is YAML too)."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ClientError(f"cannot read {path}: {exc.strerror}", Exit.USAGE) from exc
+    except yaml.YAMLError as exc:
+        raise ClientError(f"{path} is not YAML or JSON: {exc}", Exit.USAGE) from exc
+
+
+_IDEMPOTENCY = {
+    "always": "idempotent",
+    "never": "side-effecting",
+    "by_input": "idempotent or not by its input",
+}
+_APPROVAL = {
+    "always": "always asks a person",
+    "never": "never asks a person",
+    "side_effects": "a side-effecting call asks a person unless the agent auto-approves it",
+}
+
+
+def tools(args: argparse.Namespace, client: Client) -> Exit:
+    for tool in client.get("/v1/tools"):
+        print(f"{tool['name']}: {_IDEMPOTENCY[tool['idempotency']]}; {_APPROVAL[tool['approval']]}")
+        print(f"  {_one_line(tool['description'], 200)}")
+        schema = tool["input_schema"]
+        if args.schemas:
+            print("  " + json.dumps(schema, indent=2).replace("\n", "\n  "))
+            continue
+        required = set(schema.get("required", []))
+        fields = [
+            f"{name}{'' if name in required else '?'}: {_type(prop)}"
+            for name, prop in schema.get("properties", {}).items()
+        ]
+        print(f"  input: {{{', '.join(fields)}}}")
+    return Exit.COMPLETED
+
+
+def _type(prop: dict[str, Any]) -> str:
+    """A property's JSON type, in short: `string`, `integer|null`, `any`."""
+    if "type" in prop:
+        kind = prop["type"]
+        return "|".join(kind) if isinstance(kind, list) else str(kind)
+    variants = [_type(v) for v in prop.get("anyOf", [])]
+    return "|".join(variants) if variants else "any"

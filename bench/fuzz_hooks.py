@@ -1,0 +1,118 @@
+"""Schemathesis hooks for `make fuzz` (loaded through SCHEMATHESIS_HOOKS).
+
+A positive case is one the API promises to accept: it fits the schema *and* the few rules
+the schema cannot state, which each operation's description lists. Generated data knows
+only the schema, so this turns each positive case into one that also keeps those rules,
+changing as little as it can; negative cases are left alone. Every rule here is one the
+operation documents; a rule the server enforces that is neither in the schema nor here
+shows up as a `positive_data_acceptance` failure, which is the point.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import schemathesis
+from schemathesis import Case, HookContext
+
+SOFT_LIMIT_DEFAULT_S = 900.0  # app/schemas/agents.py Limits
+HARD_LIMIT_DEFAULT_S = 1_200.0
+# What `GET /v1/tools` listed on the server under test (bench/fuzz.py asks it).
+KNOWN_TOOLS = sorted(filter(None, os.environ.get("LOOPWRIGHT_FUZZ_TOOLS", "").split(",")))
+
+
+def _number(value: object, default: float) -> float | None:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _soft_below_hard(body: dict[str, Any]) -> None:
+    """Agents (POST, PATCH): `limits.soft_time_limit_s < limits.hard_time_limit_s`."""
+    limits = body.get("limits")
+    if not isinstance(limits, dict):
+        return
+    soft = _number(limits.get("soft_time_limit_s"), SOFT_LIMIT_DEFAULT_S)
+    hard = _number(limits.get("hard_time_limit_s"), HARD_LIMIT_DEFAULT_S)
+    if soft is not None and hard is not None and soft >= hard:
+        hard = max(hard, 1.0)  # 5e-324 halves to 0, which no limit may be
+        limits["hard_time_limit_s"], limits["soft_time_limit_s"] = hard, hard / 2
+
+
+def _tools_known(body: dict[str, Any]) -> None:
+    """Agents (POST, PATCH): `tools` and `auto_approve` name tools the server has; each
+    unknown name becomes a known one (the list's length and order kept)."""
+    if not KNOWN_TOOLS:
+        return
+    for field in ("tools", "auto_approve"):
+        names = body.get(field)
+        if isinstance(names, list):
+            body[field] = [
+                name if name in KNOWN_TOOLS else KNOWN_TOOLS[len(str(name)) % len(KNOWN_TOOLS)]
+                for name in names
+            ]
+
+
+def _graph_holds(body: dict[str, Any], *, patch: bool) -> None:
+    """Workflows (POST, PATCH): unique node and edge ids, edges between the body's nodes.
+    A patch is made self-contained (nodes and edges sent together), since the stored
+    definition is not known here."""
+    if patch and "nodes" not in body and "edges" not in body:
+        return
+    nodes, edges = body.get("nodes", []), body.get("edges", [])
+    if not isinstance(nodes, list) or not isinstance(edges, list):
+        return
+    node_ids: set[object] = set()
+    kept_nodes = []
+    for node in nodes:
+        if isinstance(node, dict) and node.get("id") not in node_ids:
+            node_ids.add(node.get("id"))
+            kept_nodes.append(node)
+    edge_ids: set[object] = set()
+    kept_edges = []
+    for edge in edges:
+        ends = (edge.get("source"), edge.get("target")) if isinstance(edge, dict) else ()
+        if ends and edge.get("id") not in edge_ids and all(end in node_ids for end in ends):
+            edge_ids.add(edge.get("id"))
+            kept_edges.append(edge)
+    body["nodes"], body["edges"] = kept_nodes, kept_edges
+
+
+def _version_matches_header(case: Case[Any], body: dict[str, Any]) -> None:
+    """Workflows (PATCH): `version` in the body and `If-Match` agree when both are sent."""
+    if "version" in body and case.headers and "If-Match" in case.headers:
+        del body["version"]
+
+
+def _keep_rules(context: HookContext, case: Case[Any]) -> Case[Any]:
+    meta = case.meta
+    positive = meta is None or meta.generation.mode.is_positive
+    operation = context.operation
+    if not positive or operation is None or not isinstance(case.body, dict):
+        return case
+    path, method = operation.path, operation.method.upper()
+    if path in ("/v1/agents", "/v1/agents/{agent_id}") and method in ("POST", "PATCH"):
+        _soft_below_hard(case.body)
+        _tools_known(case.body)
+    elif path == "/v1/workflows" and method == "POST":
+        _graph_holds(case.body, patch=False)
+    elif path == "/v1/workflows/{workflow_id}" and method == "PATCH":
+        _graph_holds(case.body, patch=True)
+        _version_matches_header(case, case.body)
+    return case
+
+
+@schemathesis.hook
+def map_case(context: HookContext, case: Case[Any]) -> Case[Any]:
+    """The coverage and fuzzing phases."""
+    return _keep_rules(context, case)
+
+
+@schemathesis.hook
+def before_add_examples(context: HookContext, examples: list[Case[Any]]) -> None:
+    """The examples phase (built from the schema's examples, without `map_case`)."""
+    for case in examples:
+        _keep_rules(context, case)

@@ -1,0 +1,249 @@
+"""The `loopwright` client verbs, run as a person runs them (a subprocess of the installed
+command) against a real server: what they print and how they exit."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.api.test_runs_api import make_agent, settle, start
+from tests.support.cli import at_terminal, cli
+from tests.support.server import make_settings, running_server
+
+ASKER = {
+    "name": "asker",
+    "tools": ["ask_human"],
+    "model": {
+        "provider": "scripted",
+        "name": "s",
+        "script": [
+            {"tool_calls": [{"name": "ask_human", "input": {"question": "Which colour?"}}]},
+            {"text": "Blue it is."},
+        ],
+    },
+}
+
+
+async def test_run_prints_every_step_and_exits_0_when_it_completes(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    done = await cli(base_url, "run", "hello")
+    assert done.code == 0, done
+    lines = done.out.splitlines()
+    assert lines[0].startswith("run run_") and "(queued)" in lines[0]
+    assert '  → echo {"note": "thinking out loud"}' in lines
+    assert '  ✓ {"note": "thinking out loud"}' in lines
+    assert any(line.startswith("assistant: Hello from the Loopwright demo agent") for line in lines)
+    assert lines[-1] == "[completed] end_turn"
+    assert "· agent_run.started" in done.out  # the other events are printed too
+
+
+async def test_runs_lists_newest_first_with_agent_stop_and_error_and_pages(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    agent_id = await make_agent(client, ASKER | {"name": "first"})
+    older = await start(client, agent_id=agent_id)
+    keyless = {"name": "keyless", "model": {"provider": "anthropic", "name": "claude-x"}}
+    newer = await start(client, agent_id=await make_agent(client, keyless))
+    await settle(client, newer["id"])
+
+    page = await cli(base_url, "runs", "--limit", "1")
+    assert page.code == 0, page
+    header, row, more = page.out.splitlines()
+    assert header.split() == ["RUN", "STATUS", "AGENT", "STOP", "CREATED", "(UTC)", "ERROR"]
+    assert row.split()[:4] == [newer["id"], "failed", "keyless", "provider_unavailable"]
+    assert "no Anthropic API key" in row
+    cursor = more.removeprefix("more: loopwright runs --cursor ")
+    rest = await cli(base_url, "runs", "--limit", "1", "--cursor", cursor)
+    assert rest.out.splitlines()[1].split()[:3] == [older["id"], "waiting_on_human", "first"]
+
+    oldest = await cli(base_url, "runs", "--oldest", "--agent", "first")
+    assert [line.split()[0] for line in oldest.out.splitlines()[1:]] == [older["id"]]
+
+
+async def test_a_question_is_asked_at_a_terminal_and_the_answer_sent(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    await make_agent(client, ASKER)
+    done = await at_terminal(base_url, "run", "--agent", "asker", "go", answers=[("> ", "blue")])
+    assert done.code == 0, done.out
+    assert "? Which colour?" in done.out and "Blue it is." in done.out
+    run_id = done.out.split()[1]
+    shown = await cli(base_url, "show", run_id)
+    assert "user: go" in shown.out
+    assert '  → ask_human {"question": "Which colour?"}' in shown.out
+    assert "  ✓ blue" in shown.out and "assistant: Blue it is." in shown.out
+
+
+async def test_without_a_terminal_a_waiting_run_exits_5_and_says_how_to_answer(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    await make_agent(client, ASKER)
+    waiting = await cli(base_url, "run", "--agent", "asker", "go")
+    assert waiting.code == 5, waiting
+    run_id = waiting.out.split()[1]
+    assert f"answer it with: loopwright answer {run_id} 'your answer'" in waiting.out
+
+    answered = await cli(base_url, "answer", run_id, "red", "--follow")
+    assert answered.code == 0, answered
+    assert answered.out.splitlines()[-1] == "[completed] end_turn"
+
+
+async def test_cancel_and_the_exit_code_of_a_cancelled_run(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    slow = {"provider": "scripted", "name": "s", "script": [{"text": "late", "latency_ms": 30_000}]}
+    agent_id = await make_agent(client, {"name": "slow", "model": slow})
+    run = await start(client, agent_id=agent_id)
+    cancelled = await cli(base_url, "cancel", run["id"])
+    assert cancelled.code == 0, cancelled
+    followed = await cli(base_url, "follow", run["id"], timeout_s=20)
+    assert followed.code == 3, followed
+    assert followed.out.splitlines()[-1] == "[cancelled] cancelled"
+
+
+async def test_approvals_are_listed_and_rejected_from_the_command_line(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    post = {"method": "POST", "url": "https://example.com/orders", "body": "{}"}
+    script = [{"tool_calls": [{"name": "http_request", "input": post}]}, {"text": "ok, not sent"}]
+    model = {"provider": "scripted", "name": "s", "script": script}
+    agent_id = await make_agent(
+        client, {"name": "poster", "tools": ["http_request"], "model": model}
+    )
+    run = await start(client, agent_id=agent_id)
+    waiting = await client.get(f"/v1/runs/{run['id']}/wait", params={"timeout_s": 20})
+    approval_id = waiting.json()["waiting_for"]["approval_id"]
+
+    listed = await cli(base_url, "approvals")
+    assert listed.out.splitlines()[1].split()[:4] == [
+        approval_id,
+        "tool_call",
+        "pending",
+        run["id"],
+    ], listed
+    refused = await cli(base_url, "approvals", "reject", approval_id)
+    assert refused.code == 2 and "--reason" in refused.err
+    rejected = await cli(base_url, "approvals", "reject", approval_id, "--reason", "not today")
+    assert rejected.code == 0 and rejected.out.strip() == f"approval {approval_id}: rejected"
+    assert (await settle(client, run["id"]))["result"] == "ok, not sent"
+
+
+async def test_an_approval_is_decided_at_a_terminal(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    post = {"method": "POST", "url": "https://example.com/orders", "body": "{}"}
+    script = [{"tool_calls": [{"name": "http_request", "input": post}]}, {"text": "done"}]
+    model = {"provider": "scripted", "name": "s", "script": script}
+    await make_agent(client, {"name": "poster", "tools": ["http_request"], "model": model})
+    done = await at_terminal(
+        base_url,
+        "run",
+        "--agent",
+        "poster",
+        "go",
+        answers=[("Approve this call? [y/n] ", "n"), ("Why not? ", "wrong shop")],
+    )
+    assert done.code == 0, done.out
+    run_id = done.out.split()[1]
+    approvals = (await client.get("/v1/approvals", params={"run_id": run_id})).json()["items"]
+    assert [(a["status"], a["reason"]) for a in approvals] == [("rejected", "wrong shop")]
+
+
+async def test_agents_are_created_from_yaml_with_mistakes_caught_at_once(
+    client: httpx.AsyncClient, base_url: str, tmp_path: Path
+) -> None:
+    spec = tmp_path / "agent.yaml"
+    spec.write_text(
+        "name: claude\nmodel: {provider: anthropic, name: claude-x}\ntools: [http_request, nope]\n"
+    )
+    refused = await cli(base_url, "agents", "create", str(spec))
+    assert refused.code == 6
+    assert "body.tools[1]: no tool is named 'nope'; known: " in refused.err
+    assert "ask_human" in refused.err and "Traceback" not in refused.err
+
+    spec.write_text(spec.read_text().replace(", nope", ""))
+    created = await cli(base_url, "agents", "create", str(spec))
+    assert created.code == 0, created
+    assert (
+        "warning: no Anthropic API key is configured: set LOOPWRIGHT_LLM__ANTHROPIC__API_KEY"
+        in (created.out)
+    )
+    listed = await cli(base_url, "agents")
+    assert listed.out.splitlines()[1].split()[1:] == [
+        "claude",
+        "anthropic/claude-x",
+        "http_request",
+    ]
+
+    failed = await cli(base_url, "run", "--agent", "claude", "hi", timeout_s=20)
+    assert failed.code == 1, failed  # at once: a missing key is not retried with backoff
+    assert "LOOPWRIGHT_LLM__ANTHROPIC__API_KEY" in failed.out
+
+
+async def test_tools_lists_each_tool_with_its_input(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    listed = await cli(base_url, "tools")
+    assert listed.code == 0, listed
+    lines = listed.out.splitlines()
+    at = lines.index("ask_human: idempotent; never asks a person")
+    assert lines[at + 2] == "  input: {question: string}"
+    assert any(
+        line.startswith("http_request: idempotent or not by its input; a side-effecting call")
+        for line in lines
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_no_server_at_the_url_is_one_line_that_says_how_to_start_one() -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    done = await cli(url, "runs")
+    assert done.code == 7
+    assert done.err.splitlines() == [
+        f"loopwright: cannot reach a Loopwright server at {url} (ConnectError). Start one with "
+        "`make serve` (or `loopwright serve`), or point LOOPWRIGHT_URL at yours."
+    ]
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+async def test_the_api_key_comes_from_a_flag_or_the_environment(
+    database_url: str, clean_db: AsyncEngine, how: str
+) -> None:
+    settings = make_settings(database_url, auth={"api_keys": ["s3cret"]})
+    async with running_server(settings) as url:
+        assert (await cli(url, "runs")).code == 6  # no key: 401
+        if how == "flag":
+            done = await cli(url, "runs", "--api-key", "s3cret")
+        else:
+            done = await cli(url, "runs", env={"LOOPWRIGHT_API_KEY": "s3cret"})
+    assert done.code == 0, done
+    assert done.out.split() == ["RUN", "STATUS", "AGENT", "STOP", "CREATED", "(UTC)", "ERROR"]
+
+
+async def test_a_settings_mistake_is_one_line_per_setting_without_a_traceback() -> None:
+    bad = {"LOOPWRIGHT_AUTH__API_KEYS": "not-json"}
+    unreadable = await cli("http://unused", "serve", env=bad)
+    assert unreadable.code == 2
+    assert unreadable.err.splitlines() == [
+        "loopwright: LOOPWRIGHT_AUTH__API_KEYS: cannot be read; lists and objects are written "
+        """as JSON, e.g. LOOPWRIGHT_AUTH__API_KEYS='["key-1", "key-2"]'"""
+    ]
+    wrong = {"LOOPWRIGHT_WORKERS__CAPACITY": "-1", "LOOPWRIGHT_SERVER__PORT": "x"}
+    invalid = await cli("http://unused", "serve", env=wrong)
+    assert invalid.code == 2
+    assert sorted(invalid.err.splitlines()) == [
+        "loopwright: LOOPWRIGHT_SERVER__PORT: Input should be a valid integer, unable to parse "
+        "string as an integer (got 'x')",
+        "loopwright: LOOPWRIGHT_WORKERS__CAPACITY: Input should be greater than or equal to 1 "
+        "(got '-1')",
+    ]
