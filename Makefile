@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/task_engine.py
 	$(BIN)/python bench/agent_loop.py
 	$(BIN)/python bench/sse_fanout.py
+	$(BIN)/python bench/startup.py
 
 # Schemathesis against a live server on a scratch database: fails on any server error.
 # Bounded (fixed seed, examples per operation, a time limit); not part of `make test`.
