@@ -3,6 +3,8 @@ the data a migration moves comes back on its downgrade."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from datetime import UTC, datetime
 
 from alembic.autogenerate import compare_metadata
@@ -40,6 +42,45 @@ def test_history_is_linear() -> None:
     assert len(script.get_bases()) == 1
     for revision in script.walk_revisions():
         assert not revision.is_merge_point
+
+
+def test_the_head_read_from_the_revision_files_is_alembics() -> None:
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    assert migrate.head_revision() == script.get_current_head()
+    assert migrate.head_revision() is not None  # else every start would load Alembic
+
+
+async def test_a_database_at_head_is_recognised_without_loading_alembic(
+    scratch_engine: AsyncEngine,
+) -> None:
+    await migrate.upgrade(scratch_engine)
+    url = scratch_engine.url.render_as_string(hide_password=False)
+    check = (
+        "import asyncio, sys\n"
+        "from app.store import migrate\n"
+        "from app.store.db import make_engine\n"
+        "async def main():\n"
+        f"    engine = make_engine({url!r})\n"
+        "    await migrate.upgrade(engine)\n"
+        "    await engine.dispose()\n"
+        "asyncio.run(main())\n"
+        "print('alembic' in sys.modules)\n"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", check, stdout=asyncio.subprocess.PIPE
+    )
+    loaded, _ = await process.communicate()
+    assert process.returncode == 0
+    assert loaded.decode().strip() == "False"
+
+
+async def test_a_database_behind_head_is_upgraded(scratch_engine: AsyncEngine) -> None:
+    await migrate.upgrade(scratch_engine, "0008")
+    await migrate.upgrade(scratch_engine)
+    async with scratch_engine.connect() as conn:
+        version = await conn.execute(text("SELECT version_num FROM alembic_version"))
+        assert version.scalar() == migrate.head_revision()
+        assert await conn.run_sync(_differences) == []
 
 
 async def test_upgrade_downgrade_round_trip_matches_the_models(
