@@ -10,8 +10,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from app.client.exits import BY_STATUS, Exit
 from app.client.follow import Ask, follow
 from app.client.http import Client, ClientError
@@ -250,6 +248,8 @@ def agents(args: argparse.Namespace, client: Client) -> Exit:
 
 def _load(path: Path) -> Any:
     """An agent from a YAML or JSON file (JSON is YAML too)."""
+    import yaml  # here: the other verbs start without it
+
     try:
         return yaml.safe_load(path.read_text())
     except OSError as exc:

@@ -1,0 +1,84 @@
+"""What a process imports at start, which is most of its start-up time (bench/startup.py):
+the command line's client verbs load none of the server's stack, and the server loads
+none of what only some processes need (each checked in a fresh interpreter)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+
+import pytest
+
+# The server's stack: the client verbs speak HTTP and JSON only.
+SERVER_STACK = {
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "sqlalchemy",
+    "asyncpg",
+    "alembic",
+    "pydantic",
+    "pydantic_settings",
+    "tiktoken",
+    "anthropic",
+    "pgserver",
+    "yaml",  # read by `agents create` only
+}
+# Loaded when needed: the Anthropic SDK by the first run that calls it, the embedded
+# server's wheel when no DATABASE_URL is set, Alembic when the database is behind the
+# code; schemathesis is a development tool.
+NOT_AT_SERVER_START = {"anthropic", "pgserver", "alembic", "schemathesis", "hypothesis"}
+
+REPORT = "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))"
+
+
+async def _loaded(code: str) -> set[str]:
+    """The top-level packages a fresh interpreter has loaded after running `code`."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        f"import json, sys\n{code}\n{REPORT}",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return set(json.loads(out.decode().splitlines()[-1]))
+
+
+def _closed_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def _cli(*argv: str) -> str:
+    """Runs `loopwright ARGV` in-process; its exit status must be the one expected."""
+    return (
+        "from app.cli import main\n"
+        "try:\n"
+        f"    main({list(argv)!r})\n"
+        "except SystemExit as exc:\n"
+        "    status = exc.code\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "status"),
+    [(("--help",), 0), (("runs", "--url", "URL"), 7), (("tools", "--url", "URL"), 7)],
+)
+async def test_the_client_verbs_load_none_of_the_server_stack(
+    argv: tuple[str, ...], status: int
+) -> None:
+    url = _closed_url()  # nothing listens: the verb runs to its "no server" exit
+    argv = tuple(url if arg == "URL" else arg for arg in argv)
+    loaded = await _loaded(f"{_cli(*argv)}assert status == {status}, status")
+    assert loaded & SERVER_STACK == set()
+
+
+async def test_the_server_loads_only_what_every_start_needs() -> None:
+    loaded = await _loaded("import uvicorn\nfrom app.main import create_app\ncreate_app()")
+    assert loaded & NOT_AT_SERVER_START == set()
+    assert {"fastapi", "sqlalchemy", "tiktoken"} <= loaded  # the check sees the stack
