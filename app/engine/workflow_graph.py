@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from app.core.vocabulary import EdgeType, NodeType
@@ -291,6 +290,8 @@ def export_yaml(
             step["branches"] = [e.target for e in out if e.target not in markers]
         steps.append(step)
     document = {"workflow": {"name": name, "description": description, "steps": steps}}
+    import yaml  # here: an export is rare, and every start would pay for the import
+
     return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
 

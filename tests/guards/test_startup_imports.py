@@ -28,8 +28,8 @@ SERVER_STACK = {
 }
 # Loaded when needed: the Anthropic SDK by the first run that calls it, the embedded
 # server's wheel when no DATABASE_URL is set, Alembic when the database is behind the
-# code; schemathesis is a development tool.
-NOT_AT_SERVER_START = {"anthropic", "pgserver", "alembic", "schemathesis", "hypothesis"}
+# code, PyYAML by a workflow's export; schemathesis is a development tool.
+NOT_AT_SERVER_START = {"anthropic", "pgserver", "alembic", "yaml", "schemathesis", "hypothesis"}
 
 REPORT = "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))"
 
