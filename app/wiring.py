@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ from app.store import migrate
 from app.store.db import libpq_url, make_engine, make_sessionmaker
 from app.store.embedded_pg import start_embedded
 from app.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -331,4 +334,12 @@ async def running(
         for component in runtime.components:
             component.start()
             stack.push_async_callback(component.stop)
+        for agent in await runtime.services.agents.misconfigured():
+            log.warning(
+                "agent %s (%s) cannot run as configured: %s",
+                agent.name,
+                agent.id,
+                "; ".join(agent.warnings),
+                extra={"fields": {"agent_id": agent.id}},
+            )
         yield runtime

@@ -47,6 +47,19 @@ class AgentCommands:
     def with_warnings(self, agent: AgentRead) -> AgentRead:
         return agent.model_copy(update={"warnings": self._warnings(agent)})
 
+    async def misconfigured(self) -> list[AgentRead]:
+        """The stored agents whose runs would fail as configured now, with the reasons in
+        their `warnings`: told at start-up, before a run finds out."""
+        found: list[AgentRead] = []
+        after_id: str | None = None
+        while True:
+            async with self._sessionmaker() as session:
+                agents = await agent_store.list_agents(session, after_id=after_id, limit=500)
+            found += [a for a in map(self.with_warnings, agents) if a.warnings]
+            if len(agents) < 500:
+                return found
+            after_id = agents[-1].id
+
     def _check_tools(self, values: dict[str, Any]) -> None:
         """An unknown tool name is refused now, not when a run first calls it."""
         known = self._known_tools
