@@ -21,6 +21,7 @@ from app.api.streams import (
 from app.core.errors import NotFound
 from app.core.states import RUN_SETTLED, RunStatus
 from app.core.streams import RUNS_STREAM, lane_stream, run_stream
+from app.core.vocabulary import HumanAction
 from app.schemas.bounds import POSITION_MAX
 from app.schemas.common import Order, Page
 from app.schemas.journal import JournalRead
@@ -148,7 +149,7 @@ async def respond_to_run(run_id: str, body: HumanResponse, services: ServicesDep
     runs a side-effecting call cut short by a crash again (`waiting_for.reason` is
     `resume_unsafe`). A run that is not waiting on a person is a 409."""
     return await services.runs.respond(
-        run_id, body.response, retry_call=body.action == "retry_call"
+        run_id, body.response, retry_call=body.action is HumanAction.RETRY_CALL
     )
 
 

@@ -16,6 +16,7 @@ from app.core.errors import Conflict, InvalidTransition, NotFound
 from app.core.ids import new_id
 from app.core.messages import Message, pending_tool_uses, results_message
 from app.core.states import RUN_ALLOWED, RunStatus, StopReason, WaitReason, check_run_transition
+from app.core.vocabulary import Multitask
 from app.engine import run_transitions
 from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey, keyed_create
@@ -130,9 +131,9 @@ class RunCommands:
                 text("SELECT pg_advisory_xact_lock(hashtext(:lane))"), {"lane": lane}
             )
             active, queued = await run_store.lane(session, lane)
-            if body.multitask == "reject" and (active or queued):
+            if body.multitask is Multitask.REJECT and (active or queued):
                 raise LaneBusy(lane, (active or queued[0]).id)
-            if body.multitask == "interrupt":
+            if body.multitask is Multitask.INTERRUPT:
                 touched += await self._supersede(session, active, queued, now)
             run = await run_store.insert_run(
                 session,
