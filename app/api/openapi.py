@@ -10,6 +10,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from app.api.request_ids import declare_in_openapi
+from app.api.stream_docs import EVENT_STREAMS
 from app.schemas.common import Problem, ValidationProblem
 
 _PROBLEMS = {
@@ -69,12 +70,19 @@ def _problem(name: str) -> dict[str, Any]:
     return {"application/problem+json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
 
 
-def _optional_security(operation: dict[str, Any]) -> None:
-    """Without API keys the service is open (it listens on loopback only): each operation
-    is served with a key or without one, so generated clients need none."""
-    requirements = operation.get("security")
-    if requirements and {} not in requirements:
-        operation["security"] = [{}, *requirements]
+def _optional_security(schema: dict[str, Any]) -> None:
+    """Without API keys the service is open (it listens on loopback only): a key may be
+    sent and is not needed. Said once for the whole document, `[{}, {"HTTPBearer": []}]`,
+    rather than on each operation: generators such as openapi-python-client read any
+    `security` of an operation's own as "a key is required", whatever it lists."""
+    requirements: list[dict[str, Any]] = []
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for requirement in operation.pop("security", []):
+                if requirement not in requirements:
+                    requirements.append(requirement)
+    if requirements:
+        schema["security"] = [{}, *requirements]
 
 
 def build_openapi(app: FastAPI, *, keys_required: bool) -> dict[str, Any]:
@@ -93,6 +101,9 @@ def build_openapi(app: FastAPI, *, keys_required: bool) -> dict[str, Any]:
         components.pop(name, None)
     _add_schema(components, Problem)
     _add_schema(components, ValidationProblem)
+    for stream in EVENT_STREAMS:  # the routes' own schemas of shared models stay as they are
+        for name, event_schema in stream.schemas().items():
+            components.setdefault(name, event_schema)
     for path, operations in schema.get("paths", {}).items():
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
@@ -108,12 +119,12 @@ def build_openapi(app: FastAPI, *, keys_required: bool) -> dict[str, Any]:
                 responses["503"]["description"] = _STREAM_503
             if method == "get" and "requestBody" in operation:
                 del operation["requestBody"]
-            if not keys_required:
-                _optional_security(operation)
             for parameter in operation.get("parameters", []):
                 if "schema" in parameter:
                     parameter["schema"] = _not_null(parameter["schema"])
     schema["components"].setdefault("headers", {})["RetryAfter"] = _RETRY_AFTER
+    if not keys_required:
+        _optional_security(schema)
     declare_in_openapi(schema)
     app.openapi_schema = schema
     return schema
