@@ -9,7 +9,14 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.errors import Conflict, FieldError, NotFound, ValidationFailed, VersionConflict
+from app.core.errors import (
+    Conflict,
+    FieldError,
+    NotFound,
+    ProblemCode,
+    ValidationFailed,
+    VersionConflict,
+)
 from app.core.ids import new_id
 from app.engine.idempotent_create import CreateKey, keyed_create
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
@@ -22,7 +29,7 @@ CREATE_SCOPE = "agents.create"
 class AgentInUse(Conflict):
     """Runs refer to this agent, so it cannot be deleted."""
 
-    code = "agent_in_use"
+    code = ProblemCode.AGENT_IN_USE
 
 
 class AgentCommands:
