@@ -34,8 +34,19 @@ lint: $(DEV)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The suite under coverage (see [tool.coverage] in pyproject.toml), then its report in
+# coverage-report/: html, and the total as the last line printed (and in total.txt). Under
+# the floor (`fail_under`) the run fails.
 test: lint
-	$(BIN)/pytest
+	rm -rf coverage-report
+	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage combine --quiet
+	$(BIN)/coverage html --quiet --fail-under=0
+	@total=$$($(BIN)/coverage report --format=total --fail-under=0) && \
+	echo "Coverage of app/, lines and branches: $$total% (coverage-report/html/index.html)" \
+	  | tee coverage-report/total.txt && \
+	$(BIN)/coverage report --format=total >/dev/null || \
+	{ echo "Coverage failure: $$total% is under fail_under in pyproject.toml"; exit 2; }
 
 openapi: $(DEV)
 	$(BIN)/loopwright openapi --output openapi/openapi.json
