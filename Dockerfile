@@ -7,10 +7,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 RUN useradd --create-home --uid 10001 loopwright
 WORKDIR /srv/loopwright
 
-COPY pyproject.toml README.md alembic.ini ./
+COPY pyproject.toml constraints.txt README.md alembic.ini ./
 COPY app ./app
 COPY migrations ./migrations
-RUN pip install -e .
+RUN pip install -c constraints.txt -e .
 
 USER loopwright
 ENV LOOPWRIGHT_SERVER__HOST=0.0.0.0 LOOPWRIGHT_SERVER__PORT=8000

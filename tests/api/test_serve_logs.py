@@ -16,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.processes import LOOPWRIGHT, ServerProcess, free_port
+from tests.support.processes import LOOPWRIGHT, ServerProcess, coverage_env, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -73,6 +73,7 @@ def test_on_a_terminal_serve_writes_plain_lines_and_says_where_to_go(
         "HOME": os.environ.get("HOME", "/tmp"),
         "DATABASE_URL": database_url,
         "LOOPWRIGHT_SERVER__PORT": str(port),
+        **coverage_env(),
     }
     controller, terminal = os.openpty()
     process = subprocess.Popen(
