@@ -54,11 +54,17 @@ CHECKS = (
     "positive_data_acceptance",
 )
 # Operations whose documented answer to a schema-valid request may depend on stored state
-# beyond existence (404) and versions (409).
+# beyond existence (404) and versions (409); and one body schemathesis cannot read as sent.
 CONFIG = """
 [[operations]]
 include-operation-id = "activate_workflow"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+# The export is YAML text (schema: a string). Schemathesis parses a YAML body and checks the
+# parsed mapping against that schema instead; the test suite checks the export's text.
+[[operations]]
+include-operation-id = "export_workflow"
+checks.response_schema_conformance.enabled = false
 """
 
 
@@ -158,7 +164,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--max-examples", type=int, default=8, help="per operation")
-    parser.add_argument("--time-limit-s", type=float, default=360.0)
+    parser.add_argument("--time-limit-s", type=float, default=480.0)
     parser.add_argument("--report-dir", default="fuzz-report")
     parser.add_argument(
         "schemathesis_args", nargs="*", help="more options for `schemathesis run`, after `--`"
