@@ -91,7 +91,8 @@ def create_app(
     app.include_router(workflow_executions.router)
     app.include_router(approvals.router)
     app.include_router(tools_api.router)
-    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
+    keys_required = bool(settings.auth.api_keys)
+    app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]
     return app
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -61,7 +62,10 @@ from app.schemas.runs import RunRead
 from app.store import migrate
 from app.store.db import libpq_url, make_engine, make_sessionmaker
 from app.store.embedded_pg import start_embedded
+from app.store.errors import is_connectivity_error
 from app.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -331,4 +335,25 @@ async def running(
         for component in runtime.components:
             component.start()
             stack.push_async_callback(component.stop)
+        await _warn_about_agents(runtime.services.agents)
         yield runtime
+
+
+async def _warn_about_agents(agents: AgentCommands) -> None:
+    """Each stored agent whose runs would fail as configured now is logged at start-up. A
+    database that is down does not stop the start (requests get 503 until it is back)."""
+    try:
+        misconfigured = await agents.misconfigured()
+    except Exception as exc:
+        if not is_connectivity_error(exc):
+            raise
+        log.warning("agents not checked at start-up: the database cannot be reached")
+        return
+    for agent in misconfigured:
+        log.warning(
+            "agent %s (%s) cannot run as configured: %s",
+            agent.name,
+            agent.id,
+            "; ".join(agent.warnings),
+            extra={"fields": {"agent_id": agent.id}},
+        )

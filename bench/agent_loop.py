@@ -21,7 +21,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 import asyncpg
-from common import ServerMeter, admin, log, peak_rss_mb, percentile, with_database
+from common import (
+    ServerMeter,
+    admin,
+    exit_on_bad_checks,
+    keep_session,
+    log,
+    peak_rss_mb,
+    percentile,
+    verdict,
+    with_database,
+)
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -362,10 +372,6 @@ def per_turn_ms(seconds: float | None, turns: int) -> float | None:
     return None if seconds is None else seconds / turns * 1000
 
 
-async def keep_session(conn: asyncpg.Connection) -> None:
-    """A pool `reset` that does nothing."""
-
-
 async def floor_scenario(url: str, database: str, scenario: Scenario) -> Row:
     """C clients, each writing its runs' turns as one ~1 KB JSONB row and one commit each."""
     await admin(
@@ -524,7 +530,8 @@ def render(rows: Sequence[Row], totals: dict[str, Any]) -> str:
     header = (
         f"{'scenario':<12} {'R':>5} {'T':>3} {'C':>4} {'wall s':>7} {'turns/s':>8} "
         f"{'runs/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'commits/turn':>12} "
-        f"{'commits/turn':>12} {'CPU ms':>7} {'pg CPU':>7} {'WAL KB':>7} {'peak RSS':>8}"
+        f"{'commits/turn':>12} {'CPU ms':>7} {'pg CPU':>7} {'WAL KB':>7} {'peak RSS':>8} "
+        f"{'check':>5}"
     )
     subheader = f"{'':<12} {'':>5} {'':>3} {'':>4} {'':>7} {'':>8} {'':>7} {'':>7} {'':>7} "
     subheader += f"{'(pg)':>12} {'(proc)':>12} {'/turn':>7} {'ms/turn':>7} {'/turn':>7} {'MB':>8}"
@@ -536,7 +543,7 @@ def render(rows: Sequence[Row], totals: dict[str, Any]) -> str:
             f"{r.p99_ms:>7.2f} {num(r.commits_per_turn_pg, '.3f'):>12} "
             f"{num(r.commits_per_turn_proc, '.3f'):>12} {r.cpu_ms_per_turn:>7.2f} "
             f"{num(r.server_cpu_ms_per_turn, '.2f'):>7} {r.wal_kb_per_turn:>7.2f} "
-            f"{r.peak_rss_mb:>8.1f}" + ("  BAD" if r.problems else "")
+            f"{r.peak_rss_mb:>8.1f} {verdict(not r.problems):>5}"
         )
 
     def x(value: float | None, aim: str) -> str:
@@ -646,15 +653,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             "scenarios": [asdict(s) for s in args.scenario_list],
             "quick": args.quick,
             "elapsed_s": round(elapsed, 1),
-            "rows": [asdict(r) for r in rows],
+            "rows": [asdict(r) | {"check": verdict(not r.problems)} for r in rows],
             "summary": totals,
         }
         print(json.dumps(report, indent=2))
     else:
         print(render(rows, totals))
         print(f"total run time {elapsed:.1f}s")
-    if totals["problems"]:
-        sys.exit(1)
+    exit_on_bad_checks()
 
 
 if __name__ == "__main__":

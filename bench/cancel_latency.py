@@ -23,7 +23,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import admin, free_port, log, percentile, wait_ready, with_database
+from common import (
+    admin,
+    exit_on_bad_checks,
+    free_port,
+    log,
+    percentile,
+    verdict,
+    wait_ready,
+    with_database,
+)
 
 from app.store import migrate
 from app.store.db import make_engine
@@ -137,17 +146,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     log(f"cancel latency: {args.runs} runs, {args.concurrency} at a time, {args.turn_s:g} s turns")
     report = asyncio.run(bench(args))
-    bad = False
     for setup in ("one_process", "api_and_worker_apart"):
         figures = report[setup]
-        verdict = "ok" if figures["p99_ms"] < AIM_P99_MS else "BAD"
-        bad = bad or verdict == "BAD"
         print(
             f"{setup:>22}: cancel→cancelled p50 {figures['p50_ms']} ms, "
             f"p99 {figures['p99_ms']} ms, max {figures['max_ms']} ms "
-            f"(aim p99 < {AIM_P99_MS:g} ms) {verdict}"
+            f"(aim p99 < {AIM_P99_MS:g} ms) {verdict(figures['p99_ms'] < AIM_P99_MS)}"
         )
-    sys.exit(1 if bad else 0)
+    exit_on_bad_checks()
 
 
 if __name__ == "__main__":

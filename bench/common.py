@@ -1,5 +1,5 @@
-"""What the benchmarks share: progress output, percentiles, peak RSS, scratch databases,
-the server's CPU and WAL."""
+"""What the benchmarks share: progress output, verdicts on their own checks, percentiles,
+peak RSS, scratch databases, the server's CPU and WAL."""
 
 from __future__ import annotations
 
@@ -20,6 +20,26 @@ from app.store.db import libpq_url
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+_bad_checks = 0
+
+
+def verdict(ok: bool) -> str:
+    """A check's mark in a report, `ok` or `BAD`. Every BAD is counted, so that
+    `exit_on_bad_checks()` fails the run: figures from a run that failed its own checks (rows
+    lost, an aim missed) must not pass `make bench` as if they could be trusted."""
+    global _bad_checks
+    if not ok:
+        _bad_checks += 1
+    return "ok" if ok else "BAD"
+
+
+def exit_on_bad_checks() -> None:
+    """Exit with status 1 if any check was BAD: the last call of a benchmark's `main`."""
+    if _bad_checks:
+        log(f"BAD checks: {_bad_checks}")
+        sys.exit(1)
 
 
 def peak_rss_mb() -> float:
@@ -131,6 +151,12 @@ def _parent_pid(backend: int) -> int | None:
         return int(_stat_fields(backend)[1])
     except OSError:
         return None
+
+
+async def keep_session(connection: asyncpg.Connection) -> None:
+    """An asyncpg pool `reset` that does nothing, for floors whose clients leave no session
+    state behind: the default runs a reset query (RESET ALL, UNLISTEN, advisory unlocks) on
+    every release."""
 
 
 def free_port() -> int:

@@ -53,12 +53,21 @@ CHECKS = (
     "response_schema_conformance",
     "positive_data_acceptance",
 )
+# The checks are chosen here, not with --checks: a check named on the command line would
+# win over an operation's own setting below.
 # Operations whose documented answer to a schema-valid request may depend on stored state
-# beyond existence (404) and versions (409).
-CONFIG = """
+# beyond existence (404) and versions (409); and one body schemathesis cannot read as sent.
+CONFIG = "[checks]\nenabled = false\n" + "".join(f"{check}.enabled = true\n" for check in CHECKS)
+CONFIG += """
 [[operations]]
 include-operation-id = "activate_workflow"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+# The export is YAML text (schema: a string). Schemathesis parses a YAML body and checks the
+# parsed mapping against that schema instead; the test suite checks the export's text.
+[[operations]]
+include-operation-id = "export_workflow"
+checks.response_schema_conformance.enabled = false
 """
 
 
@@ -96,7 +105,6 @@ async def _fuzz(base_url: str, args: argparse.Namespace) -> int:
         f"--config-file={config}",
         "run",
         f"{base_url}/openapi.json",
-        f"--checks={','.join(CHECKS)}",
         "--generation-allow-x00=false",
         "--phases=examples,coverage,fuzzing",
         f"--seed={args.seed}",
@@ -158,7 +166,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--max-examples", type=int, default=8, help="per operation")
-    parser.add_argument("--time-limit-s", type=float, default=360.0)
+    parser.add_argument("--time-limit-s", type=float, default=480.0)
     parser.add_argument("--report-dir", default="fuzz-report")
     parser.add_argument(
         "schemathesis_args", nargs="*", help="more options for `schemathesis run`, after `--`"

@@ -16,7 +16,16 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 import asyncpg
-from common import admin, log, peak_rss_mb, percentile, with_database
+from common import (
+    admin,
+    exit_on_bad_checks,
+    keep_session,
+    log,
+    peak_rss_mb,
+    percentile,
+    verdict,
+    with_database,
+)
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -184,7 +193,12 @@ async def engine_scenario(
 
 async def floor_scenario(url: str, *, clients: int, ops: int, warmup: int) -> Row:
     size = min(clients, FLOOR_POOL_CAP)
-    pool = await asyncpg.create_pool(libpq_url(url), min_size=size, max_size=size)
+    # No reset query on release (asyncpg's default), which would add a round trip to every
+    # insert of the floor; the engine pays none: SQLAlchemy's rollback on return is skipped
+    # outside a transaction.
+    pool = await asyncpg.create_pool(
+        libpq_url(url), min_size=size, max_size=size, reset=keep_session
+    )
     try:
         await pool.execute("TRUNCATE bench_floor")
         rows = [
@@ -280,7 +294,7 @@ def render(rows: Sequence[Row], totals: dict[str, float | None]) -> str:
     for r in rows:
         lines.append(
             f"{r.mode:<14} {r.workload:<10} {r.clients:>7} {r.ops:>6} {r.mutations_per_s:>9.0f} "
-            f"{r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.errors:>6} {'ok' if r.checked else 'BAD':>5} "
+            f"{r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.errors:>6} {verdict(r.checked):>5} "
             f"{r.peak_rss_mb:>11.1f}"
         )
 
@@ -332,13 +346,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             "warmup": args.warmup,
             "clients": args.clients,
             "elapsed_s": round(elapsed, 1),
-            "rows": [asdict(r) for r in rows],
+            "rows": [asdict(r) | {"check": verdict(r.checked)} for r in rows],
             "summary": totals,
         }
         print(json.dumps(report, indent=2))
     else:
         print(render(rows, totals))
         print(f"total run time {elapsed:.1f}s")
+    exit_on_bad_checks()
 
 
 if __name__ == "__main__":

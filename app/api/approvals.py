@@ -11,6 +11,7 @@ from sse_starlette import EventSourceResponse
 from app.api.deps import ApprovalCommandsDep, PrincipalDep, ServicesDep, SessionDep, get_principal
 from app.api.headers import IfMatchHeader, etag, expected_version
 from app.api.pagination import CursorQuery, decode_cursor, page, present
+from app.api.stream_docs import APPROVALS
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.core.errors import NotFound
 from app.core.states import ApprovalDecision, ApprovalStatus
@@ -55,7 +56,7 @@ async def list_approvals(
     "/events",
     response_class=EventSourceResponse,
     summary="Stream approval changes (SSE)",
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: APPROVALS.response()},
 )
 async def stream_approval_events(
     services: ServicesDep,

@@ -16,7 +16,10 @@ from app.engine.services import Services
 from app.engine.task_engine import TaskEngine
 from app.engine.workflows import WorkflowCommands
 
-bearer = HTTPBearer(auto_error=False, description="An API key from LOOPWRIGHT_AUTH__API_KEYS.")
+bearer = HTTPBearer(
+    auto_error=False,
+    description="An API key from `LOOPWRIGHT_AUTH__API_KEYS`; a server without keys needs none.",
+)
 
 
 def get_services(request: Request) -> Services:

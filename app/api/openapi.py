@@ -7,9 +7,11 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 
 from app.api.request_ids import declare_in_openapi
-from app.schemas.common import Problem
+from app.api.stream_docs import EVENT_STREAMS
+from app.schemas.common import Problem, ValidationProblem
 
 _PROBLEMS = {
     "401": "Missing or invalid API key.",
@@ -57,7 +59,35 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return {**kept[0], **rest}
 
 
-def build_openapi(app: FastAPI) -> dict[str, Any]:
+def _add_schema(components: dict[str, Any], model: type[BaseModel]) -> None:
+    """`model`'s schema as a component, with the schemas it refers to beside it."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    components.update(schema.pop("$defs", {}))
+    components[model.__name__] = schema
+
+
+def _problem(name: str) -> dict[str, Any]:
+    return {"application/problem+json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
+
+
+def _optional_security(schema: dict[str, Any]) -> None:
+    """Without API keys the service is open (it listens on loopback only): a key may be
+    sent and is not needed. Said once for the whole document, `[{}, {"HTTPBearer": []}]`,
+    rather than on each operation: generators such as openapi-python-client read any
+    `security` of an operation's own as "a key is required", whatever it lists."""
+    requirements: list[dict[str, Any]] = []
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for requirement in operation.pop("security", []):
+                if requirement not in requirements:
+                    requirements.append(requirement)
+    if requirements:
+        schema["security"] = [{}, *requirements]
+
+
+def build_openapi(app: FastAPI, *, keys_required: bool) -> dict[str, Any]:
+    """The document as this app serves it; `keys_required`: the app has API keys, so the
+    `/v1` operations require one."""
     if app.openapi_schema:
         return app.openapi_schema
     schema = get_openapi(
@@ -67,17 +97,21 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         routes=app.routes,
     )
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    components["Problem"] = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
-    problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    _add_schema(components, Problem)
+    _add_schema(components, ValidationProblem)
+    for stream in EVENT_STREAMS:  # the routes' own schemas of shared models stay as they are
+        for name, event_schema in stream.schemas().items():
+            components.setdefault(name, event_schema)
     for path, operations in schema.get("paths", {}).items():
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
             for status, description in _PROBLEMS.items():
                 if status == "401" and not path.startswith("/v1/"):
                     continue
-                responses[status] = {"description": description, "content": problem}
+                content = _problem("ValidationProblem" if status == "422" else "Problem")
+                responses[status] = {"description": description, "content": content}
             responses["503"]["headers"] = {
                 "Retry-After": {"$ref": "#/components/headers/RetryAfter"}
             }
@@ -89,6 +123,8 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
                 if "schema" in parameter:
                     parameter["schema"] = _not_null(parameter["schema"])
     schema["components"].setdefault("headers", {})["RetryAfter"] = _RETRY_AFTER
+    if not keys_required:
+        _optional_security(schema)
     declare_in_openapi(schema)
     app.openapi_schema = schema
     return schema

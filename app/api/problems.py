@@ -13,7 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from app.core.errors import AppError, FieldError, ValidationFailed
+from app.core.errors import AppError, FieldError, ProblemCode, ValidationFailed
 from app.store.errors import translate
 
 log = logging.getLogger(__name__)
@@ -22,13 +22,14 @@ PROBLEM_TYPE_PREFIX = "urn:loopwright:problem:"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 _HTTP_CODES = {
-    404: ("not_found", "No route matches this path."),
-    405: ("method_not_allowed", "This method is not allowed on this resource."),
+    404: (ProblemCode.NOT_FOUND, "No route matches this path."),
+    405: (ProblemCode.METHOD_NOT_ALLOWED, "This method is not allowed on this resource."),
 }
+_OTHER_HTTP = (ProblemCode.HTTP_ERROR, "HTTP error")
 
 
 def problem_body(
-    *, code: str, title: str, status: int, detail: str, instance: str | None, **ext: Any
+    *, code: ProblemCode, title: str, status: int, detail: str, instance: str | None, **ext: Any
 ) -> dict[str, Any]:
     return {
         "type": PROBLEM_TYPE_PREFIX + code,
@@ -128,7 +129,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code, title = _HTTP_CODES.get(exc.status_code, ("http_error", "HTTP error"))
+        code, title = _HTTP_CODES.get(exc.status_code, _OTHER_HTTP)
         body = problem_body(
             code=code,
             title=title,

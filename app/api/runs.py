@@ -11,6 +11,7 @@ from sse_starlette import EventSourceResponse
 from app.api.deps import ServicesDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
 from app.api.pagination import CursorQuery, decode_cursor, page, present
+from app.api.stream_docs import LANE, RUN, RUNS_BOARD
 from app.api.streams import (
     LastEventIdHeader,
     LastEventIdQuery,
@@ -21,6 +22,7 @@ from app.api.streams import (
 from app.core.errors import NotFound
 from app.core.states import RUN_SETTLED, RunStatus
 from app.core.streams import RUNS_STREAM, lane_stream, run_stream
+from app.core.vocabulary import HumanAction
 from app.schemas.bounds import POSITION_MAX
 from app.schemas.common import Order, Page
 from app.schemas.journal import JournalRead
@@ -100,7 +102,7 @@ async def list_runs(
     "/v1/runs/events",
     response_class=EventSourceResponse,
     summary="Stream run status changes of every run (SSE)",
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: RUNS_BOARD.response()},
 )
 async def stream_all_run_events(
     services: ServicesDep,
@@ -148,7 +150,7 @@ async def respond_to_run(run_id: str, body: HumanResponse, services: ServicesDep
     runs a side-effecting call cut short by a crash again (`waiting_for.reason` is
     `resume_unsafe`). A run that is not waiting on a person is a 409."""
     return await services.runs.respond(
-        run_id, body.response, retry_call=body.action == "retry_call"
+        run_id, body.response, retry_call=body.action is HumanAction.RETRY_CALL
     )
 
 
@@ -178,7 +180,7 @@ async def wait_for_run(
     "/v1/runs/{run_id}/events",
     response_class=EventSourceResponse,
     summary="Stream a run's events (SSE)",
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: RUN.response()},
 )
 async def stream_run_events(
     run_id: str,
@@ -251,7 +253,7 @@ LaneName = Annotated[
     "/v1/lanes/{lane:path}/events",
     response_class=EventSourceResponse,
     summary="Stream the lifecycle events of a lane's runs (SSE)",
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: LANE.response()},
 )
 async def stream_lane_events(
     lane: LaneName,

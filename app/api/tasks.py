@@ -10,6 +10,7 @@ from sse_starlette import EventSourceResponse
 from app.api.deps import PrincipalDep, ServicesDep, SessionDep, TaskEngineDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.api.pagination import CursorQuery, decode_cursor, page, present
+from app.api.stream_docs import TASKS
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.core.errors import NotFound, ValidationFailed
 from app.core.states import TaskStatus
@@ -63,7 +64,7 @@ async def create_task(
     "/events",
     response_class=EventSourceResponse,
     summary="Stream task changes (SSE)",
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: TASKS.response()},
 )
 async def stream_task_events(
     services: ServicesDep,

@@ -10,6 +10,7 @@ from sse_starlette import EventSourceResponse
 from app.api.deps import PrincipalDep, ServicesDep, SessionDep, WorkflowCommandsDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
 from app.api.pagination import CursorQuery, decode_cursor, page
+from app.api.stream_docs import WORKFLOW_EXECUTION
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.core.errors import NotFound
 from app.core.streams import execution_stream
@@ -112,7 +113,7 @@ async def cancel_workflow_execution(
     "/{execution_id}/events",
     response_class=EventSourceResponse,
     summary="Stream a workflow execution's events (SSE)",
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: WORKFLOW_EXECUTION.response()},
 )
 async def stream_workflow_execution_events(
     execution_id: str,

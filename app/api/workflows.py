@@ -134,7 +134,12 @@ async def validate_workflow_definition(workflow_id: str, session: SessionDep) ->
     "/{workflow_id}/export",
     response_class=Response,
     summary="Export a workflow definition as YAML",
-    responses={200: {"content": {"application/yaml": {}}, "description": "The YAML steps."}},
+    responses={
+        200: {
+            "content": {"application/yaml": {"schema": {"type": "string"}}},
+            "description": "The YAML steps.",
+        }
+    },
 )
 async def export_workflow(workflow_id: str, session: SessionDep) -> Response:
     """Steps in topological order with `depends_on`; start and end are left out."""

@@ -21,13 +21,43 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, ClassVar
+
+from pydantic import ConfigDict
+
+
+class ProblemCode(StrEnum):
+    """Every `code` a problem document may carry: stable, match on it. Each error class
+    names its own; tests/guards/test_openapi.py holds this list to the classes."""
+
+    INTERNAL = "internal"  # a bug or an unexpected failure (500)
+    UNAUTHORIZED = "unauthorized"  # no valid API key (401)
+    NOT_FOUND = "not_found"  # no such resource, or no route for the path (404)
+    METHOD_NOT_ALLOWED = "method_not_allowed"  # the path has no such method (405; `Allow`)
+    HTTP_ERROR = "http_error"  # any other HTTP-level refusal
+    CONFLICT = "conflict"  # the change conflicts with the stored data (409)
+    VERSION_CONFLICT = "version_conflict"  # the resource changed since the version sent (409)
+    INVALID_TRANSITION = "invalid_transition"  # the state machine forbids it (409)
+    APPROVAL_EXPIRED = "approval_expired"  # its timeout policy decided it already (409)
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"  # same key, another body (409)
+    AGENT_IN_USE = "agent_in_use"  # runs refer to the agent (409)
+    WORKFLOW_IN_USE = "workflow_in_use"  # the workflow has running executions (409)
+    RESUME_UNAVAILABLE = "resume_unavailable"  # the run cannot be resumed (409)
+    LANE_BUSY = "lane_busy"  # the lane is busy and the run asked not to wait (409)
+    PAYLOAD_TOO_LARGE = "payload_too_large"  # the body is over the limit (413)
+    VALIDATION_ERROR = "validation_error"  # the request is not valid; `errors` says why (422)
+    WORKFLOW_INVALID = "workflow_invalid"  # the workflow breaks its rules; `errors` (422)
+    UNAVAILABLE = "unavailable"  # e.g. the database is down; retry (503)
+    QUEUE_FULL = "queue_full"  # too many writes queued; retry (503)
+    TOO_MANY_STREAMS = "too_many_streams"  # the process's event streams are full (503)
+    SHUTTING_DOWN = "shutting_down"  # the process is stopping (503)
 
 
 class AppError(Exception):
     """The server could not complete the request."""
 
-    code: ClassVar[str] = "internal"
+    code: ClassVar[ProblemCode] = ProblemCode.INTERNAL
     status_code: ClassVar[int] = 500
 
     def __init__(self, detail: str | None = None) -> None:
@@ -49,7 +79,7 @@ class AppError(Exception):
 class Unauthorized(AppError):
     """A valid bearer API key is required."""
 
-    code = "unauthorized"
+    code = ProblemCode.UNAUTHORIZED
     status_code = 401
 
     def headers(self) -> dict[str, str]:
@@ -59,7 +89,7 @@ class Unauthorized(AppError):
 class NotFound(AppError):
     """The resource does not exist."""
 
-    code = "not_found"
+    code = ProblemCode.NOT_FOUND
     status_code = 404
 
     def __init__(self, kind: str, resource_id: str) -> None:
@@ -74,14 +104,14 @@ class NotFound(AppError):
 class Conflict(AppError):
     """The request conflicts with the current state of the resource."""
 
-    code = "conflict"
+    code = ProblemCode.CONFLICT
     status_code = 409
 
 
 class VersionConflict(Conflict):
     """The resource changed since the version you sent."""
 
-    code = "version_conflict"
+    code = ProblemCode.VERSION_CONFLICT
 
     def __init__(self, expected: int, current: int) -> None:
         self.expected = expected
@@ -98,7 +128,7 @@ class VersionConflict(Conflict):
 class InvalidTransition(Conflict):
     """The state machine does not allow this transition."""
 
-    code = "invalid_transition"
+    code = ProblemCode.INVALID_TRANSITION
 
     def __init__(self, current: str, target: str, allowed: Iterable[str], why: str = "") -> None:
         self.current = str(current)
@@ -117,7 +147,7 @@ class InvalidTransition(Conflict):
 class ApprovalExpired(InvalidTransition):
     """The approval expired before this decision; its timeout policy decided it."""
 
-    code = "approval_expired"
+    code = ProblemCode.APPROVAL_EXPIRED
 
     def __init__(
         self, target: str, *, expires_at: str | None = None, decision: str | None = None
@@ -136,13 +166,13 @@ class ApprovalExpired(InvalidTransition):
 class IdempotencyKeyReused(Conflict):
     """This Idempotency-Key was already used with a different request body."""
 
-    code = "idempotency_key_reused"
+    code = ProblemCode.IDEMPOTENCY_KEY_REUSED
 
 
 class PayloadTooLarge(AppError):
     """The request body is larger than this server accepts."""
 
-    code = "payload_too_large"
+    code = ProblemCode.PAYLOAD_TOO_LARGE
     status_code = 413
 
     def __init__(self, limit_bytes: int) -> None:
@@ -155,14 +185,23 @@ class PayloadTooLarge(AppError):
 
 @dataclass(frozen=True)
 class FieldError:
+    """One field at fault: where it is and what is wrong with it."""
+
+    # Published (in a 422's `errors`) with the fields' docstrings, and nothing else.
+    __pydantic_config__ = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
     field: str
+    """A body field by its dotted path (`limits.max_iterations`; `body`: the body as a
+    whole); a parameter with its place first: `query.limit`, `header.Last-Event-ID`,
+    `path.task_id`. A broken workflow rule names the node or edge: `nodes[review]`."""
     message: str
+    """What is wrong with it, for people."""
 
 
 class ValidationFailed(AppError):
     """The request is not valid."""
 
-    code = "validation_error"
+    code = ProblemCode.VALIDATION_ERROR
     status_code = 422
 
     def __init__(self, errors: Sequence[FieldError]) -> None:
@@ -180,7 +219,7 @@ class ValidationFailed(AppError):
 class Unavailable(AppError):
     """The service cannot serve this request right now; retry later."""
 
-    code = "unavailable"
+    code = ProblemCode.UNAVAILABLE
     status_code = 503
     retry_after_s: int = 5
 
@@ -191,7 +230,7 @@ class Unavailable(AppError):
 class QueueFull(Unavailable):
     """Too many writes are queued; retry after a moment."""
 
-    code = "queue_full"
+    code = ProblemCode.QUEUE_FULL
 
     def __init__(self, retry_after_s: int) -> None:
         self.retry_after_s = retry_after_s
@@ -204,7 +243,7 @@ class QueueFull(Unavailable):
 class TooManyStreams(Unavailable):
     """This process serves as many event streams as it may; retry after a moment."""
 
-    code = "too_many_streams"
+    code = ProblemCode.TOO_MANY_STREAMS
 
     def __init__(self, limit: int, retry_after_s: int) -> None:
         self.limit = limit
@@ -218,4 +257,4 @@ class TooManyStreams(Unavailable):
 class ShuttingDown(Unavailable):
     """This process is shutting down; retry against another one or after the restart."""
 
-    code = "shutting_down"
+    code = ProblemCode.SHUTTING_DOWN

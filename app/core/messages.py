@@ -9,9 +9,18 @@ valid transcript are the functions at the end), and user messages may be merged.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+class Role(StrEnum):
+    """Who a message is from: the person or program that started the run (its input and
+    the tools' results), or the model."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
 
 
 class TextBlock(BaseModel):
@@ -45,7 +54,7 @@ Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminato
 class Message(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    role: Literal["user", "assistant"]
+    role: Role
     content: list[Block]
 
     @classmethod

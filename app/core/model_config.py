@@ -3,12 +3,36 @@ turns. Shared by the agents' API shapes and the providers that read it."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.core.fields import Name, Text, ToolName
 from app.core.schema_variants import published_as
+
+
+class ModelProvider(StrEnum):
+    """Who serves an agent's model (`app/llm/providers/registry.py` maps each to its
+    provider)."""
+
+    ANTHROPIC = "anthropic"  # Anthropic's Messages API
+    SCRIPTED = "scripted"  # plays the agent's `script`: the demo and test double
+
+
+class FaultKind(StrEnum):
+    """How a scripted model's call fails."""
+
+    HTTP = "http"  # an HTTP error answer with a status
+    TIMEOUT = "timeout"  # no answer in time
+    CONNECTION = "connection"  # the connection failed
+
+
+class TransportFaultKind(StrEnum):
+    """The faults where no answer arrives (`FaultKind` less `http`)."""
+
+    TIMEOUT = FaultKind.TIMEOUT.value
+    CONNECTION = FaultKind.CONNECTION.value
 
 
 class ScriptedToolCall(BaseModel):
@@ -29,14 +53,14 @@ class _FaultFields(BaseModel):
 class HttpFault(_FaultFields):
     """An HTTP error answer with `status` (the default kind)."""
 
-    kind: Literal["http"] = "http"
+    kind: Literal[FaultKind.HTTP] = FaultKind.HTTP
     status: int = Field(ge=400, le=599)
 
 
 class TransportFault(_FaultFields):
     """A timeout or a failed connection; no answer arrives."""
 
-    kind: Literal["timeout", "connection"]
+    kind: TransportFaultKind
     status: int | None = Field(None, ge=400, le=599)
 
 
@@ -45,14 +69,14 @@ class ScriptedFault(_FaultFields):
     HTTP error (`kind: http`, the default, needs `status`), a timeout or a failed
     connection."""
 
-    kind: Literal["http", "timeout", "connection"] = "http"
+    kind: FaultKind = FaultKind.HTTP
     status: int | None = Field(None, ge=400, le=599)
 
     __get_pydantic_json_schema__ = published_as(HttpFault, TransportFault)
 
     @model_validator(mode="after")
     def _http_needs_status(self) -> ScriptedFault:
-        if self.kind == "http" and self.status is None:
+        if self.kind is FaultKind.HTTP and self.status is None:
             raise ValueError("an http fault needs a status")
         return self
 
@@ -110,14 +134,14 @@ class _ModelFields(BaseModel):
 class AnthropicModelConfig(_ModelFields):
     """A model of Anthropic's Messages API."""
 
-    provider: Literal["anthropic"]
+    provider: Literal[ModelProvider.ANTHROPIC]
     script: None = None
 
 
 class ScriptedModelConfig(_ModelFields):
     """The scripted model (the demo and test double): plays `script` turn by turn."""
 
-    provider: Literal["scripted"]
+    provider: Literal[ModelProvider.SCRIPTED]
     script: list[ScriptedTurn] = Field(min_length=1, max_length=1_000)
 
 
@@ -125,7 +149,7 @@ class ModelConfig(_ModelFields):
     """Which model answers. `scripted` plays `script` turn by turn (the demo and test
     double); `anthropic` calls the Messages API."""
 
-    provider: Literal["anthropic", "scripted"]
+    provider: ModelProvider
     script: list[ScriptedTurn] | None = Field(None, max_length=1_000)
 
     __get_pydantic_json_schema__ = published_as(
@@ -134,8 +158,8 @@ class ModelConfig(_ModelFields):
 
     @model_validator(mode="after")
     def _script_only_for_scripted(self) -> ModelConfig:
-        if self.provider == "scripted" and not self.script:
+        if self.provider is ModelProvider.SCRIPTED and not self.script:
             raise ValueError("a scripted model needs a non-empty `script`")
-        if self.provider != "scripted" and self.script is not None:
+        if self.provider is not ModelProvider.SCRIPTED and self.script is not None:
             raise ValueError("`script` is only for the scripted provider")
         return self

@@ -19,7 +19,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, GetJsonSchemaHandler
+from pydantic import BaseModel, GetJsonSchemaHandler, TypeAdapter
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 from pydantic_core import core_schema as cs
@@ -50,3 +50,17 @@ def published_as(*variants: type[BaseModel], tag: str | None = None) -> Any:
         return published
 
     return classmethod(schema)
+
+
+class PublishedAs:
+    """`Annotated[T, PublishedAs(U)]`: a field validated as `T` and published as `U`, where
+    `U` states a shape the code keeps loose (`dict[str, Any]`) with named, recursive types.
+    `U` must accept what the code stores there; a test holds each use to it."""
+
+    def __init__(self, published: Any) -> None:
+        self.adapter: TypeAdapter[Any] = TypeAdapter(published)
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return handler(self.adapter.core_schema)

@@ -75,5 +75,29 @@ class ApprovalKind(StrEnum):
     TOOL_CALL = "tool_call"  # a run wants to call a tool that needs a person's consent
 
 
+class CostTier(StrEnum):
+    """How much an agent may cost to run, for routing and reports; the engine does not act
+    on it."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class Multitask(StrEnum):
+    """What a new run does when its lane is busy."""
+
+    ENQUEUE = "enqueue"  # wait in line behind the lane's runs
+    REJECT = "reject"  # refuse it: 409 `lane_busy`
+    INTERRUPT = "interrupt"  # cancel what holds or waits on the lane, then take it
+
+
+class HumanAction(StrEnum):
+    """What a person's answer to a waiting run does."""
+
+    ANSWER = "answer"  # the answer becomes the waiting call's result
+    RETRY_CALL = "retry_call"  # run the side-effecting call cut short by a crash again
+
+
 # A context summary (what a person decides from) is at most this long.
 SUMMARY_MAX_CHARS = 1_000

@@ -9,7 +9,14 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.errors import Conflict, FieldError, NotFound, ValidationFailed, VersionConflict
+from app.core.errors import (
+    Conflict,
+    FieldError,
+    NotFound,
+    ProblemCode,
+    ValidationFailed,
+    VersionConflict,
+)
 from app.core.ids import new_id
 from app.engine.idempotent_create import CreateKey, keyed_create
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
@@ -22,7 +29,7 @@ CREATE_SCOPE = "agents.create"
 class AgentInUse(Conflict):
     """Runs refer to this agent, so it cannot be deleted."""
 
-    code = "agent_in_use"
+    code = ProblemCode.AGENT_IN_USE
 
 
 class AgentCommands:
@@ -46,6 +53,19 @@ class AgentCommands:
 
     def with_warnings(self, agent: AgentRead) -> AgentRead:
         return agent.model_copy(update={"warnings": self._warnings(agent)})
+
+    async def misconfigured(self) -> list[AgentRead]:
+        """The stored agents whose runs would fail as configured now, with the reasons in
+        their `warnings`: told at start-up, before a run finds out."""
+        found: list[AgentRead] = []
+        after_id: str | None = None
+        while True:
+            async with self._sessionmaker() as session:
+                agents = await agent_store.list_agents(session, after_id=after_id, limit=500)
+            found += [a for a in map(self.with_warnings, agents) if a.warnings]
+            if len(agents) < 500:
+                return found
+            after_id = agents[-1].id
 
     def _check_tools(self, values: dict[str, Any]) -> None:
         """An unknown tool name is refused now, not when a run first calls it."""

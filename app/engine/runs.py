@@ -12,10 +12,11 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.errors import Conflict, InvalidTransition, NotFound
+from app.core.errors import Conflict, InvalidTransition, NotFound, ProblemCode
 from app.core.ids import new_id
 from app.core.messages import Message, pending_tool_uses, results_message
 from app.core.states import RUN_ALLOWED, RunStatus, StopReason, WaitReason, check_run_transition
+from app.core.vocabulary import Multitask
 from app.engine import run_transitions
 from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey, keyed_create
@@ -40,7 +41,7 @@ class ResumeUnavailable(Conflict):
     """Only a timed-out run whose last checkpoint is a resumable boundary can be resumed;
     `POST /v1/runs/{id}/retry` starts another attempt of any failed run."""
 
-    code = "resume_unavailable"
+    code = ProblemCode.RESUME_UNAVAILABLE
 
     def __init__(self, status: RunStatus, resume_available: bool) -> None:
         self.status = status
@@ -50,13 +51,14 @@ class ResumeUnavailable(Conflict):
         )
 
     def extensions(self) -> dict[str, Any]:
-        return {"status": self.status.value, "resume_available": self.resume_available}
+        # `run_status`: a problem's own `status` is its HTTP status.
+        return {"run_status": self.status.value, "resume_available": self.resume_available}
 
 
 class LaneBusy(Conflict):
     """The lane is busy and the run asked not to wait (`multitask: reject`)."""
 
-    code = "lane_busy"
+    code = ProblemCode.LANE_BUSY
 
     def __init__(self, lane: str, holder: str) -> None:
         self.lane = lane
@@ -130,9 +132,9 @@ class RunCommands:
                 text("SELECT pg_advisory_xact_lock(hashtext(:lane))"), {"lane": lane}
             )
             active, queued = await run_store.lane(session, lane)
-            if body.multitask == "reject" and (active or queued):
+            if body.multitask is Multitask.REJECT and (active or queued):
                 raise LaneBusy(lane, (active or queued[0]).id)
-            if body.multitask == "interrupt":
+            if body.multitask is Multitask.INTERRUPT:
                 touched += await self._supersede(session, active, queued, now)
             run = await run_store.insert_run(
                 session,

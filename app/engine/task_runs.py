@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.errors import AppError
 from app.core.states import TASK_TERMINAL, ApprovalDecision, RunStatus, TaskStatus
 from app.core.streams import RUNS_STREAM
+from app.core.vocabulary import Multitask
 from app.engine.bus import EventBus
 from app.engine.runs import LaneBusy, RunCommands
 from app.engine.task_engine import MutationResult, TaskEngine
@@ -206,7 +207,7 @@ class TaskRuns:
             conversation_id=previous.conversation_id if previous else None,
             lane=store.task_lane(task.id),
             input=run_input(task, feedback),
-            multitask="reject",
+            multitask=Multitask.REJECT,
             metadata={"task_id": task.id},
         )
         try:

@@ -23,6 +23,7 @@ from app.core.errors import (
     Conflict,
     FieldError,
     NotFound,
+    ProblemCode,
     ValidationFailed,
     VersionConflict,
 )
@@ -66,13 +67,13 @@ CREATE_SCOPE = "workflows.create"
 class WorkflowInvalid(ValidationFailed):
     """The workflow breaks the rules listed in `errors`."""
 
-    code = "workflow_invalid"
+    code = ProblemCode.WORKFLOW_INVALID
 
 
 class WorkflowInUse(Conflict):
     """The workflow has running executions; cancel them or let them finish first."""
 
-    code = "workflow_in_use"
+    code = ProblemCode.WORKFLOW_IN_USE
 
 
 def _refuse(issues: Sequence[ValidationIssue], error: type[ValidationFailed]) -> ValidationFailed:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.core.fields import Name, Text, ToolName
 from app.core.model_config import ModelConfig
+from app.core.vocabulary import CostTier
 from app.schemas.common import PatchBody
 
 
@@ -53,7 +53,7 @@ class _AgentFields(BaseModel):
     model: ModelConfig
     limits: Limits = Field(default_factory=Limits)
     max_concurrent_tasks: int = Field(1, ge=1, le=1_000)
-    cost_tier: Literal["low", "medium", "high"] = "medium"
+    cost_tier: CostTier = CostTier.MEDIUM
 
 
 class AgentCreate(_AgentFields):
@@ -76,7 +76,7 @@ class AgentPatch(PatchBody):
     model: ModelConfig | None = None
     limits: Limits | None = None
     max_concurrent_tasks: int | None = Field(None, ge=1, le=1_000)
-    cost_tier: Literal["low", "medium", "high"] | None = None
+    cost_tier: CostTier | None = None
 
 
 class AgentRead(_AgentFields):

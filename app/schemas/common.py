@@ -8,6 +8,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from app.core.errors import FieldError, ProblemCode
+
 T = TypeVar("T")
 
 
@@ -34,8 +36,15 @@ class Problem(BaseModel):
     title: str
     status: int
     detail: str
-    code: str = Field(examples=["not_found"])
+    code: ProblemCode
     instance: str | None = None
+
+
+class ValidationProblem(Problem):
+    """A 422 problem document (`validation_error`, `workflow_invalid`): `errors` names each
+    field at fault and what is wrong with it."""
+
+    errors: list[FieldError]
 
 
 class Health(BaseModel):

@@ -17,11 +17,11 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.core.fields import Name
-from app.core.messages import Block
+from app.core.messages import Block, Role
 from app.core.schema_variants import published_as
 from app.core.states import ResumeDecision, RunStatus, StopReason, WaitReason
+from app.core.vocabulary import HumanAction, Multitask
 
-Multitask = Literal["enqueue", "reject", "interrupt"]
 RunInput = Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
 
 
@@ -60,7 +60,7 @@ class RunCreate(BaseModel):
     lane: Lane | None = None
     input: RunInput = Field(examples=["Summarise the open incidents."])
     multitask: Multitask = Field(
-        "enqueue",
+        Multitask.ENQUEUE,
         description="If the lane is busy: wait in line (`enqueue`), refuse with 409 "
         "(`reject`), or cancel what holds or waits on the lane (`interrupt`).",
     )
@@ -162,7 +162,7 @@ class Answer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Literal["answer"] = "answer"
+    action: Literal[HumanAction.ANSWER] = HumanAction.ANSWER
     response: HumanResponseText
 
 
@@ -171,7 +171,7 @@ class RetryCall(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Literal["retry_call"]
+    action: Literal[HumanAction.RETRY_CALL]
     response: HumanResponseText | None = None
 
 
@@ -183,14 +183,14 @@ class HumanResponse(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Literal["answer", "retry_call"] = "answer"
+    action: HumanAction = HumanAction.ANSWER
     response: HumanResponseText | None = None
 
     __get_pydantic_json_schema__ = published_as(Answer, RetryCall)
 
     @model_validator(mode="after")
     def _answer_needs_text(self) -> HumanResponse:
-        if self.action == "answer" and self.response is None:
+        if self.action is HumanAction.ANSWER and self.response is None:
             raise PydanticCustomError(
                 "missing_response", "an answer needs a `response`", {"field": "response"}
             )
@@ -201,7 +201,7 @@ class MessageRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     position: int
-    role: Literal["user", "assistant"]
+    role: Role
     content: list[Block]
     run_id: str | None
     created_at: datetime

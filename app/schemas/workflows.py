@@ -6,9 +6,10 @@ from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from typing_extensions import TypeAliasType, TypedDict
 
 from app.core.fields import Name, Text
-from app.core.schema_variants import published_as
+from app.core.schema_variants import PublishedAs, published_as
 from app.core.states import ExecutionStatus, NodeStatus
 from app.core.vocabulary import (
     Complexity,
@@ -272,6 +273,27 @@ class ExecutionCancel(BaseModel):
     reason: Annotated[str, StringConstraints(max_length=2_000)] | None = None
 
 
+class RequiresAll(TypedDict):
+    """Met when every requirement in `all` is."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    all: list[Requirement]
+
+
+class RequiresAny(TypedDict):
+    """Met when one requirement in `any` is."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    any: list[Requirement]
+
+
+# What a task node waits on (`app/core/requirements.py`): a task node's id (met when its
+# task completed), or all or any of other requirements.
+Requirement = TypeAliasType("Requirement", "str | RequiresAll | RequiresAny")
+
+
 class ExecutionRead(BaseModel):
     """A running or finished activation of a definition. `waits_for` holds, per task node,
     what its task waits on: a node id, or `{"all": [...]}` / `{"any": [...]}` of those."""
@@ -285,7 +307,7 @@ class ExecutionRead(BaseModel):
     context: dict[str, Any]
     node_status: dict[str, NodeStatus]
     node_tasks: dict[str, str] = Field(description="The task made for each task node.")
-    waits_for: dict[str, Any]
+    waits_for: Annotated[dict[str, Any], PublishedAs(dict[str, Requirement])]
     ready_task_ids: list[str] = Field(
         description="Tasks whose node is pending and whose dependencies are met."
     )

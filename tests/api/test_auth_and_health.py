@@ -47,6 +47,7 @@ async def test_the_api_description_needs_a_key_when_keys_are_configured(
         document = (await http.get(DOCS[0], headers={"Authorization": "Bearer k-one"})).json()
         assert "/v1/runs" in document["paths"]
         assert "/openapi.json" not in document["paths"]  # the description describes the API
+        assert document["paths"]["/v1/runs"]["post"]["security"] == [{"HTTPBearer": []}]
 
 
 async def test_a_setting_makes_the_api_description_public(

@@ -131,6 +131,16 @@ async def test_run_creation_is_validated_and_idempotent(client: httpx.AsyncClien
     assert_problem(await client.post(f"/v1/runs/{done['id']}/cancel"), 409, "invalid_transition")
 
 
+async def test_a_run_that_cannot_be_resumed_says_what_it_is(client: httpx.AsyncClient) -> None:
+    agent_id = await make_agent(client, scripted({"text": "done"}))
+    run = await start(client, agent_id=agent_id)
+    assert (await settle(client, run["id"]))["status"] == "completed"
+    refused = await client.post(f"/v1/runs/{run['id']}/resume")
+    problem = assert_problem(refused, 409, "resume_unavailable")
+    assert problem["status"] == 409  # the HTTP status; the run's is `run_status`
+    assert problem["run_status"] == "completed" and problem["resume_available"] is False
+
+
 async def test_run_creates_racing_with_one_key_make_one_run(client: httpx.AsyncClient) -> None:
     agent_id = await make_agent(client, scripted({"text": "hi"}))
     body = {"agent_id": agent_id, "input": "once", "lane": "race"}

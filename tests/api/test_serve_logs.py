@@ -16,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.processes import LOOPWRIGHT, ServerProcess, free_port
+from tests.support.processes import LOOPWRIGHT, ServerProcess, coverage_env, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -73,6 +73,7 @@ def test_on_a_terminal_serve_writes_plain_lines_and_says_where_to_go(
         "HOME": os.environ.get("HOME", "/tmp"),
         "DATABASE_URL": database_url,
         "LOOPWRIGHT_SERVER__PORT": str(port),
+        **coverage_env(),
     }
     controller, terminal = os.openpty()
     process = subprocess.Popen(
@@ -108,3 +109,40 @@ def _read_until(fd: int, marker: bytes, timeout_s: float = 60.0) -> bytes:
         if ready:
             seen += os.read(fd, 65536)
     return seen
+
+
+def test_serve_names_at_start_up_the_agents_that_cannot_run_as_configured(
+    database_url: str, clean_db: AsyncEngine, tmp_path: Path
+) -> None:
+    """An agent on a provider without credentials is logged when the service starts, so an
+    operator learns it before its first run fails."""
+    log_path = tmp_path / "serve.log"
+    server = ServerProcess({"DATABASE_URL": database_url}, log_path)
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            created = http.post(
+                "/v1/agents",
+                json={"name": "writer", "model": {"provider": "anthropic", "name": "claude"}},
+            )
+            assert created.status_code == 201, created.text
+            agent = created.json()
+            assert agent["warnings"], agent
+            scripted = http.post(
+                "/v1/agents",
+                json={
+                    "name": "echoer",
+                    "model": {"provider": "scripted", "name": "s", "script": [{"text": "hi"}]},
+                },
+            )
+            assert scripted.status_code == 201, scripted.text
+    finally:
+        assert server.terminate(), server.log()
+    log_path.write_bytes(b"")
+
+    server.start()
+    assert server.terminate(), server.log()
+    warned = [r for r in _lines(log_path) if r["level"] == "warning" and r.get("agent_id")]
+    assert [r["agent_id"] for r in warned] == [agent["id"]]
+    assert "writer" in warned[0]["message"]
+    assert agent["warnings"][0] in warned[0]["message"]

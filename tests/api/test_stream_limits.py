@@ -137,7 +137,7 @@ async def test_past_the_cap_a_stream_request_gets_503_until_a_slot_frees(
         async with http.stream("GET", "/v1/tasks/events") as again:
             assert again.status_code == 200
             await _append(clean_db, 1)
-            (event,) = await SseReader(again).take(1)
+            (event,) = await SseReader(again, published=False).take(1)
             assert event.event == "bench.filler"
             assert slots.open == 1
 
@@ -164,7 +164,7 @@ async def test_readers_sharing_a_stream_each_get_every_event_once_in_order(
             await _until(lambda: slots.open == 3)
             for burst in (1, 7, 2, 10):
                 await _append(clean_db, burst)
-            readers = [SseReader(one), SseReader(two), SseReader(live)]
+            readers = [SseReader(r, published=False) for r in (one, two, live)]
             counts = (22, 22, 20)
             seen = [await reader.take(n) for reader, n in zip(readers, counts, strict=True)]
             await _append(clean_db, 1)

@@ -22,8 +22,15 @@ def free_port() -> int:
         return port
 
 
+def coverage_env() -> dict[str, str]:
+    """Coverage's variables, when the suite runs under it (`make test`), so that a child
+    given an environment of its own measures itself as well."""
+    return {k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")}
+
+
 class ServerProcess:
-    """`loopwright serve` on a free port, with the environment given (and nothing of ours)."""
+    """`loopwright serve` on a free port, with the environment given (and nothing of ours
+    but coverage's)."""
 
     command = "serve"
 
@@ -34,6 +41,7 @@ class ServerProcess:
             "PATH": os.environ.get("PATH", ""),
             "HOME": os.environ.get("HOME", "/tmp"),
             "LOOPWRIGHT_SERVER__PORT": str(self.port),
+            **coverage_env(),
             **env,
         }
         self._log_path = log_path

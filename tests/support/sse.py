@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from tests.support.event_schemas import assert_documented
+
 
 @dataclass
 class SseMessage:
@@ -26,11 +28,18 @@ class SseMessage:
         return self.id is None and self.event is None and not self.data_lines
 
 
-async def messages(response: httpx.Response) -> AsyncIterator[SseMessage]:
-    """Yields each dispatched message, comment-only blocks (keep-alives) included."""
+async def messages(
+    response: httpx.Response, *, published: bool = True
+) -> AsyncIterator[SseMessage]:
+    """Yields each dispatched message, comment-only blocks (keep-alives) included.
+    `published`: each event is checked against what the OpenAPI document publishes for its
+    stream (off for a stream a test fills with events of its own)."""
     current = SseMessage()
     async for line in response.aiter_lines():
         if line == "":
+            if published and current.event is not None:
+                path = response.request.url.path
+                assert_documented(path, current.event, current.id, current.data)
             if current.id or current.event or current.data_lines or current.comments:
                 yield current
             current = SseMessage()
@@ -50,8 +59,8 @@ async def messages(response: httpx.Response) -> AsyncIterator[SseMessage]:
 class SseReader:
     """Reads one response's messages across several calls (the body streams only once)."""
 
-    def __init__(self, response: httpx.Response) -> None:
-        self._messages = messages(response)
+    def __init__(self, response: httpx.Response, *, published: bool = True) -> None:
+        self._messages = messages(response, published=published)
 
     async def next_message(self) -> SseMessage:
         return await anext(self._messages)

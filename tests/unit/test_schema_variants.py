@@ -7,10 +7,11 @@ import re
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from app.api.headers import IF_MATCH_PATTERN, expected_version
 from app.api.pagination import CURSOR_PATTERN, decode_cursor, encode_cursor
+from app.core import requirements
 from app.core.errors import ValidationFailed
 from app.core.model_config import (
     AnthropicModelConfig,
@@ -34,6 +35,7 @@ from app.schemas.workflows import (
     EndNode,
     ParallelJoinNode,
     ParallelSplitNode,
+    Requirement,
     StartNode,
     TaskNode,
     WorkflowNode,
@@ -201,3 +203,23 @@ def test_lane_pattern_refuses_only_names_ending_in_events() -> None:
         assert not re.fullmatch(LANE_PATTERN, lane)
         with pytest.raises(ValidationError):
             RunCreate(agent_id="a", input="x", lane=lane)
+
+
+@pytest.mark.parametrize(
+    "built",
+    [
+        "review",
+        requirements.NOTHING,
+        requirements.all_of(["a", "b"]),
+        requirements.any_of(["a", requirements.all_of(["b", "c"])]),
+        requirements.all_of([requirements.any_of(["a", "b"]), "c"]),
+    ],
+)
+def test_the_published_requirement_accepts_what_activation_builds(built: Any) -> None:
+    TypeAdapter(Requirement).validate_python(built)
+
+
+@pytest.mark.parametrize("shape", [{"some": ["a"]}, {"all": "a"}, {"all": [], "any": []}, 3])
+def test_the_published_requirement_refuses_other_shapes(shape: Any) -> None:
+    with pytest.raises(ValidationError):
+        TypeAdapter(Requirement).validate_python(shape)

@@ -17,8 +17,9 @@ import uuid
 from collections import Counter, OrderedDict
 
 from app.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
-from app.core.model_config import ScriptedFault, ScriptedTurn
+from app.core.model_config import FaultKind, ScriptedFault, ScriptedTurn
 from app.llm.provider import (
+    ErrorClass,
     LLMRequest,
     LLMResponse,
     ModelOwner,
@@ -99,8 +100,9 @@ class ScriptedProvider:
 
 def fault_error(fault: ScriptedFault) -> ProviderError:
     """The error a fault stands for, as the service it imitates would report it."""
-    if fault.kind != "http":  # "timeout" or "connection": the transport failed
-        return ProviderError(fault.kind, fault.message, status=fault.status, headers=fault.headers)
+    if fault.kind is not FaultKind.HTTP:  # the transport failed
+        kind: ErrorClass = "timeout" if fault.kind is FaultKind.TIMEOUT else "connection"
+        return ProviderError(kind, fault.message, status=fault.status, headers=fault.headers)
     assert fault.status is not None  # the schema requires it for an http fault
     return http_error(fault.status, fault.message, fault.headers)
 

@@ -1,0 +1,140 @@
+"""What the event streams (`GET …/events`) send, for the OpenAPI document and its clients:
+each Server-Sent Event as a client reads it, with its `data` decoded from JSON. The
+server writes them in `app/api/streams.py` (`data` is the event's row plus `at`, its
+commit time); this module describes tasks', approvals' and workflow executions' events,
+`run_events.py` the runs'.
+
+On the wire an event is `id: 42`, `event: task.created`, `data: {...}` (one JSON object);
+send the last `id` seen as `Last-Event-ID` to resume after it. A stream also sends
+comment lines (`: ping`) to keep the connection open; they are not events.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.states import ApprovalDecision, ApprovalStatus, NodeStatus, TaskStatus
+from app.core.vocabulary import ApprovalKind
+from app.schemas.approvals import ApprovalRead
+from app.schemas.tasks import TaskRead
+from app.schemas.workflows import ExecutionRead
+
+# `from` is a Python keyword: the fields named so are `from_` with this alias.
+_FROM = "from"
+
+
+class PersistedEvent(BaseModel):
+    """An event stored before it was sent: it has an id, and a reconnect replays it."""
+
+    id: str = Field(
+        pattern=r"^[0-9]+$",
+        description="Its sequence number in the stream: send the last one seen as "
+        "`Last-Event-ID` to resume after it.",
+        examples=["42"],
+    )
+
+
+class Stamped(BaseModel):
+    """The `data` of a persisted event: `at`, when its change was committed, is added to
+    what the change recorded."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    at: datetime
+
+
+# -- tasks ---------------------------------------------------------------------------------
+
+
+class TaskEventType(StrEnum):
+    CREATED = "task.created"
+    UPDATED = "task.updated"  # its fields changed (PATCH)
+    TRANSITIONED = "task.transitioned"  # its status moved
+    DELETED = "task.deleted"
+
+
+class TaskEventData(Stamped):
+    task: TaskRead = Field(description="The task after the change; `task.deleted`: before it.")
+    from_: TaskStatus | None = Field(
+        None,
+        alias=_FROM,
+        description="`task.created` (null) and `task.transitioned`: the status it left.",
+    )
+    to: TaskStatus | None = Field(
+        None, description="`task.created` and `task.transitioned`: the status it reached."
+    )
+    reason: str | None = Field(None, description="Why it moved, as the mover said.")
+    actor: str | None = Field(None, description="Who moved it: the caller, or the service.")
+
+
+class TaskEvent(PersistedEvent):
+    """One event of `GET /v1/tasks/events`."""
+
+    event: TaskEventType
+    data: TaskEventData
+
+
+# -- approvals -----------------------------------------------------------------------------
+
+
+class ApprovalEventType(StrEnum):
+    REQUESTED = "approval.requested"  # a review gate or a gated tool call asked
+    APPROVED = "approval.approved"
+    REJECTED = "approval.rejected"
+    EXPIRED = "approval.expired"  # nobody answered in time; its timeout policy decided
+    CANCELLED = "approval.cancelled"  # what it gated moved on without it
+    ESCALATED = "approval.escalated"  # its wait ran out and a new one began
+
+
+class ApprovalEventData(Stamped):
+    approval_id: str
+    kind: ApprovalKind
+    status: ApprovalStatus
+    decision: ApprovalDecision | None
+    approval: ApprovalRead = Field(description="The approval after the change.")
+
+
+class ApprovalEvent(PersistedEvent):
+    """One event of `GET /v1/approvals/events`."""
+
+    event: ApprovalEventType
+    data: ApprovalEventData
+
+
+# -- workflow executions -------------------------------------------------------------------
+
+
+class ExecutionEventType(StrEnum):
+    STARTED = "workflow.execution.started"
+    COMPLETED = "workflow.execution.completed"
+    FAILED = "workflow.execution.failed"
+    CANCELLED = "workflow.execution.cancelled"
+
+
+class ExecutionEventData(Stamped):
+    execution: ExecutionRead = Field(description="The execution after the change.")
+
+
+class ExecutionEvent(PersistedEvent):
+    """The execution started or finished."""
+
+    event: ExecutionEventType
+    data: ExecutionEventData
+
+
+class NodeChangedData(Stamped):
+    node_id: str
+    task_id: str | None = Field(description="The task made for the node, if any.")
+    from_: NodeStatus = Field(alias=_FROM)
+    to: NodeStatus
+
+
+class NodeChangedEvent(PersistedEvent):
+    """A node of the execution changed status."""
+
+    event: Literal["workflow.node.changed"]
+    data: NodeChangedData

@@ -1,0 +1,92 @@
+"""Every event a test reads from a stream is one the OpenAPI document publishes for that
+stream (`app/api/stream_docs.py`): its name is listed, it validates against its model, and
+its data has no field the model does not document."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.api import stream_docs
+from app.api.stream_docs import EventStream, event_names
+
+# Each stream's path, as the routes spell it.
+_STREAMS: list[tuple[re.Pattern[str], EventStream]] = [
+    (re.compile(r"^/v1/tasks/events$"), stream_docs.TASKS),
+    (re.compile(r"^/v1/approvals/events$"), stream_docs.APPROVALS),
+    (re.compile(r"^/v1/runs/events$"), stream_docs.RUNS_BOARD),
+    (re.compile(r"^/v1/runs/[^/]+/events$"), stream_docs.RUN),
+    (re.compile(r"^/v1/lanes/.+/events$"), stream_docs.LANE),
+    (re.compile(r"^/v1/workflow-executions/[^/]+/events$"), stream_docs.WORKFLOW_EXECUTION),
+]
+
+
+def stream_of(path: str) -> EventStream | None:
+    return next((stream for pattern, stream in _STREAMS if pattern.match(path)), None)
+
+
+def _model_for(stream: EventStream, name: str) -> type[BaseModel]:
+    matching = [
+        event
+        for event in stream.events
+        if name in event_names(event)
+        or ("agent.*" in event_names(event) and name.startswith("agent."))
+    ]
+    assert len(matching) == 1, f"{stream.name} does not publish `{name}`"
+    return matching[0]
+
+
+def _undocumented(model: type[BaseModel], data: dict[str, Any]) -> set[str]:
+    if model.model_config.get("extra") == "allow":
+        return set()
+    names = {field.alias or name for name, field in model.model_fields.items()}
+    return set(data) - names
+
+
+def assert_documented(path: str, event: str, event_id: str | None, data: Any) -> None:
+    stream = stream_of(path)
+    assert stream is not None, f"no published events for {path}"
+    check(stream, path, event, event_id, data)
+
+
+def check(stream: EventStream, where: str, event: str, event_id: str | None, data: Any) -> None:
+    model = _model_for(stream, event)
+    envelope = {"event": event, "data": data} | ({"id": event_id} if event_id else {})
+    model.model_validate(envelope)
+    data_model = model.model_fields["data"].annotation
+    assert isinstance(data_model, type) and issubclass(data_model, BaseModel)
+    extra = _undocumented(data_model, data)
+    assert not extra, f"`{event}` on {where} sends undocumented fields {sorted(extra)}"
+
+
+# Each stream's name in the events table (`app/core/streams.py`).
+_STORED: list[tuple[re.Pattern[str], EventStream]] = [
+    (re.compile(r"^tasks$"), stream_docs.TASKS),
+    (re.compile(r"^approvals$"), stream_docs.APPROVALS),
+    (re.compile(r"^runs$"), stream_docs.RUNS_BOARD),
+    (re.compile(r"^run:"), stream_docs.RUN),
+    (re.compile(r"^lane:"), stream_docs.LANE),
+    (re.compile(r"^workflow:"), stream_docs.WORKFLOW_EXECUTION),
+]
+
+
+async def stored_events_documented(engine: AsyncEngine) -> set[str]:
+    """Checks every stored event as a stream would send it (`app/api/streams.py`: the
+    row's data and `at`, its sequence number as `id`); the event types seen."""
+    async with engine.connect() as conn:
+        rows = (
+            await conn.execute(text("SELECT stream, seq, type, data, created_at FROM events"))
+        ).all()
+    seen = set()
+    for stream, seq, event, data, created_at in rows:
+        published = next((s for pattern, s in _STORED if pattern.match(stream)), None)
+        assert published is not None, f"no published events for stream {stream}"
+        check(
+            published, f"stream {stream}", event, str(seq), {**data, "at": created_at.isoformat()}
+        )
+        seen.add(event)
+    return seen
