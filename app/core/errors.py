@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict
-
 
 class ProblemCode(StrEnum):
     """Every `code` a problem document may carry: stable, match on it. Each error class
@@ -187,8 +185,10 @@ class PayloadTooLarge(AppError):
 class FieldError:
     """One field at fault: where it is and what is wrong with it."""
 
-    # Published (in a 422's `errors`) with the fields' docstrings, and nothing else.
-    __pydantic_config__ = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    # Published (in a 422's `errors`) with the fields' docstrings, and nothing else. A plain
+    # dict, not pydantic's ConfigDict: the core is imported by the command line's client
+    # verbs, which load no pydantic.
+    __pydantic_config__ = {"extra": "forbid", "use_attribute_docstrings": True}
 
     field: str
     """A body field by its dotted path (`limits.max_iterations`; `body`: the body as a
