@@ -73,7 +73,7 @@ class Component:
     """A part of the process with a life of its own: started in order, stopped in reverse."""
 
     name: str
-    start: Callable[[], None]
+    start: Callable[[], object]
     stop: Callable[[], Awaitable[None]]
 
 
@@ -284,7 +284,7 @@ def build_runtime(
 
     components = [
         Component("listener", listener.start, listener.stop),
-        Component("model providers", lambda: None, providers.aclose),
+        Component("model providers", providers.warm_up, providers.aclose),
         Component("workflow observer", workflow_observer.start, workflow_observer.stop),
         Component(
             "task engine",

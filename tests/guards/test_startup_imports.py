@@ -82,3 +82,21 @@ async def test_the_server_loads_only_what_every_start_needs() -> None:
     loaded = await _loaded("import uvicorn\nfrom app.main import create_app\ncreate_app()")
     assert loaded & NOT_AT_SERVER_START == set()
     assert {"fastapi", "sqlalchemy", "tiktoken"} <= loaded  # the check sees the stack
+
+
+@pytest.mark.parametrize("key", [None, "sk-test"])
+async def test_a_process_with_anthropic_credentials_loads_the_sdk_on_a_thread_of_its_own(
+    key: str | None,
+) -> None:
+    """Loaded by a run's first call, the SDK would hold the event loop for its ~2 s import;
+    a process that can use it loads it in the background at start, one that cannot never."""
+    settings = f"LLMSettings.model_validate({{'anthropic': {{'api_key': {key!r}}}}})"
+    loaded = await _loaded(
+        "from app.core.config import LLMSettings\n"
+        "from app.llm.providers.registry import Providers\n"
+        f"thread = Providers({settings}).warm_up()\n"
+        "if thread is not None:\n"
+        "    assert thread.name == 'provider-imports'\n"
+        "    thread.join()\n"
+    )
+    assert ("anthropic" in loaded) is (key is not None)

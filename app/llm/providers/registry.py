@@ -9,6 +9,8 @@ serves any model name (each request carries its own), so an agent's fallback mod
 
 from __future__ import annotations
 
+import importlib
+import threading
 from collections.abc import Callable
 
 from app.core.config import LLMSettings
@@ -20,7 +22,8 @@ PoolFactory = Callable[[LLMSettings], ProviderPool]
 
 
 def _anthropic(settings: LLMSettings) -> ProviderPool:
-    # The SDK loads with the first run that needs it, not with every process (~2 s).
+    # The SDK loads when a process can use it (`Providers.warm_up`) or with the first run
+    # that needs it, not with every process (~2 s).
     from app.llm.providers.anthropic import AnthropicProviders
 
     return AnthropicProviders(settings.anthropic)
@@ -30,6 +33,9 @@ FACTORIES: dict[str, PoolFactory] = {
     "anthropic": _anthropic,
     "scripted": lambda settings: ScriptedProviders(),
 }
+
+# The module of each provider whose import is slow enough to load in the background.
+SLOW_IMPORTS: dict[str, str] = {"anthropic": "app.llm.providers.anthropic"}
 
 # What each provider lacks for a call (None: nothing), read from its settings group.
 MISSING_CREDENTIALS: dict[str, Callable[[LLMSettings], str | None]] = {
@@ -72,6 +78,25 @@ class Providers:
                 raise ProviderUnavailable(f"no model provider is named {name!r}")
             pool = self._pools[name] = factory(self._settings)
         return pool(agent, run_id)
+
+    def warm_up(self) -> threading.Thread | None:
+        """Starts importing, on a thread of its own, the SDKs of the providers that have
+        credentials: a first run's import would hold the event loop (and every other run
+        and request of the process) for the ~2 s it takes."""
+        usable = [
+            module
+            for name, module in SLOW_IMPORTS.items()
+            if name in self._factories and name not in missing_credentials(self._settings)
+        ]
+        if not usable:
+            return None
+        thread = threading.Thread(
+            target=lambda: [importlib.import_module(module) for module in usable],
+            name="provider-imports",
+            daemon=True,
+        )
+        thread.start()
+        return thread
 
     async def aclose(self) -> None:
         pools, self._pools = list(self._pools.values()), {}
