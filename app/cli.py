@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -69,23 +71,45 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _serve(args: argparse.Namespace) -> None:
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
 
     from app.main import create_app
 
     settings = _settings(args)
     configure_logging(settings.log_level, settings.log_format)
+    # Bound before the start, so that a port in use is said at once, not after the banner
+    # has announced a service that will never answer there.
+    listening = _listen(settings.server.host, settings.server.port)
     app = create_app(settings, announce=True)
     tune_gc()
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
-        host=settings.server.host,
-        port=settings.server.port,
         log_level=settings.log_level.lower(),
         # uvicorn's own logging config would give its loggers plain-text handlers; without
         # it they propagate to ours: JSON, one access line per response with its request id.
         log_config=None,
         timeout_graceful_shutdown=int(settings.task_engine.drain_timeout_s) + 5,
     )
+    server = uvicorn.Server(config)
+    # As uvicorn.run does: Ctrl+C after the graceful stop is a normal exit, and a start that
+    # failed (e.g. the database refused) exits 3.
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[listening])
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        sys.stderr.write(
+            f"loopwright: cannot listen on {host}:{port} ({os.strerror(exc.errno or 0)}); another "
+            "service may hold it: stop it, or choose another port with --port or "
+            "LOOPWRIGHT_SERVER__PORT\n"
+        )
+        raise SystemExit(2) from None
 
 
 def _worker(args: argparse.Namespace) -> None:

@@ -91,7 +91,7 @@ class TextFormatter(logging.Formatter):
 
 # Chatty libraries whose routine records say nothing an operator acts on: the embedded
 # server's start-up steps, each migration applied. Their warnings and errors still show.
-_QUIET = ("pgserver", "alembic.runtime.migration")
+_QUIET = ("pgserver", "alembic")
 
 
 def configure_logging(level: str, fmt: str) -> None:

@@ -7,6 +7,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -81,7 +82,7 @@ def test_on_a_terminal_serve_writes_plain_lines_and_says_where_to_go(
     )
     os.close(terminal)
     try:
-        seen = _read_until(controller, b"Uvicorn running")
+        seen = _read_until(controller, b"Application startup complete")
         process.send_signal(signal.SIGINT)
         seen += _read_until(controller, b"Application shutdown complete")
         assert process.wait(timeout=30) == 0
@@ -146,3 +147,24 @@ def test_serve_names_at_start_up_the_agents_that_cannot_run_as_configured(
     assert [r["agent_id"] for r in warned] == [agent["id"]]
     assert "writer" in warned[0]["message"]
     assert agent["warnings"][0] in warned[0]["message"]
+
+
+def test_a_port_in_use_is_one_line_before_any_start(
+    database_url: str, clean_db: AsyncEngine
+) -> None:
+    """Not a banner announcing a service that then fails to bind."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "DATABASE_URL": database_url,
+            "LOOPWRIGHT_SERVER__PORT": str(port),
+        }
+        done = subprocess.run(
+            [LOOPWRIGHT, "serve"], env=env, capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "LOOPWRIGHT_SERVER__PORT" in done.stderr
+    assert "is ready" not in done.stderr + done.stdout
