@@ -125,7 +125,9 @@ def test_a_crash_at_each_boundary_resumes_to_the_right_outcome(
                 },
             ).json()
             run = http.post("/v1/runs", json={"agent_id": agent["id"], "input": "pay"}).json()
-            doomed.start()
+            # Spawned, not started: with the run already queued it may claim and die before
+            # a readiness check could see it up.
+            doomed.spawn()
             assert doomed.process is not None
             assert doomed.process.wait(timeout=60) == -9, "the crash point was not reached"
             healthy.start()
@@ -135,6 +137,7 @@ def test_a_crash_at_each_boundary_resumes_to_the_right_outcome(
             halted = expected_status == "waiting_on_human"
             events = _events(http, run["id"], until=EVENTS[point][-1] if halted else None)
     finally:
+        doomed.terminate_and_wait()
         healthy.terminate_and_wait()
         api.terminate_and_wait()
 

@@ -85,8 +85,11 @@ class ServerProcess:
         code = self.process.wait(timeout=timeout_s)
         return code in (0, -signal.SIGTERM) and "Application shutdown complete" in self.log()
 
-    def terminate_and_wait(self, timeout_s: float = 30.0) -> int:
-        assert self.process is not None
+    def terminate_and_wait(self, timeout_s: float = 30.0) -> int | None:
+        """Stops it (None when it was never spawned, so a clean-up after an early failure
+        does not hide that failure)."""
+        if self.process is None:
+            return None
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=timeout_s)
 
