@@ -101,3 +101,20 @@ class HumanAction(StrEnum):
 
 # A context summary (what a person decides from) is at most this long.
 SUMMARY_MAX_CHARS = 1_000
+
+
+class StepKind(StrEnum):
+    """What one step of a run's history records. Every kind but `note` is a resume point:
+    the latest such step is the run's checkpoint."""
+
+    INPUT = "input"  # a user message the run starts (or summarises) from
+    LLM_RESPONSE = "llm_response"  # the model's answer, and the start of its tool calls
+    TOOL_RESULT = "tool_result"  # the results of a tool batch, with the watchers' verdict
+    COMPACTION = "compaction"  # the live context replaced by a shorter one
+    JOURNAL_UPDATE = "journal_update"  # the run journal changed by a tool
+    HUMAN_PAUSE = "human_pause"  # the run waits on a person
+    FINAL = "final"  # the run settled
+    NOTE = "note"  # events only (a retry, a claim, a command's change): not a resume point
+
+
+RESUME_POINTS = frozenset(StepKind) - {StepKind.NOTE}

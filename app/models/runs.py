@@ -1,4 +1,4 @@
-"""Agents, conversations and their runs: messages, the tool-call ledger, checkpoints."""
+"""Agents, conversations, their runs and the runs' history."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.states import RUN_ACTIVE, RunStatus
+from app.core.vocabulary import StepKind
 from app.models.base import Base
 from app.models.common import now_column, one_of
 
@@ -54,8 +55,6 @@ class Conversation(Base):
     __tablename__ = "conversations"
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
-    # Messages take positions from this counter; its row lock orders concurrent appenders.
-    message_count: Mapped[int] = mapped_column(Integer)
     # The live context is this compacted prefix ({"through_position", "messages"}) followed
     # by the messages after it; the transcript itself stays append-only (auto-compaction).
     context: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
@@ -125,66 +124,45 @@ class Run(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
-class Message(Base):
-    """One message of a conversation, in the provider-neutral block form."""
+class RunStep(Base):
+    """One step of a run's history: all that one boundary of the run decided, in one row.
 
-    __tablename__ = "messages"
-    __table_args__ = (Index(None, "conversation_id", "position", unique=True),)
+    The history is the source of truth of a run: the messages it appended to its
+    conversation (from `position` on), the tool calls it started or answered (the ledger),
+    its counters and the watchers' state, and the events it emitted. The latest resume
+    point (`kind` other than `note`) is its checkpoint; its events are its SSE stream, whose
+    ids are `seq`."""
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
-    conversation_id: Mapped[str] = mapped_column(Text, ForeignKey("conversations.id"))
-    position: Mapped[int] = mapped_column(Integer)
-    run_id: Mapped[str | None] = mapped_column(Text, ForeignKey("runs.id"))
-    role: Mapped[str] = mapped_column(Text)
-    content: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
-    created_at: Mapped[datetime] = now_column()
-
-
-class ToolCall(Base):
-    """The idempotency envelope of one tool call: started before it runs, completed after."""
-
-    __tablename__ = "tool_calls"
-
-    run_id: Mapped[str] = mapped_column(Text, ForeignKey("runs.id"), primary_key=True)
-    tool_call_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    tool: Mapped[str] = mapped_column(Text)
-    arguments: Mapped[dict[str, Any]] = mapped_column(JSONB)
-    idempotent: Mapped[bool] = mapped_column(Boolean)
-    attempts: Mapped[int] = mapped_column(Integer)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    result: Mapped[str | None] = mapped_column(Text)
-    is_error: Mapped[bool] = mapped_column(Boolean)
-
-
-class Checkpoint(Base):
-    """A safe boundary of a run, written in the transaction of the state it describes."""
-
-    __tablename__ = "checkpoints"
+    __tablename__ = "run_history"
     __table_args__ = (
-        CheckConstraint(
-            "kind IN ('input', 'llm_response', 'tool_result', 'compaction', "
-            "'journal_update', 'human_pause', 'final')",
-            name="kind",
+        one_of("kind", StepKind),
+        one_of("status", RunStatus),
+        CheckConstraint("seq >= 1", name="seq"),
+        CheckConstraint("(position IS NULL) = (messages IS NULL)", name="messages_have_position"),
+        # The transcript of a conversation, in order; one writer per position.
+        Index(
+            None,
+            "conversation_id",
+            "position",
+            unique=True,
+            postgresql_where=text("position IS NOT NULL"),
         ),
-        Index(None, "run_id", "id"),
     )
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(Text, ForeignKey("runs.id"))
+    run_id: Mapped[str] = mapped_column(Text, ForeignKey("runs.id"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(Text)
-    iteration: Mapped[int] = mapped_column(Integer)
-    message_cursor: Mapped[int] = mapped_column(Integer)
-    persisted_message_count: Mapped[int] = mapped_column(Integer)
-    system_prompt_hash: Mapped[str] = mapped_column(Text)
-    completed_tool_call_ids: Mapped[list[str]] = mapped_column(JSONB)
-    loop_counters: Mapped[dict[str, Any]] = mapped_column(JSONB)
-    created_at: Mapped[datetime] = now_column()
+    status: Mapped[str] = mapped_column(Text)  # the run's status once the step was written
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    conversation_id: Mapped[str] = mapped_column(Text)
+    position: Mapped[int | None] = mapped_column(Integer)  # of the first message appended
+    messages: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    # The rest, each key only when the step has it: events, started, completed, forgotten,
+    # iteration, usage, loop (the watchers), prompt_hash.
+    data: Mapped[dict[str, Any]] = mapped_column(JSONB)
 
 
 AGENTS = cast(Table, Agent.__table__)
 CONVERSATIONS = cast(Table, Conversation.__table__)
 RUNS = cast(Table, Run.__table__)
-MESSAGES = cast(Table, Message.__table__)
-TOOL_CALLS = cast(Table, ToolCall.__table__)
-CHECKPOINTS = cast(Table, Checkpoint.__table__)
+RUN_HISTORY = cast(Table, RunStep.__table__)
