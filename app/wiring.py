@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.api.streams import encode_event
+from app.api.streams import read_stream, stream_end
 from app.core.breakers import Breakers, CircuitBreakerPolicy
 from app.core.config import Settings
 from app.engine.agents import AgentCommands
@@ -240,7 +240,9 @@ def build_runtime(
         metrics=metrics,
         shutting_down=anyio.Event(),
         stream_slots=stream_slots,
-        stream_tails=StreamTails(sessionmaker, settings.streams.replay_batch, encode_event),
+        stream_tails=StreamTails(
+            sessionmaker, settings.streams.replay_batch, read_stream, stream_end
+        ),
     )
     providers = Providers(settings.llm)
     committer = boundary_committer(sessionmaker)

@@ -27,7 +27,7 @@ from app.schemas.bounds import POSITION_MAX
 from app.schemas.common import Order, Page
 from app.schemas.journal import JournalRead
 from app.schemas.runs import HumanResponse, LaneRead, MessageRead, RunCreate, RunRead
-from app.store import conversations
+from app.store import conversations, history
 from app.store import events as event_store
 from app.store import journal as journal_store
 from app.store import runs as run_store
@@ -40,7 +40,8 @@ async def _run_or_404(session: SessionDep, run_id: str) -> RunRead:
     run = await run_store.get_run(session, run_id)
     if run is None:
         raise NotFound("run", run_id)
-    return run
+    (live,) = await history.with_live_counters(session, [run])
+    return live
 
 
 @router.post(
@@ -95,7 +96,7 @@ async def list_runs(
         filters=filters,
         newest_first=order is Order.NEWEST,
     )
-    return page(rows, limit)
+    return page(await history.with_live_counters(session, rows), limit)
 
 
 @router.get(
@@ -225,7 +226,7 @@ async def list_conversation_messages(
 ) -> list[MessageRead]:
     if not await conversations.exists(session, conversation_id):
         raise NotFound("conversation", conversation_id)
-    return await conversations.read_messages(session, conversation_id, after=after, limit=limit)
+    return await history.read_messages(session, conversation_id, after=after, limit=limit)
 
 
 @router.get(

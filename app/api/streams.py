@@ -1,4 +1,5 @@
-"""Server-Sent Events over the events table: replay after `Last-Event-ID`, then live.
+"""Server-Sent Events over the events table (a run's stream: over its history): replay
+after `Last-Event-ID`, then live.
 
 The generator subscribes to the bus before its first read, so a change committed between
 the replay and the wait still wakes it; every read starts after the last id sent, so
@@ -32,6 +33,7 @@ from typing import Annotated
 import anyio
 from fastapi import Header, Query
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
@@ -41,12 +43,15 @@ from app.api.headers import decimal
 from app.api.problems import problem_response
 from app.core.errors import TooManyStreams, ValidationFailed
 from app.core.states import RUN_SETTLED
+from app.core.streams import run_of
 from app.engine.services import Services
 from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import Encoded
 from app.schemas.bounds import EVENT_ID_MAX, decimal_pattern
 from app.store import events as event_store
+from app.store import history
 from app.store.events import StoredEvent
+from app.store.history import StoredStep, step_events
 from app.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -100,7 +105,7 @@ async def open_stream(
         raise TooManyStreams(slots.limit, slots.retry_after_s)
     if after is None:
         async with services.sessionmaker() as session:
-            after = await event_store.last_seq(session, stream)
+            after = await stream_end(session, stream)
     settings = services.settings.streams
     return _SlottedStream(
         slots,
@@ -171,7 +176,47 @@ def encode_event(event: StoredEvent) -> Encoded:
     return Encoded(event.seq, sse, None if status is None else status in _SETTLED)
 
 
+def encode_step(step: StoredStep) -> Encoded:
+    """A step of a run's history as sent to a client: its events in order, the last of
+    them carrying the step's number as its id (a client cut off halfway through a step
+    gets the whole step again when it reconnects)."""
+    base = {"run_id": step.run_id, "status": step.status.value, "at": step.at.isoformat()}
+    events = step_events(step)
+    settles: bool | None = None
+    chunks = []
+    for n, (kind, data) in enumerate(events, start=1):
+        last = n == len(events)
+        payload = json.dumps(base | data)
+        chunks.append(
+            ServerSentEvent(data=payload, event=kind, id=str(step.seq) if last else None).encode()
+        )
+        if kind.startswith("agent_run."):
+            settles = step.status in RUN_SETTLED
+    if not chunks:  # a step with no events still moves the reader's position
+        chunks.append(ServerSentEvent(comment="step", id=str(step.seq)).encode())
+    return Encoded(step.seq, b"".join(chunks), settles)
+
+
 _SETTLED = frozenset(status.value for status in RUN_SETTLED)
+
+
+async def read_stream(session: AsyncSession, stream: str, after: int, limit: int) -> list[Encoded]:
+    """A stream's events after `after`, as sent: a run's steps from its history, any other
+    stream's events from the events table."""
+    run_id = run_of(stream)
+    if run_id is not None:
+        return [
+            encode_step(s) for s in await history.steps(session, run_id, after=after, limit=limit)
+        ]
+    events = await event_store.read_events(session, stream, after=after, limit=limit)
+    return [encode_event(event) for event in events]
+
+
+async def stream_end(session: AsyncSession, stream: str) -> int:
+    run_id = run_of(stream)
+    if run_id is not None:
+        return await history.last_seq(session, run_id)
+    return await event_store.last_seq(session, stream)
 
 
 def ends_at(batch: list[Encoded], ending: float | None, if_settled_now: float) -> float | None:
@@ -229,8 +274,7 @@ async def _events(
 async def _read(services: Services, stream: str, after: int, limit: int) -> list[Encoded]:
     try:
         async with services.sessionmaker() as session:
-            events = await event_store.read_events(session, stream, after=after, limit=limit)
+            return await read_stream(session, stream, after, limit)
     except (SQLAlchemyError, OSError) as exc:
         log.warning("stream %s cannot read events (%s); retrying", stream, exc)
         return []
-    return [encode_event(event) for event in events]

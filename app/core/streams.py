@@ -1,4 +1,5 @@
-"""The names of the event streams (rows of `events`, served over SSE, woken by the bus)."""
+"""The names of the event streams (rows of `events`, or a run's history; served over SSE,
+woken by the bus)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ StreamEvent = tuple[str, dict[str, Any]]
 def run_stream(run_id: str) -> str:
     """Everything one run does (`GET /v1/runs/{id}/events`)."""
     return f"run:{run_id}"
+
+
+def run_of(stream: str) -> str | None:
+    """The run whose stream this is (its history), or None for any other stream."""
+    return stream.removeprefix("run:") if stream.startswith("run:") else None
 
 
 def lane_stream(lane: str) -> str:

@@ -43,8 +43,8 @@ from app.engine.periodic import Periodic
 from app.engine.published import Written, published, run_written
 from app.engine.runs import RunCommands
 from app.schemas.runs import ErrorLogEntry, RunRead, logged
-from app.store import checkpoints
 from app.store import events as event_store
+from app.store import history
 from app.store import runs as run_store
 from app.telemetry.logs import log_events
 from app.telemetry.metrics import Metrics
@@ -168,11 +168,17 @@ class Reconciler:
         """Time out `run` (locked by this transaction), whose worker stopped renewing its
         lease: `invalid_transition` unless it is running."""
         run_id = run.id
-        latest = await checkpoints.latest(session, run_id)
-        last_kind = latest.kind if latest else None
+        checkpoint = await history.checkpoint(session, run_id)
+        last_kind = checkpoint.kind.value if checkpoint.kind else None
         # No checkpoint: the worker died between its claim and the run's first boundary, so
         # nothing was done and starting over is safe, with no person deciding first.
-        resumable = latest is None or latest.kind in RESUMABLE
+        resumable = last_kind is None or last_kind in RESUMABLE
+        # The counters its worker left in the history go on the row as it settles.
+        counters = (
+            {"iteration": checkpoint.iteration, "usage": checkpoint.usage}
+            if checkpoint.iteration is not None
+            else {}
+        )
         resumes = automatic_resumes(run.error_log)
         if not resumable:
             decision = ResumeDecision.UNAVAILABLE
@@ -214,6 +220,7 @@ class Reconciler:
                 "resume_available": resumable,
                 "stop_reason": StopReason.HEARTBEAT_LOST,
                 "error_log": logged(run, entry),
+                **counters,
                 **run_store.finished(now),
             },
         )

@@ -10,8 +10,8 @@ from typing import Any
 
 from app.core.states import RunStatus
 from app.core.streams import StreamEvent
+from app.core.vocabulary import StepKind
 from app.schemas.runs import ErrorLogEntry, RunRead, logged
-from app.store.checkpoints import CheckpointKind
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,11 @@ def run_retry_delay(policy: RunRetryPolicy, retry: int) -> float:
 @dataclass(frozen=True)
 class FailedRun:
     """What a failure makes of a run: columns to write, its events in order, and the kind
-    of checkpoint that closes it (None while it will be retried)."""
+    of step that closes it (a `note`, not a resume point, while it will be retried)."""
 
     values: dict[str, Any]
     events: list[StreamEvent]
-    checkpoint: CheckpointKind | None
+    checkpoint: StepKind
 
 
 def after_failure(
@@ -83,7 +83,7 @@ def after_failure(
     values: dict[str, Any] = {"error_log": logged(run, entry)}
     failure: StreamEvent = ("agent_run.failed", failed)
     if policy.max_retries == 0 or not retryable:
-        return FailedRun(values, [failure], "final")
+        return FailedRun(values, [failure], StepKind.FINAL)
     if run.attempt <= policy.max_retries:
         delay_s = run_retry_delay(policy, run.attempt)
         values.update(
@@ -93,7 +93,7 @@ def after_failure(
             finished_at=None,
         )
         retry = {"attempt": run.attempt + 1, "delay_s": delay_s}
-        return FailedRun(values, [failure, ("agent_run.retry_scheduled", retry)], None)
+        return FailedRun(values, [failure, ("agent_run.retry_scheduled", retry)], StepKind.NOTE)
     values["status"] = RunStatus.DEAD_LETTER
     dead = ("agent_run.dead_letter", {"attempts": run.attempt})
-    return FailedRun(values, [failure, dead], "final")
+    return FailedRun(values, [failure, dead], StepKind.FINAL)

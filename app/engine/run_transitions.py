@@ -3,14 +3,14 @@
 Every change of `runs.status` goes through this module: the commands from outside (cancel,
 retry, resume, a person's answer, an approval's decision), the reconciler's time-outs, a
 worker's claim and its release at shutdown, and the boundaries a worker commits. Each
-checks the run state machine (`check_run_transition`) before it writes, and appends the
-run's events in the same transaction. Only creating a run writes a status elsewhere (it
-inserts `queued`).
+checks the run state machine (`check_run_transition`) before it writes, and records the
+change as a step of the run's history in the same transaction. Only creating a run writes
+a status elsewhere (it inserts `queued`).
 
-The events of a run go to its own stream; its lifecycle events (`agent_run.*`) also go to
-the runs board, which wakes workers in every process (a lane may have come free), and to
-its lane's stream. Only those: the other events (messages, tool calls) come every turn, and
-a copy of each would cost the loop's hot path a row apiece.
+A run's own event stream is its history (`app/store/history.py`); its lifecycle events
+(`agent_run.*`) also go to the runs board, which wakes workers in every process (a lane may
+have come free), and to its lane's stream. Only those: the other events (messages, tool
+calls) come every turn, and a copy of each would cost the loop's hot path a row apiece.
 """
 
 from __future__ import annotations
@@ -21,35 +21,56 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.messages import Message
 from app.core.states import RunStatus, check_run_transition
-from app.core.streams import RUNS_STREAM, StreamEvent, lane_stream, run_stream
+from app.core.streams import RUNS_STREAM, StreamEvent, lane_stream
+from app.core.vocabulary import StepKind
 from app.schemas.runs import RunRead
 from app.store import events as event_store
+from app.store import history
 from app.store import runs as run_store
 
 
-async def emit_many(
+async def announce(
     session: AsyncSession, batches: Sequence[tuple[RunRead, Sequence[StreamEvent], datetime]]
 ) -> None:
-    """Append each run's events to its streams (see the module's docstring), in one
-    statement for all of them."""
+    """Copy each run's lifecycle events (`agent_run.*`) to the runs board and its lane's
+    stream, in one statement for all of them (the run's own stream is its history)."""
     appended: list[tuple[str, event_store.NewEvent, datetime]] = []
     for run, events, now in batches:
         base = {"run_id": run.id, "status": run.status.value}
         for kind, data in events:
-            event = event_store.NewEvent(kind, {**base, **data})
-            appended.append((run_stream(run.id), event, now))
             if kind.startswith("agent_run."):
                 board = event_store.NewEvent(kind, {**base, "lane": run.lane})
                 appended.append((RUNS_STREAM, board, now))
-                appended.append((lane_stream(run.lane), event, now))
+                appended.append(
+                    (lane_stream(run.lane), event_store.NewEvent(kind, {**base, **data}), now)
+                )
     await event_store.append_many(session, appended)
 
 
-async def emit(
-    session: AsyncSession, run: RunRead, event_type: str, now: datetime, **data: Any
+async def record(
+    session: AsyncSession,
+    run: RunRead,
+    now: datetime,
+    *,
+    events: Sequence[StreamEvent],
+    messages: Sequence[Message] = (),
+    data: dict[str, Any] | None = None,
 ) -> None:
-    await emit_many(session, [(run, [(event_type, data)], now)])
+    """A step in the history of a run no worker holds, locked by this transaction (a
+    command's change), and its lifecycle events on the board and its lane."""
+    step = history.NewStep(
+        run.id,
+        run.conversation_id,
+        StepKind.NOTE,
+        run.status,
+        now,
+        [m.model_dump(mode="json") for m in messages],
+        (data or {}) | ({"events": [list(e) for e in events]} if events else {}),
+    )
+    await history.append_locked(session, step)
+    await announce(session, [(run, events, now)])
 
 
 async def move(
@@ -60,16 +81,20 @@ async def move(
     *,
     events: Sequence[StreamEvent],
     values: dict[str, Any] | None = None,
+    messages: Sequence[Message] = (),
+    data: dict[str, Any] | None = None,
 ) -> RunRead:
     """Move a run this transaction holds locked (read `FOR UPDATE`) to `to`, writing
-    `values` with it; `invalid_transition` (409) when the machine forbids it."""
+    `values` with it, and record the change (with `messages` appended to its conversation
+    and the ledger's `data`, if any) as a step of its history; `invalid_transition` (409)
+    when the machine forbids it."""
     check_run_transition(run.status, to)
     changed = await run_store.set_status(
         session, run.id, read_version=run.version, status=to, values=values or {}
     )
     if changed is None:  # the caller locked the row: no one else can have written it
         raise RuntimeError(f"run {run.id} changed under its lock")
-    await emit_many(session, [(changed, events, now)])
+    await record(session, changed, now, events=events, messages=messages, data=data)
     return changed
 
 
@@ -89,7 +114,8 @@ async def release(
     check_run_transition(RunStatus.RUNNING, RunStatus.QUEUED)
     released = await run_store.release(session, owner=owner, leases=leases)
     interrupted: list[StreamEvent] = [("agent_run.interrupted", {"at_boundary": False})]
-    await emit_many(session, [(run, interrupted, now) for run in released])
+    for run in released:  # the loops are stopped: no worker appends to these histories
+        await record(session, run, now, events=interrupted)
     return released
 
 

@@ -16,15 +16,15 @@ from app.core.errors import Conflict, InvalidTransition, NotFound, ProblemCode
 from app.core.ids import new_id
 from app.core.messages import Message, pending_tool_uses, results_message
 from app.core.states import RUN_ALLOWED, RunStatus, StopReason, WaitReason, check_run_transition
+from app.core.streams import StreamEvent, run_stream
 from app.core.vocabulary import Multitask
 from app.engine import run_transitions
 from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey, keyed_create
 from app.engine.published import published, run_written
-from app.engine.run_transitions import emit
 from app.schemas.runs import RunCreate, RunRead
 from app.store import agents as agent_store
-from app.store import conversations, idempotency, tool_calls
+from app.store import conversations, history, idempotency
 from app.store import runs as run_store
 from app.telemetry.metrics import Metrics
 
@@ -97,6 +97,10 @@ class RunCommands:
         (a run settled here, cancelled before a loop held it, is an outcome too)."""
         written = [run_written(run, [(event or _cancel_event(run), {})]) for run in runs]
         published(self._bus, written, metrics=self._metrics)
+        for run in runs:
+            if event is None and run.status is RunStatus.RUNNING:  # its loop has yet to see it
+                asked = {"run_id": run.id, "status": run.status.value}
+                self._bus.publish_ephemeral(run_stream(run.id), "agent_run.cancel_requested", asked)
 
     async def create(
         self,
@@ -159,7 +163,9 @@ class RunCommands:
                     "updated_at": now,
                 },
             )
-            await emit(session, run, "agent_run.queued", now, lane=lane)
+            await run_transitions.record(
+                session, run, now, events=[("agent_run.queued", {"lane": lane})]
+            )
             await keyed.remember(run.id)
         self._published(run, event="agent_run.queued")
         self._published(*touched)
@@ -202,10 +208,14 @@ class RunCommands:
                 values={"cancel_requested": True, "cancel_requested_at": now},
             )
             assert changed is not None  # the row is locked
-            await emit(session, changed, "agent_run.cancel_requested", now)
+            # Its history is its worker's to write: the request goes to the board and its
+            # lane, and to the run's live readers; its loop records the cancel it settles.
+            asked: list[StreamEvent] = [("agent_run.cancel_requested", {})]
+            await run_transitions.announce(session, [(changed, asked, now)])
             return changed
+        closing: tuple[list[Message], dict[str, Any]] = ([], {})
         if run.status is RunStatus.WAITING_ON_HUMAN:
-            await self._close_pending_calls(session, run, now, CANCELLED_WHILE_WAITING)
+            closing = await self._closing(session, run, CANCELLED_WHILE_WAITING)
         return await run_transitions.move(
             session,
             run,
@@ -219,30 +229,29 @@ class RunCommands:
                 "waiting_for": None,
                 **run_store.finished(now),
             },
+            messages=closing[0],
+            data=closing[1],
         )
 
-    async def _close_pending_calls(
-        self, session: AsyncSession, run: RunRead, now: datetime, missing: str
-    ) -> None:
-        """Close the transcript of a paused run: its unanswered tool calls get their
-        recorded results, or the error `missing`."""
-        history = await conversations.read_messages(session, run.conversation_id)
-        pending = pending_tool_uses([Message(role=m.role, content=m.content) for m in history])
+    async def _closing(
+        self, session: AsyncSession, run: RunRead, missing: str
+    ) -> tuple[list[Message], dict[str, Any]]:
+        """What closes the transcript of a paused run: its unanswered tool calls get their
+        recorded results, or the error `missing` (recorded in the ledger too)."""
+        transcript = await history.transcript(session, run.conversation_id)
+        pending = pending_tool_uses(transcript)
         if not pending:
-            return
-        ledger = await tool_calls.for_run(session, run.id)
+            return [], {}
+        ledger = await history.ledger(session, run.id)
         results = {
-            call_id: (record.result, record.is_error)
-            for call_id, record in ledger.items()
-            if record.completed_at is not None and record.result is not None
+            call_id: (entry.result, entry.is_error)
+            for call_id, entry in ledger.items()
+            if entry.completed_at is not None and entry.result is not None
         }
-        for call in pending:
-            if call.id not in results:
-                await tool_calls.complete(
-                    session, run.id, call.id, result=missing, is_error=True, attempts=1, now=now
-                )
+        unanswered = [call.id for call in pending if call.id not in results]
+        completed = [history.completed_entry(i, missing, True, 1, True) for i in unanswered]
         message = results_message(pending, results, missing)
-        await conversations.append_messages(session, run.conversation_id, run.id, [message])
+        return [message], ({"completed": completed} if completed else {})
 
     async def retry(self, run_id: str) -> RunRead:
         """Send a dead-lettered (or failed, or timed-out) run back to the queue with a fresh
@@ -313,20 +322,14 @@ class RunCommands:
                 )
             call_id = waiting.tool_call_id
             values: dict[str, Any] = {"waiting_for": None}
+            ledger: dict[str, Any] = {}
             if retry_call:
                 if waiting.reason is not WaitReason.RESUME_UNSAFE or call_id is None:
                     raise Conflict("only a call cut short by a crash can be retried")
-                await tool_calls.forget(session, run.id, call_id)  # it runs as never started
+                ledger["forgotten"] = [call_id]  # it runs as never started
             elif call_id is not None:
-                await tool_calls.complete(
-                    session,
-                    run.id,
-                    call_id,
-                    result=response or "",
-                    is_error=False,
-                    attempts=1,
-                    now=now,
-                )
+                answer = history.completed_entry(call_id, response or "", False, 1, False)
+                ledger["completed"] = [answer]
             else:  # the agent's prompt changed under the run: the answer accepts the new one
                 values["system_prompt_hash"] = None
             answered = {"tool_call_id": call_id, "action": "retry_call" if retry_call else "answer"}
@@ -337,6 +340,7 @@ class RunCommands:
                 now,
                 events=[("agent_run.human_response", answered)],
                 values=values,
+                data=ledger,
             )
         self._published(changed, event="agent_run.human_response")
         return changed

@@ -1,5 +1,5 @@
-"""One read of the events table per stream and wake-up, shared by all of that stream's
-readers in this process.
+"""One read of a stream (the events table, or a run's history) per stream and wake-up,
+shared by all of that stream's readers in this process.
 
 Each open stream keeps a tail: the latest events of the stream, at most `capacity` of them,
 in order. After a wake-up a reader asks for a refresh; the refresh reads what was committed
@@ -21,15 +21,12 @@ import asyncio
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
-from app.store import events as event_store
-from app.store.events import StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +39,10 @@ class Encoded(NamedTuple):
     settles_run: bool | None
 
 
-Encode = Callable[[StoredEvent], Encoded]
+# A stream's events after a sequence number, at most `limit` of them, as sent; and the
+# stream's last sequence number. (A run's stream is its history: one item per step.)
+Read = Callable[[AsyncSession, str, int, int], Awaitable[list[Encoded]]]
+End = Callable[[AsyncSession, str], Awaitable[int]]
 
 
 class StreamTail:
@@ -51,12 +51,14 @@ class StreamTail:
         stream: str,
         sessionmaker: async_sessionmaker[AsyncSession],
         capacity: int,
-        encode: Encode,
+        read: Read,
+        end: End,
     ) -> None:
         self.stream = stream
         self._sessionmaker = sessionmaker
         self._capacity = capacity
-        self._encode = encode
+        self._read_after = read
+        self._end_of = end
         self._events: deque[Encoded] = deque(maxlen=capacity)
         self._end: int | None = None  # the highest sequence number read; None: not yet
         self._next: asyncio.Future[None] | None = None  # the refresh that starts next
@@ -109,12 +111,10 @@ class StreamTail:
         """True when the read was a full batch."""
         async with self._sessionmaker() as session:
             if self._end is None:
-                self._end = await event_store.last_seq(session, self.stream)
+                self._end = await self._end_of(session, self.stream)
                 return False
-            batch = await event_store.read_events(
-                session, self.stream, after=self._end, limit=self._capacity
-            )
-        self._events.extend(self._encode(event) for event in batch)
+            batch = await self._read_after(session, self.stream, self._end, self._capacity)
+        self._events.extend(batch)
         if batch:
             self._end = batch[-1].seq
         return len(batch) == self._capacity
@@ -124,11 +124,16 @@ class StreamTails:
     """The tails of the streams open in this process; a tail lives while it has readers."""
 
     def __init__(
-        self, sessionmaker: async_sessionmaker[AsyncSession], capacity: int, encode: Encode
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        capacity: int,
+        read: Read,
+        end: End,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._capacity = capacity
-        self._encode = encode
+        self._read = read
+        self._end = end
         self._tails: dict[str, StreamTail] = {}
 
     @contextmanager
@@ -136,7 +141,7 @@ class StreamTails:
         tail = self._tails.get(stream)
         if tail is None:
             tail = self._tails[stream] = StreamTail(
-                stream, self._sessionmaker, self._capacity, self._encode
+                stream, self._sessionmaker, self._capacity, self._read, self._end
             )
         tail.readers += 1
         try:

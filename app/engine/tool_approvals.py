@@ -25,6 +25,7 @@ How the loop uses a tool approval:
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -32,8 +33,8 @@ from app.core.states import ApprovalDecision, ApprovalStatus, RunStatus, WaitRea
 from app.engine import run_transitions
 from app.schemas.approvals import ApprovalRead
 from app.schemas.runs import RunRead, WaitingFor
+from app.store import history
 from app.store import runs as run_store
-from app.store import tool_calls
 
 
 def waiting_for(approval: ApprovalRead) -> WaitingFor:
@@ -69,18 +70,12 @@ async def release_run(
         or run.waiting_for.approval_id != approval.id
     ):
         return None
+    call_id = approval.tool_call_id
     if approval.decision is ApprovalDecision.APPROVED:
-        await tool_calls.forget(session, run.id, approval.tool_call_id)
+        ledger: dict[str, Any] = {"forgotten": [call_id]}
     else:
-        await tool_calls.complete(
-            session,
-            run.id,
-            approval.tool_call_id,
-            result=rejection_result(approval),
-            is_error=True,
-            attempts=1,
-            now=now,
-        )
+        refusal = rejection_result(approval)
+        ledger = {"completed": [history.completed_entry(call_id, refusal, True, 1, False)]}
     decided = {
         "approval_id": approval.id,
         "tool_call_id": approval.tool_call_id,
@@ -93,4 +88,5 @@ async def release_run(
         now,
         events=[("agent_run.approval_decided", decided)],
         values={"waiting_for": None},
+        data=ledger,
     )

@@ -1,6 +1,8 @@
-"""Safe boundaries of runs, written in bulk: the run rows (each fenced by its worker's
-lease), new messages, tool-call ledger rows, checkpoints and events of every boundary in
-a group take one statement per table, whatever the group's size.
+"""Safe boundaries of runs, written in bulk: each boundary is one step of its run's
+history (its messages, ledger entries, counters, watchers and events), and the steps of
+every boundary in a group are one statement, fenced by each worker's lease, whatever the
+group's size. A boundary that changes a run's lifecycle (it pauses, settles or is handed
+back; the first one records the prompt) also writes the run's row and its lifecycle events.
 
 `write_boundaries` only talks to the session, so the group committer may run it again, on
 one boundary at a time, if the shared transaction fails, or once the database is back after
@@ -16,49 +18,58 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.messages import Message, ToolUseBlock
+from app.core.messages import Message, ToolResultBlock, ToolUseBlock
+from app.core.states import RunStatus
 from app.core.streams import StreamEvent
+from app.core.vocabulary import StepKind
 from app.engine import run_transitions
 from app.engine.group_commit import GroupCommitter, RideOut
 from app.engine.leases import LeaseTerm
-from app.engine.run_transitions import emit_many
 from app.loop.tool_runner import ToolOutcome
 from app.schemas.runs import RunRead
-from app.store import checkpoints, conversations, tool_calls
-from app.store.checkpoints import CheckpointKind, CheckpointRecord
+from app.store import conversations, history
 
 
 @dataclass
 class Boundary:
-    """What one boundary commits together."""
+    """What one boundary commits together: one step of the run's history."""
 
-    kind: CheckpointKind | None  # None: a step that is not a resume point
+    kind: StepKind  # NOTE: a step that is not a resume point
     messages: list[Message] = field(default_factory=list)
     run_values: dict[str, Any] = field(default_factory=dict)
     events: list[StreamEvent] = field(default_factory=list)
     completed: list[tuple[str, ToolOutcome]] = field(default_factory=list)
-    started: list[ToolUseBlock] = field(default_factory=list)  # ledger rows begun here
+    started: list[ToolUseBlock] = field(default_factory=list)  # ledger entries begun here
     opening: list[StreamEvent] = field(default_factory=list)  # events before the messages'
     # A compaction: the new live context, replacing the transcript through this position.
     context: tuple[int, list[Message]] | None = None
+
+    @property
+    def lifecycle(self) -> bool:
+        """Whether the run's row changes with it (its status, what it waits for, its
+        prompt): the counters alone live in the history until the run leaves `running`."""
+        return not set(self.run_values) <= COUNTERS
+
+
+COUNTERS = frozenset({"iteration", "usage"})
 
 
 @dataclass(frozen=True)
 class BoundaryWrite:
     """A boundary with what its write needs to know: the lease it is written under (a
-    write by any other claim matches no row) and the loop's counters once it is written."""
+    write by any other claim writes nothing), its step's number and its messages' place in
+    the conversation, and the run as the loop will hold it once it is written."""
 
-    run_id: str
+    run: RunRead  # with the boundary's values applied
     owner: str
     token: int
+    position: int
     boundary: Boundary
-    message_count: int
-    completed_tool_call_ids: list[str]
-    system_prompt_hash: str
     idempotent: dict[str, bool]  # per started tool call: may it run again after a crash
     now: datetime
     term: LeaseTerm  # how long the worker may keep trying, should the database go away
-    loop_counters: dict[str, Any] = field(default_factory=dict)  # the loop's watchers
+    loop_counters: dict[str, Any] | None = None  # the watchers, on resume points
+    prompt_hash: str = ""
 
 
 def _held_until(write: BoundaryWrite) -> float:
@@ -82,80 +93,79 @@ def boundary_committer(
 async def write_boundaries(
     session: AsyncSession, writes: list[BoundaryWrite]
 ) -> list[RunRead | None]:
-    """Each write's run as written, or None (and nothing written) when its lease was lost."""
+    """Each write's run as written, or None (and nothing written) when its lease was lost:
+    one statement appends every step (fenced), and only the boundaries that change a run's
+    lifecycle write its row and its lane's and the board's events."""
+    steps = [history.LeasedStep(_step(w), w.owner, w.token, w.position) for w in writes]
+    cancel_asked = await history.append_leased(session, steps)
+    live = [w for w in writes if w.run.id in cancel_asked]
+    changing = [w for w in live if w.boundary.lifecycle]
     written = await run_transitions.write_leased(
-        session, [(w.run_id, w.owner, w.token, w.boundary.run_values) for w in writes]
+        session, [(w.run.id, w.owner, w.token, _row_values(w)) for w in changing]
     )
-    live = [(w, written[w.run_id]) for w in writes if w.run_id in written]
-    # Each message in its JSON form once: for its row and for its `message.created` event.
-    dumped = [[m.model_dump(mode="json") for m in w.boundary.messages] for w, _ in live]
-    positions = await conversations.append_many(
-        session,
-        [(run.conversation_id, run.id, d) for (_, run), d in zip(live, dumped, strict=True)],
-    )
-    await tool_calls.start_many(
-        session,
-        [
-            tool_calls.Started(run.id, c.id, c.name, c.input, w.idempotent[c.id], w.now)
-            for w, run in live
-            for c in w.boundary.started
-        ],
-    )
-    await tool_calls.complete_many(
-        session,
-        [
-            tool_calls.Completed(run.id, call_id, o.content, o.is_error, o.attempts, w.now)
-            for w, run in live
-            for call_id, o in w.boundary.completed
-        ],
-    )
-    for w, run in live:
+    for w in live:
         if w.boundary.context is not None:
             through, context = w.boundary.context
-            await conversations.replace_context(session, run.conversation_id, through, context)
-    await checkpoints.write_many(
+            await conversations.replace_context(session, w.run.conversation_id, through, context)
+    await run_transitions.announce(
         session,
         [
-            (run.id, _checkpoint(w, run, given))
-            for (w, run), given in zip(live, positions, strict=True)
-            if w.boundary.kind is not None
+            (written[w.run.id], [*w.boundary.opening, *w.boundary.events], w.now)
+            for w in changing
+            if w.run.id in written
         ],
     )
-    await emit_many(
-        session,
-        [
-            (run, _events(w.boundary, d, given), w.now)
-            for (w, run), d, given in zip(live, dumped, positions, strict=True)
-        ],
+    runs: list[RunRead | None] = []
+    for w in writes:
+        if w.run.id not in cancel_asked:
+            runs.append(None)
+        else:
+            flag = {"cancel_requested": cancel_asked[w.run.id]}
+            runs.append(written.get(w.run.id) or w.run.model_copy(update=flag))
+    return runs
+
+
+def _row_values(write: BoundaryWrite) -> dict[str, Any]:
+    """The run row's values at a lifecycle boundary: its counters come along."""
+    run = write.run
+    counters = {"iteration": run.iteration, "usage": run.usage.model_dump()}
+    return counters | write.boundary.run_values
+
+
+def _step(write: BoundaryWrite) -> history.NewStep:
+    boundary, run = write.boundary, write.run
+    messages = [m.model_dump(mode="json") for m in boundary.messages]
+    carried = {
+        b.tool_use_id
+        for m in boundary.messages
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    }
+    data: dict[str, Any] = {}
+    if boundary.opening:
+        data["opening"] = [list(e) for e in boundary.opening]
+    if boundary.events:
+        data["events"] = [list(e) for e in boundary.events]
+    if boundary.started:
+        data["started"] = [
+            {"id": c.id, "tool": c.name, "idempotent": write.idempotent[c.id]}
+            for c in boundary.started
+        ]
+    if boundary.completed:
+        data["completed"] = [
+            history.completed_entry(i, o.content, o.is_error, o.attempts, i in carried)
+            for i, o in boundary.completed
+        ]
+    if COUNTERS & set(boundary.run_values):
+        data["iteration"] = run.iteration
+        data["usage"] = run.usage.model_dump()
+    if boundary.kind is not StepKind.NOTE:
+        data["loop"] = write.loop_counters or {}
+        data["prompt_hash"] = write.prompt_hash
+    status = boundary.run_values.get("status", RunStatus.RUNNING)
+    return history.NewStep(
+        run.id, run.conversation_id, boundary.kind, RunStatus(status), write.now, messages, data
     )
-    return [written.get(w.run_id) for w in writes]
-
-
-def _checkpoint(write: BoundaryWrite, run: RunRead, positions: list[int]) -> CheckpointRecord:
-    assert write.boundary.kind is not None
-    return CheckpointRecord(
-        kind=write.boundary.kind,
-        iteration=run.iteration,
-        message_cursor=positions[-1] if positions else write.message_count - 1,
-        persisted_message_count=write.message_count,
-        system_prompt_hash=write.system_prompt_hash,
-        completed_tool_call_ids=write.completed_tool_call_ids,
-        loop_counters=write.loop_counters,
-    )
-
-
-def _events(
-    boundary: Boundary, dumped: list[dict[str, Any]], positions: list[int]
-) -> list[StreamEvent]:
-    """The boundary's events in order: opening ones, one per new message, then the rest."""
-    created: list[StreamEvent] = [
-        (
-            "message.created",
-            {"position": position, "role": message["role"], "content": message["content"]},
-        )
-        for message, position in zip(dumped, positions, strict=True)
-    ]
-    return [*boundary.opening, *created, *boundary.events]
 
 
 def started_events(calls: list[ToolUseBlock]) -> list[StreamEvent]:

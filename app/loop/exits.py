@@ -11,12 +11,12 @@ from app.core.messages import Message, ToolUseBlock, pending_tool_uses, results_
 from app.core.sanitize import sanitize
 from app.core.states import RunStatus, StopReason, WaitReason
 from app.core.streams import StreamEvent
+from app.core.vocabulary import StepKind
 from app.engine.retry import RunRetryPolicy, after_failure
 from app.loop.boundary import Boundary
 from app.loop.tool_runner import ToolOutcome
 from app.schemas.runs import RunRead, WaitingFor
 from app.store import runs as run_store
-from app.store.checkpoints import CheckpointKind
 
 RESULT_PREVIEW_CHARS = 2_000
 CANCELLED_BEFORE_IT_RAN = "Error: the run was cancelled before this call ran"
@@ -58,7 +58,7 @@ def human_pause(
     waiting = ("agent_run.waiting_on_human", asked)
     stored = waiting_for.model_dump(mode="json", exclude_none=True)
     return Boundary(
-        "human_pause",
+        StepKind.HUMAN_PAUSE,
         completed=list(completed.items()),
         run_values={"status": RunStatus.WAITING_ON_HUMAN, "waiting_for": stored} | _LEASE_GIVEN_UP,
         events=[*completed_events(completed), *(events or []), waiting],
@@ -68,7 +68,7 @@ def human_pause(
 def hand_back() -> Boundary:
     """Shutdown: the run goes back to the head of its lane's queue, for any worker."""
     return Boundary(
-        None,
+        StepKind.NOTE,
         run_values={"status": RunStatus.QUEUED} | _LEASE_GIVEN_UP,
         events=[("agent_run.interrupted", {"at_boundary": True})],
     )
@@ -103,7 +103,7 @@ def settled(
     if error is not None:
         values["error"] = data["error"] = {"code": error[0], "message": sanitize(error[1])}
     events = [*([event] if event else []), (f"agent_run.{status.value}", data)]
-    kind: CheckpointKind | None = "final"
+    kind = StepKind.FINAL
     if status is RunStatus.FAILED:
         failed = after_failure(policy, run, values["error"], data, now, retryable=retryable)
         values.update(failed.values)

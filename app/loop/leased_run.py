@@ -9,12 +9,12 @@ from contextlib import AbstractContextManager
 from app.core.messages import Message
 from app.engine.leases import LeaseTerm
 from app.engine.published import published, run_written
-from app.loop.boundary import Boundary, BoundaryWrite
+from app.loop.boundary import COUNTERS, Boundary, BoundaryWrite
 from app.loop.cancel_watch import CancelFlag, cancel_flag
 from app.loop.deps import LeaseLost, LoopDeps
 from app.loop.tool_batch import may_run_again
 from app.loop.watchers import Watchers
-from app.schemas.runs import RunRead
+from app.schemas.runs import RunRead, Usage
 from app.store.outage import connection_lost
 
 
@@ -33,7 +33,6 @@ class LeasedRun:
         self.history: list[Message] = []  # the live context: compacted prefix + transcript
         self.through = -1  # position of the last transcript message the history covers
         self.transcript_count = 0  # messages of the conversation's transcript
-        self.completed_calls: list[str] = []
         self.watchers = Watchers()
         self.system_hash = ""  # of the agent's prompt, once the loop has read its agent
 
@@ -48,19 +47,20 @@ class LeasedRun:
             raise LeaseLost()
         watchers = watchers or self.watchers
         registry = self.deps.tools.registry
-        completed_ids = [*self.completed_calls, *(call_id for call_id, _ in boundary.completed)]
+        counters = {k: v for k, v in boundary.run_values.items() if k in COUNTERS}
+        if "usage" in counters:
+            counters["usage"] = Usage.model_validate(counters["usage"])
         write = BoundaryWrite(
-            run_id=self.run.id,
+            run=self.run.model_copy(update=counters),
             owner=self.owner,
             token=self.token,
+            position=self.transcript_count,
             boundary=boundary,
-            message_count=self.transcript_count + len(boundary.messages),
-            completed_tool_call_ids=completed_ids,
-            system_prompt_hash=self.system_hash,
             idempotent={c.id: may_run_again(registry, c) for c in boundary.started},
             now=self.deps.clock(),
             term=self.term,
             loop_counters=watchers.counters,
+            prompt_hash=self.system_hash,
         )
         try:
             run = await self.deps.committer.submit(write)
@@ -71,6 +71,8 @@ class LeasedRun:
                 raise LeaseLost() from exc
             raise
         if run is None:
+            if self.deps.metrics is not None:
+                self.deps.metrics.stale_appends.inc()
             raise LeaseLost()
         events = [*boundary.opening, *boundary.events]
         # Local waiters (pools, wait tools) hear of it now, not at their next poll.
@@ -83,6 +85,5 @@ class LeasedRun:
         self.through += len(boundary.messages)
         self.transcript_count += len(boundary.messages)
         self.watchers = watchers
-        self.completed_calls = completed_ids
         self.run = run
         return run

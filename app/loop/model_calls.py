@@ -15,6 +15,7 @@ from typing import Any
 
 from app.core.messages import Message, for_provider
 from app.core.streams import run_stream
+from app.core.vocabulary import StepKind
 from app.llm.provider import (
     LLMRequest,
     LLMResponse,
@@ -221,7 +222,7 @@ def recovery_boundary(recovery: Recovery, watchers: Watchers) -> tuple[Boundary,
     ask = recovery.ask_human
     loops = replace(watchers.loops, force_tool=ASK_HUMAN) if ask else watchers.loops
     boundary = Boundary(
-        "compaction",
+        StepKind.COMPACTION,
         messages=[Message.user_text(ask.instruction)] if ask else [],
         events=recovery.events,
         context=context,

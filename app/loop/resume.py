@@ -22,7 +22,7 @@ from app.loop import approval_gate
 from app.loop.boundary import Boundary
 from app.loop.exits import human_pause, waiting_on_call
 from app.schemas.runs import WaitingFor
-from app.store import tool_calls
+from app.store import history
 
 UNSAFE_QUESTION = (
     "A side-effecting tool call was interrupted before it finished; it may or may not have "
@@ -51,14 +51,14 @@ class PendingCalls:
 
 
 async def pending_calls(
-    sessionmaker: async_sessionmaker[AsyncSession], run_id: str, history: list[Message]
+    sessionmaker: async_sessionmaker[AsyncSession], run_id: str, context: list[Message]
 ) -> PendingCalls | None:
-    """None when the transcript has no unanswered calls."""
-    pending = pending_tool_uses(history)
+    """None when the transcript (the live context `context`) has no unanswered calls."""
+    pending = pending_tool_uses(context)
     if not pending:
         return None
     async with sessionmaker() as session:
-        ledger = await tool_calls.for_run(session, run_id)
+        ledger = await history.ledger(session, run_id)
     answered: dict[str, tuple[str, bool]] = {}
     for call in pending:
         record = ledger.get(call.id)

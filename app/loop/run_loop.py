@@ -27,6 +27,7 @@ from typing import Any
 
 from app.core.messages import Message, TextBlock, last_assistant_text
 from app.core.states import RunStatus, StopReason
+from app.core.vocabulary import StepKind
 from app.llm.policy import PERMANENT_FAILURES
 from app.llm.provider import LLMResponse, ProviderUnavailable
 from app.llm.resilient import LLMCallFailed
@@ -41,8 +42,9 @@ from app.loop.model_calls import ModelCalls, counted, recovery_boundary, with_us
 from app.loop.terminators import AtBoundary, Ending, Stop, failed
 from app.loop.tool_batch import BatchEnd, ToolBatch
 from app.loop.watchers import Watchers
+from app.schemas.runs import Usage
 from app.store import agents as agent_store
-from app.store import checkpoints, conversations
+from app.store import conversations, history
 from app.store import journal as journal_store
 from app.store.outage import connection_lost
 
@@ -99,16 +101,21 @@ class RunLoop(LeasedRun):
         async with deps.sessionmaker() as session:
             agent = await agent_store.get_agent(session, self.run.agent_id)
             self.history, self.through = await conversations.read_context(session, conversation_id)
-            latest = await checkpoints.latest(session, self.run.id)
+            checkpoint = await history.checkpoint(session, self.run.id)
             journal = await journal_store.read_journal(session, conversation_id)
+        self.transcript_count = self.through + 1  # the live context reaches the last message
+        if checkpoint.iteration is not None:  # where the history left its counters
+            usage = Usage.model_validate(checkpoint.usage or {})
+            self.run = self.run.model_copy(
+                update={"iteration": checkpoint.iteration, "usage": usage}
+            )
         if agent is None:
             missing = failed(StopReason.AGENT_MISSING, "the agent was deleted", retryable=False)
             await self._settle(missing)
             return
         self.agent = agent
         self.system_hash = prompt_hash(agent.system_prompt)
-        self.transcript_count = self.through + 1  # the live context reaches the last message
-        self.watchers = Watchers.load(latest.loop_counters if latest else None)
+        self.watchers = Watchers.load(checkpoint.loop_counters or None)
         self.model = ModelCalls(
             deps,
             agent,
@@ -130,8 +137,8 @@ class RunLoop(LeasedRun):
             owner=self.owner,
             token=self.token,
         )
-        # Its first boundary (the input) wrote a checkpoint with its first messages.
-        started_here = latest is not None
+        # Its first boundary (the input) was its first resume point, with its first message.
+        started_here = checkpoint.kind is not None
         await self._start(started_here)
         if started_here and self.run.system_prompt_hash != self.system_hash:
             await self.commit(resume.prompt_drift_pause())
@@ -168,11 +175,11 @@ class RunLoop(LeasedRun):
             accepted = (
                 {} if self.run.system_prompt_hash else {"system_prompt_hash": self.system_hash}
             )
-            await self.commit(Boundary(None, run_values=accepted, opening=[event]))
+            await self.commit(Boundary(StepKind.NOTE, run_values=accepted, opening=[event]))
             return
         await self.commit(
             Boundary(
-                "input",
+                StepKind.INPUT,
                 messages=[Message.user_text(self.run.input)],
                 run_values={"system_prompt_hash": self.system_hash},
                 opening=[event],
@@ -226,7 +233,7 @@ class RunLoop(LeasedRun):
         """One final turn without tools, and its text is the result."""
         await self.commit(
             Boundary(
-                "input",
+                StepKind.INPUT,
                 messages=[Message.user_text(SUMMARY_PROMPT)],
                 events=[("agent.exhaustion.soft_time_limit", {})],
             )
@@ -307,7 +314,7 @@ class RunLoop(LeasedRun):
             # The response and the start of its tool calls are durable before any tool runs.
             await self.commit(
                 Boundary(
-                    "llm_response",
+                    StepKind.LLM_RESPONSE,
                     messages=[message],
                     run_values=counters,
                     started=message.tool_uses,
@@ -335,7 +342,7 @@ class RunLoop(LeasedRun):
 
     async def _event_now(self, event_type: str, data: dict[str, Any]) -> None:
         """An event outside any boundary (a retry, a fallback), fenced like the rest."""
-        await self.commit(Boundary(None, events=[(event_type, data)]))
+        await self.commit(Boundary(StepKind.NOTE, events=[(event_type, data)]))
 
     # -- settling --------------------------------------------------------------------
 

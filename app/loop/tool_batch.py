@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from app.core.messages import ToolUseBlock, results_message
 from app.core.states import WaitReason
 from app.core.streams import StreamEvent
+from app.core.vocabulary import StepKind
 from app.engine.approvals import ApprovalCommands
 from app.loop import approval_gate
 from app.loop.boundary import Boundary, started_events
@@ -123,7 +124,9 @@ class ToolBatch:
         to_run = calls
         if only is not None:  # resuming: (re)start these in the ledger before they run
             to_run = only
-            await self.host.commit(Boundary(None, started=only, events=started_events(only)))
+            await self.host.commit(
+                Boundary(StepKind.NOTE, started=only, events=started_events(only))
+            )
         outcomes: dict[str, ToolOutcome] = {}
         pause: tuple[ToolUseBlock, ToolOutcome] | None = None
         with self.host.cancel_flag() as cancel:
@@ -171,7 +174,7 @@ class ToolBatch:
         message = results_message(calls, results, "Error: no result was recorded")
         await host.commit(
             Boundary(
-                "tool_result",
+                StepKind.TOOL_RESULT,
                 messages=[with_notes(message, verdict.notes)],
                 completed=completed,
                 events=[*events, *verdict.events],
@@ -225,4 +228,4 @@ class ToolBatch:
     async def _event_now(self, event_type: str, data: dict[str, Any]) -> None:
         """An event outside any boundary (a tool's retry, fallback, breaker), fenced like
         the rest."""
-        await self.host.commit(Boundary(None, events=[(event_type, data)]))
+        await self.host.commit(Boundary(StepKind.NOTE, events=[(event_type, data)]))

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import RUN_TERMINAL, ApprovalStatus, RunStatus, TaskStatus, WaitReason
 from app.core.vocabulary import ApprovalKind
-from app.models import AGENTS, APPROVALS, MESSAGES, RUNS, TASKS, TRANSITIONS
+from app.models import AGENTS, APPROVALS, RUNS, TASKS, TRANSITIONS
 from app.schemas.approvals import ApprovalRead
 
 _PENDING = ApprovalStatus.PENDING.value
@@ -104,14 +104,14 @@ async def stated_intent(
     message that made it, else that of an earlier message of the run (a model may say
     what it plans, then call tools over several turns). None when it said nothing."""
     rows = await session.scalars(
-        select(MESSAGES.c.content)
-        .where(
-            MESSAGES.c.conversation_id == conversation_id,
-            MESSAGES.c.run_id == run_id,
-            MESSAGES.c.role == "assistant",
-        )
-        .order_by(MESSAGES.c.position.desc())
-        .limit(INTENT_WINDOW)
+        text(
+            "SELECT m.message -> 'content' FROM run_history AS h CROSS JOIN LATERAL "
+            "jsonb_array_elements(h.messages) WITH ORDINALITY AS m(message, ord) "
+            "WHERE h.run_id = :run AND h.messages IS NOT NULL "
+            "AND m.message ->> 'role' = 'assistant' "
+            "ORDER BY h.seq DESC, m.ord DESC LIMIT :window"
+        ),
+        {"run": run_id, "window": INTENT_WINDOW},
     )
     newest_first: list[list[dict[str, Any]]] = list(rows)
     # Messages after the call's own (none while the loop is still at the call) are later.

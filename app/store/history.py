@@ -13,8 +13,9 @@ A step's `data` holds, each key only when the step has it:
 - `loop`: the watchers' state, and `prompt_hash`, on resume points.
 
 Two writers: the worker holding a run's lease appends with the fence in the statement
-(`append_leased`: a stale owner inserts nothing), numbering steps itself; commands append
-only to a run no worker holds, under its row lock (`append_locked`).
+(`append_leased`: a stale owner inserts nothing); commands append only to a run no worker
+holds, under its row lock (`append_locked`). Either way a step's number is the run's last
+plus one: no two writers ever append to one run at once.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.messages import Message
 from app.core.states import RunStatus
 from app.core.vocabulary import RESUME_POINTS, StepKind
-from app.schemas.runs import MessageRead
+from app.schemas.runs import MessageRead, RunRead, Usage
 from app.store.driver import driver_connection, json_text
 
 NOTIFY_CHANNEL = "loopwright_events"  # as app/store/events.py: the listener's channel
@@ -52,13 +53,12 @@ class NewStep:
 
 @dataclass(frozen=True)
 class LeasedStep:
-    """A worker's step: numbered by the worker (`seq`), its messages placed by it
-    (`position`: the conversation's length before them), written under its lease."""
+    """A worker's step, written under its lease; its messages placed by the worker
+    (`position`: the conversation's length before them)."""
 
     step: NewStep
     owner: str
     token: int
-    seq: int
     position: int
 
 
@@ -84,7 +84,9 @@ _RECORD = (
 # The fence and the append in one statement: the runs whose lease is still the writer's are
 # locked FOR SHARE (in id order, as every statement that locks several runs), which a claim,
 # a time-out or a cancel (FOR UPDATE) waits for; one that committed first is seen in the
-# re-checked row, and its run gets nothing. The NOTIFY wakes the run's readers elsewhere.
+# re-checked row, and its run gets nothing. Only the lease holder appends to a running run
+# (and a tool of its, in between its boundaries), so its next number is the last plus one.
+# The NOTIFY wakes the run's readers elsewhere.
 _APPEND_LEASED = f"""
     WITH batch AS (
         SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS b({_RECORD}, owner text, token bigint)
@@ -95,7 +97,9 @@ _APPEND_LEASED = f"""
         ORDER BY r.id FOR SHARE OF r
     ), appended AS (
         INSERT INTO run_history ({_COLUMNS})
-        SELECT {", ".join("b." + c.strip() for c in _COLUMNS.split(","))}
+        SELECT b.run_id,
+            coalesce((SELECT max(h.seq) FROM run_history AS h WHERE h.run_id = b.run_id), 0) + 1,
+            b.kind, b.status, b.at, b.conversation_id, b.position, b.messages, b.data
         FROM batch AS b JOIN fenced AS f ON f.id = b.run_id
         RETURNING run_id, seq
     )
@@ -111,9 +115,7 @@ async def append_leased(session: AsyncSession, steps: Sequence[LeasedStep]) -> d
     lost its lease, and nothing of it was written."""
     if not steps:
         return {}
-    rows = [
-        _row(s.step, s.seq, s.position) | {"owner": s.owner, "token": s.token} for s in steps
-    ]
+    rows = [_row(s.step, None, s.position) | {"owner": s.owner, "token": s.token} for s in steps]
     driver = await driver_connection(session)
     fenced = await driver.fetch(_APPEND_LEASED, json_text(rows), NOTIFY_CHANNEL)
     return {r["id"]: r["cancel_requested"] for r in fenced}
@@ -121,6 +123,7 @@ async def append_leased(session: AsyncSession, steps: Sequence[LeasedStep]) -> d
 
 # A command's step: the run is locked by the caller, so no worker appends meanwhile and the
 # next number is the last one plus one; its messages go at the conversation's end.
+# (A journal tool's step is appended this way too, under its run's lease and row lock.)
 _APPEND_LOCKED = f"""
     WITH b AS (SELECT * FROM jsonb_to_record($1::text::jsonb) AS b({_RECORD})),
     placed AS (
@@ -371,3 +374,37 @@ async def last_seq(session: AsyncSession, run_id: str) -> int:
         text("SELECT max(seq) FROM run_history WHERE run_id = :run"), {"run": run_id}
     )
     return int(value or 0)
+
+
+async def with_live_counters(session: AsyncSession, runs: Sequence[RunRead]) -> list[RunRead]:
+    """Runs as clients read them: a running run's row keeps the counters of its claim, so
+    its iteration and usage are read from its history."""
+    running = [run.id for run in runs if run.status is RunStatus.RUNNING]
+    found = await counters(session, running)
+    return [
+        run.model_copy(
+            update={
+                "iteration": found[run.id]["iteration"],
+                "usage": Usage.model_validate(found[run.id]["usage"]),
+            }
+        )
+        if run.id in found
+        else run
+        for run in runs
+    ]
+
+
+def step_events(step: StoredStep) -> list[tuple[str, dict[str, Any]]]:
+    """The events of a step in order: those before its messages, one `message.created` per
+    message it appended, then the rest."""
+    created = [
+        (
+            "message.created",
+            {"position": step.position + n, "role": m["role"], "content": m["content"]},
+        )
+        for n, m in enumerate(step.messages)
+        if step.position is not None
+    ]
+    opening = [(kind, data) for kind, data in step.data.get("opening", ())]
+    rest = [(kind, data) for kind, data in step.data.get("events", ())]
+    return [*opening, *created, *rest]

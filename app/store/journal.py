@@ -1,17 +1,19 @@
 """A conversation's run journal (the JSONB `conversations.journal`): read it, and write it
-with a `journal_update` checkpoint of the run that changed it, under that run's lease."""
+with a `journal_update` step of the run that changed it, under that run's lease."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.states import RunStatus
+from app.core.vocabulary import StepKind
 from app.models import CONVERSATIONS, RUNS
-from app.store import checkpoints
-from app.store.checkpoints import CheckpointRecord
+from app.store import history
 
 
 @dataclass(frozen=True)
@@ -21,9 +23,7 @@ class LeasedJournal:
 
     run_id: str
     conversation_id: str
-    iteration: int
     system_prompt_hash: str
-    message_count: int
     journal: dict[str, Any]
 
 
@@ -48,9 +48,7 @@ async def lock_for_run(
         await session.execute(
             select(
                 RUNS.c.conversation_id,
-                RUNS.c.iteration,
                 RUNS.c.system_prompt_hash,
-                CONVERSATIONS.c.message_count,
                 CONVERSATIONS.c.journal,
             )
             .join(CONVERSATIONS, CONVERSATIONS.c.id == RUNS.c.conversation_id)
@@ -68,31 +66,29 @@ async def lock_for_run(
     return LeasedJournal(
         run_id=run_id,
         conversation_id=row.conversation_id,
-        iteration=row.iteration,
         system_prompt_hash=row.system_prompt_hash or "",
-        message_count=row.message_count,
         journal=dict(row.journal),
     )
 
 
 async def write_journal(
-    session: AsyncSession, leased: LeasedJournal, journal: dict[str, Any]
+    session: AsyncSession, leased: LeasedJournal, journal: dict[str, Any], now: datetime
 ) -> None:
-    """Store the new journal and its `journal_update` checkpoint in the caller's transaction.
-    A tool call changes no messages, so the checkpoint records the transcript as it stands
-    and the tool calls the run's latest checkpoint had completed."""
+    """Store the new journal and its `journal_update` step in the caller's transaction. A
+    tool call changes no messages: the step is a resume point where the run's latest one
+    left the watchers."""
     await session.execute(
         update(CONVERSATIONS)
         .where(CONVERSATIONS.c.id == leased.conversation_id)
         .values(journal=journal)
     )
-    latest = await checkpoints.latest(session, leased.run_id)
-    record = CheckpointRecord(
-        kind="journal_update",
-        iteration=leased.iteration,
-        message_cursor=leased.message_count - 1,
-        persisted_message_count=leased.message_count,
-        system_prompt_hash=leased.system_prompt_hash,
-        completed_tool_call_ids=latest.completed_tool_call_ids if latest else [],
+    latest = await history.checkpoint(session, leased.run_id)
+    step = history.NewStep(
+        leased.run_id,
+        leased.conversation_id,
+        StepKind.JOURNAL_UPDATE,
+        RunStatus.RUNNING,
+        now,
+        data={"loop": latest.loop_counters, "prompt_hash": leased.system_prompt_hash},
     )
-    await checkpoints.write_many(session, [(leased.run_id, record)])
+    await history.append_locked(session, step)

@@ -142,7 +142,8 @@ async def update_leased_many(
 
 
 # Work to claim, oldest first: the head of each lane that nobody holds and whose backoff
-# (if it is a retry) is over. SKIP LOCKED lets claimers in other processes take other rows
+# (if it is a retry) is over. A conversation is continued by one run at a time, in order,
+# whatever their lanes (its transcript is appended to by one writer). SKIP LOCKED lets claimers in other processes take other rows
 # meanwhile; the unique index on active lanes is the final word if two claims of one lane
 # ever race. The new lease token fences any previous owner's writes. (Runs whose worker
 # stopped renewing are the reconciler's: it times them out and, by policy, requeues them.)
@@ -160,6 +161,11 @@ _CLAIM = text(
           AND NOT EXISTS (
               SELECT 1 FROM runs AS e
               WHERE e.lane = q.lane AND e.status = 'queued' AND e.seq < q.seq)
+          AND NOT EXISTS (
+              SELECT 1 FROM runs AS c
+              WHERE c.conversation_id = q.conversation_id
+                AND (c.status IN ('running', 'waiting_on_human')
+                     OR (c.status = 'queued' AND c.seq < q.seq)))
         ORDER BY q.seq
         LIMIT :limit
         FOR UPDATE SKIP LOCKED

@@ -71,6 +71,12 @@ class Metrics:
             "SSE clients dropped because they accepted nothing for the send timeout.",
             registry=registry,
         )
+        self.stale_appends = Counter(
+            "loopwright_stale_history_appends",
+            "Steps a worker tried to append after its lease was taken over: the fence wrote "
+            "nothing, and the worker let the run go.",
+            registry=registry,
+        )
         self.run_outcomes = Counter(
             "loopwright_run_outcomes",
             "Runs that settled in this process, by the status they settled in.",

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.breakers import Breakers, CircuitBreakerPolicy
@@ -20,7 +19,8 @@ from app.core.config import ApprovalSettings, LLMSettings
 from app.core.messages import Message, ToolResultBlock, for_provider
 from app.core.model_config import ModelConfig, ScriptedTurn
 from app.core.states import RUN_SETTLED, RunStatus
-from app.core.streams import RUNS_STREAM, run_stream
+from app.core.streams import RUNS_STREAM, run_of, run_stream
+from app.core.vocabulary import StepKind
 from app.engine.agents import AgentCommands
 from app.engine.approvals import ApprovalCommands
 from app.engine.bus import EventBus
@@ -40,11 +40,10 @@ from app.loop.tools.base import Tool, ToolContext, ToolFailure, ToolHandler, def
 from app.loop.tools.builtins import BuiltinServices, builtin_tools
 from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.registry import ToolRegistry
-from app.models import CHECKPOINTS
 from app.schemas.agents import AgentCreate, AgentRead, Limits
 from app.schemas.runs import MessageRead, RunCreate, RunRead
-from app.store import conversations
 from app.store import events as event_store
+from app.store import history
 from app.store import runs as run_store
 from app.store.db import libpq_url, make_sessionmaker
 
@@ -375,15 +374,26 @@ class Harness:
         return await self.stream(run_stream(run_id))
 
     async def stream(self, stream: str) -> list[event_store.StoredEvent]:
+        """The stream's events in order (a run's: each step's, numbered by its step)."""
         async with self.sessionmaker() as session:
-            return await event_store.read_events(session, stream, after=0, limit=10_000)
+            run_id = run_of(stream)
+            if run_id is None:
+                return await event_store.read_events(session, stream, after=0, limit=10_000)
+            steps = await history.steps(session, run_id, after=0, limit=10_000)
+        return [
+            event_store.StoredEvent(
+                stream, s.seq, kind, {"run_id": s.run_id, "status": s.status.value} | data, s.at
+            )
+            for s in steps
+            for kind, data in history.step_events(s)
+        ]
 
     async def event_types(self, run_id: str) -> list[str]:
         return [e.type for e in await self.events(run_id)]
 
     async def messages(self, conversation_id: str) -> list[MessageRead]:
         async with self.sessionmaker() as session:
-            return await conversations.read_messages(session, conversation_id)
+            return await history.read_messages(session, conversation_id)
 
     async def transcript(self, conversation_id: str) -> list[Message]:
         return [
@@ -391,13 +401,10 @@ class Harness:
         ]
 
     async def checkpoint_kinds(self, run_id: str) -> list[str]:
+        """The kinds of the run's resume points, in order."""
         async with self.sessionmaker() as session:
-            rows = await session.execute(
-                select(CHECKPOINTS.c.kind)
-                .where(CHECKPOINTS.c.run_id == run_id)
-                .order_by(CHECKPOINTS.c.id)
-            )
-            return list(rows.scalars())
+            steps = await history.steps(session, run_id, after=0, limit=100_000)
+        return [s.kind.value for s in steps if s.kind is not StepKind.NOTE]
 
 
 def tool_results(messages: Sequence[Message | MessageRead]) -> list[ToolResultBlock]:

@@ -11,6 +11,7 @@ them and nothing is duplicated.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -80,7 +81,7 @@ def _sessions(context: ToolContext) -> async_sessionmaker[AsyncSession]:
 
 async def _change(context: ToolContext, change: Callable[[Journal], Journal]) -> bool:
     """Apply `change` to the journal under the run's lease, with its `journal_update`
-    checkpoint, in one transaction. False when it changed nothing (a repeated call), and
+    step, in one transaction. False when it changed nothing (a repeated call), and
     then nothing is written."""
     if context.lease_owner is None or context.lease_token is None:
         raise ToolFailure("the run journal can only be written by a run that holds its lease")
@@ -94,7 +95,8 @@ async def _change(context: ToolContext, change: Callable[[Journal], Journal]) ->
         changed = change(journal)
         if changed == journal:
             return False
-        await journal_store.write_journal(session, leased, changed.model_dump(mode="json"))
+        stored = changed.model_dump(mode="json")
+        await journal_store.write_journal(session, leased, stored, datetime.now(UTC))
         return True
 
 
