@@ -118,6 +118,10 @@ def settled(
         events = [*completed_events(dict(skipped)), *events]
     elif pending:
         closing = [results_message(pending, {}, "Error: the run ended before this call finished")]
+    if status is RunStatus.CANCELLED:
+        # The request went to the board and the lane when it was made; the run's own
+        # history is its worker's, which records it here.
+        events = [("agent_run.cancel_requested", {}), *events]
     return Boundary(
         kind,
         messages=[*closing, *(messages or [])],

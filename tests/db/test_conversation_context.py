@@ -10,7 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.loop.compaction import Compactor, LadderState
-from app.store import conversations
+from app.store import conversations, history
+from tests.support.history import append_messages
 
 
 def exchange(i: int) -> list[Message]:
@@ -27,7 +28,7 @@ def exchange(i: int) -> list[Message]:
 
 
 async def transcript(session: AsyncSession, conversation_id: str) -> list[Message]:
-    stored = await conversations.read_messages(session, conversation_id)
+    stored = await history.read_messages(session, conversation_id)
     return [Message(role=m.role, content=m.content) for m in stored]
 
 
@@ -39,7 +40,7 @@ async def test_without_a_compaction_the_context_is_the_whole_transcript(
     assert await conversations.read_context(session, cid) == ([], -1)
 
     messages = [Message.user_text("find things"), *exchange(0)]
-    await conversations.append_messages(session, cid, None, messages)
+    await append_messages(session, cid, messages)
 
     assert await conversations.read_context(session, cid) == (messages, 2)
 
@@ -50,7 +51,7 @@ async def test_the_context_is_the_prefix_then_the_messages_after_it(
     cid = f"conv-{token}"
     await conversations.create_conversation(session, cid)
     original = [Message.user_text("find things"), *exchange(0), *exchange(1)]
-    await conversations.append_messages(session, cid, None, original)
+    await append_messages(session, cid, original)
     summary = Message(role="user", content=[TextBlock(text="[Compacted: 3 messages] found hits")])
     prefix = [summary, *original[3:]]
 
@@ -58,7 +59,7 @@ async def test_the_context_is_the_prefix_then_the_messages_after_it(
     assert await conversations.read_context(session, cid) == (prefix, 4)
 
     later = [*exchange(2), Message(role="assistant", content=[TextBlock(text="done")])]
-    await conversations.append_messages(session, cid, None, later)
+    await append_messages(session, cid, later)
     assert await conversations.read_context(session, cid) == ([*prefix, *later], 7)
     assert await transcript(session, cid) == [*original, *later]  # nothing lost or rewritten
 
@@ -66,7 +67,7 @@ async def test_the_context_is_the_prefix_then_the_messages_after_it(
 async def test_a_new_compaction_replaces_the_old_prefix(session: AsyncSession, token: str) -> None:
     cid = f"conv-{token}"
     await conversations.create_conversation(session, cid)
-    await conversations.append_messages(session, cid, None, [Message.user_text("go"), *exchange(0)])
+    await append_messages(session, cid, [Message.user_text("go"), *exchange(0)])
     first = [Message.user_text("[Compacted: first]")]
     second = [Message.user_text("[Compacted: second]")]
 
@@ -87,10 +88,9 @@ async def test_a_compaction_written_back_is_what_the_next_read_sees(
 
     cid = f"conv-{token}"
     await conversations.create_conversation(session, cid)
-    await conversations.append_messages(
+    await append_messages(
         session,
         cid,
-        None,
         [Message.user_text("research"), *(m for i in range(20) for m in exchange(i))],
     )
     live, through = await conversations.read_context(session, cid)
@@ -101,7 +101,7 @@ async def test_a_compaction_written_back_is_what_the_next_read_sees(
     )
     assert recovery is not None and recovery.messages is not None
     await conversations.replace_context(session, cid, recovery.through_position, recovery.messages)
-    await conversations.append_messages(session, cid, None, exchange(20))
+    await append_messages(session, cid, exchange(20))
 
     assert await conversations.read_context(session, cid) == (
         [*recovery.messages, *exchange(20)],

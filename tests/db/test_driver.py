@@ -14,8 +14,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.core.states import RunStatus
-from app.store import checkpoints, events
-from app.store.checkpoints import CheckpointRecord
+from app.core.vocabulary import StepKind
+from app.store import events, history
 from app.store.db import make_sessionmaker
 from app.store.driver import json_text
 from app.store.errors import constraint_name, translate
@@ -57,12 +57,12 @@ async def test_driver_writes_see_the_transactions_earlier_statements(
 async def test_a_failed_driver_statement_raises_what_sqlalchemy_would(
     session: AsyncSession, token: str
 ) -> None:
-    record = CheckpointRecord("tool_result", 1, 0, 1, "hash")
+    step = history.NewStep(f"run_missing_{token}", "conv", StepKind.NOTE, RunStatus.RUNNING, NOW)
 
     with pytest.raises(IntegrityError) as raised:
-        await checkpoints.write_many(session, [(f"run_missing_{token}", record)])
+        await history.append_locked(session, step)  # through the driver
 
-    assert constraint_name(raised.value) == "fk_checkpoints_run_id_runs"
+    assert constraint_name(raised.value) == "fk_run_history_run_id_runs"
     assert translate(raised.value).code == "conflict"
 
 

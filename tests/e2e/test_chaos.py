@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.store.db import libpq_url
 from tests.support.chaos_tools import CALLS_DDL, LEDGER_DDL
+from tests.support.history import LEDGER_ROWS
 from tests.support.processes import ServerProcess, WorkerProcess
 
 pytestmark = pytest.mark.e2e
@@ -71,7 +72,7 @@ def _statuses(http: httpx.Client) -> dict[str, dict[str, Any]]:
 
 # The workers with a side-effecting call begun and not yet answered.
 _BUSY = (
-    "SELECT DISTINCT k.pid FROM chaos_calls AS k JOIN tool_calls AS c"
+    f"SELECT DISTINCT k.pid FROM chaos_calls AS k JOIN {LEDGER_ROWS} AS c"
     " ON c.run_id = k.run_id AND c.tool_call_id = k.tool_call_id"
     " WHERE c.completed_at IS NULL AND k.began_at > clock_timestamp() - interval '1 second'"
 )
@@ -192,7 +193,7 @@ def test_killed_workers_never_duplicate_a_side_effect_nor_lose_a_run(
             _sql(
                 dsn,
                 "SELECT c.run_id, c.tool_call_id, c.arguments, c.completed_at, k.pid, k.began_at "
-                "FROM tool_calls AS c LEFT JOIN chaos_calls AS k "
+                f"FROM {LEDGER_ROWS} AS c LEFT JOIN chaos_calls AS k "
                 "ON k.run_id = c.run_id AND k.tool_call_id = c.tool_call_id "
                 "WHERE c.tool = 'charge_card'",
             )

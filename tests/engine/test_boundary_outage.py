@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from app.core.messages import Message
+from app.core.vocabulary import StepKind
 from app.engine import run_transitions
 from app.engine.group_commit import GroupCommitter, RideOut
 from app.engine.leases import LeaseTerm
@@ -110,7 +111,7 @@ def _leased(h: Harness, run: RunRead, committer: Any, outage: Outage) -> LeasedR
 
 
 def _boundary() -> Boundary:
-    return Boundary("input", messages=[Message.user_text("hello")], events=[(EVENT, {})])
+    return Boundary(StepKind.INPUT, messages=[Message.user_text("hello")], events=[(EVENT, {})])
 
 
 async def _written(h: Harness, run: RunRead) -> tuple[int, int]:
@@ -147,7 +148,7 @@ async def test_a_connection_terminated_by_the_server_is_replaced_and_the_write_c
     outage = Outage()
     async with _committer(database_url, outage) as committer:
         leased = _leased(h, run, committer, outage)
-        await leased.commit(Boundary(None, events=[("test.warm_up", {})]))  # a pooled conn
+        await leased.commit(Boundary(StepKind.NOTE, events=[("test.warm_up", {})]))  # a pooled conn
         admin = await asyncpg.connect(libpq_url(database_url))
         try:
             terminated = await admin.fetch(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.messages import Message, TextBlock, ToolUseBlock
+from app.core.states import RunStatus
+from app.core.vocabulary import StepKind
 from app.engine.retry import ToolRetryPolicy
 from app.loop.tool_runner import ToolOutcome, ToolRunner
 from app.loop.tools.base import ToolContext
@@ -22,10 +25,9 @@ from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.registry import ToolRegistry
 from app.schemas.journal import Journal
 from app.schemas.runs import RunRead
-from app.store import checkpoints, conversations
+from app.store import history
 from app.store import journal as journal_store
 from app.store import runs as run_store
-from app.store.checkpoints import CheckpointRecord
 from tests.support.runs import Harness, say
 
 
@@ -78,18 +80,14 @@ class Journaling:
         return Journal.model_validate(stored)
 
     async def journal_checkpoints(self) -> list[tuple[Any, ...]]:
-        """(iteration, message_cursor, persisted_message_count, completed_tool_call_ids) of
-        each journal checkpoint."""
+        """(watchers' state, prompt hash) of each `journal_update` step of the run."""
         async with self.h.sessionmaker() as session:
-            rows = await session.execute(
-                text(
-                    "SELECT iteration, message_cursor, persisted_message_count, "
-                    "completed_tool_call_ids FROM checkpoints "
-                    "WHERE run_id = :run AND kind = 'journal_update' ORDER BY id"
-                ),
-                {"run": self.context.run_id},
-            )
-            return [tuple(row) for row in rows]
+            steps = await history.steps(session, self.context.run_id, after=0, limit=1000)
+        return [
+            (s.data["loop"], s.data["prompt_hash"])
+            for s in steps
+            if s.kind is StepKind.JOURNAL_UPDATE
+        ]
 
 
 @pytest.fixture
@@ -100,24 +98,26 @@ def journaling(h: Harness, claimed: RunRead) -> Journaling:
 async def test_the_tools_write_the_journal_with_a_checkpoint_in_one_transaction(
     journaling: Journaling,
 ) -> None:
-    # Where the loop stands: one LLM call made, two messages, and an earlier tool call
-    # ("c0") completed at its last checkpoint.
+    # Where the loop stands: one LLM call made, two messages, and the watchers' state at
+    # its last resume point.
     context = journaling.context
+    watchers = {"error_streak": {"count": 1, "errors": ["boom"]}}
     async with journaling.h.sessionmaker.begin() as session:
-        await conversations.append_messages(
-            session,
-            context.conversation_id,
+        step = history.NewStep(
             context.run_id,
+            context.conversation_id,
+            StepKind.LLM_RESPONSE,
+            RunStatus.RUNNING,
+            datetime.now(UTC),
             [
-                Message.user_text("Find the leak"),
-                Message(role="assistant", content=[TextBlock(text="Looking into it.")]),
+                Message.user_text("Find the leak").model_dump(mode="json"),
+                Message(role="assistant", content=[TextBlock(text="Looking into it.")]).model_dump(
+                    mode="json"
+                ),
             ],
+            {"iteration": 1, "loop": watchers, "prompt_hash": "hash"},
         )
-        await session.execute(
-            text("UPDATE runs SET iteration = 1 WHERE id = :id"), {"id": context.run_id}
-        )
-        record = CheckpointRecord("tool_result", 1, 1, 2, "hash", completed_tool_call_ids=["c0"])
-        await checkpoints.write_many(session, [(context.run_id, record)])
+        await history.append_locked(session, step)
 
     update = await journaling.call(
         "c1", "update_run_journal", objective="Find the leak", current_state="Reading logs"
@@ -140,15 +140,17 @@ async def test_the_tools_write_the_journal_with_a_checkpoint_in_one_transaction(
         "the leak started this week",
     )
     assert (entry.run_id, entry.tool_call_id) == (journaling.context.run_id, "c2")
-    assert await journaling.journal_checkpoints() == [(1, 1, 2, ["c0"]), (1, 1, 2, ["c0"])]
-    # The journal and the last checkpoint were written by the same transaction.
+    # Each change is a resume point where the last one left the watchers.
+    assert await journaling.journal_checkpoints() == [(watchers, ""), (watchers, "")]
+    # The journal and the last step were written by the same transaction.
     async with journaling.h.sessionmaker() as session:
         same = await session.scalar(
             text(
-                "SELECT c.xmin::text = k.xmin::text FROM conversations AS c, checkpoints AS k "
-                "WHERE c.id = :conversation AND k.id = (SELECT max(id) FROM checkpoints)"
+                "SELECT c.xmin::text = k.xmin::text FROM conversations AS c, run_history AS k "
+                "WHERE c.id = :conversation AND k.run_id = :run "
+                "AND k.seq = (SELECT max(seq) FROM run_history WHERE run_id = :run)"
             ),
-            {"conversation": journaling.context.conversation_id},
+            {"conversation": journaling.context.conversation_id, "run": context.run_id},
         )
     assert same is True
 

@@ -179,11 +179,7 @@ async def test_a_timed_out_run_resumes_on_request(h: Harness) -> None:
             {"id": run.id},
         )
         await session.execute(
-            text(
-                "INSERT INTO checkpoints (run_id, kind, iteration, message_cursor, "
-                "persisted_message_count, system_prompt_hash, completed_tool_call_ids, "
-                "loop_counters) VALUES (:id, 'input', 0, -1, 0, '', '[]', '{}')"
-            ),
+            text(INPUT_STEP),
             {"id": run.id},
         )
     manual = Reconciler(h.sessionmaker, h.bus, h.runs, auto_resume=False)
@@ -262,15 +258,19 @@ async def _claimed_then_died(h: Harness, run_id: str, owner: str) -> None:
     await _expire_lease(h, run_id)
 
 
+# The run's input boundary as its worker would have written it (its messages aside).
+INPUT_STEP = (
+    "INSERT INTO run_history (run_id, seq, kind, status, at, conversation_id, data) "
+    "SELECT id, (SELECT coalesce(max(seq), 0) + 1 FROM run_history WHERE run_id = :id), "
+    "'input', 'running', now(), conversation_id, '{}' FROM runs WHERE id = :id"
+)
+
+
 async def _input_checkpoint(h: Harness, run_id: str) -> None:
     """The run's input boundary, as its first worker committed it before dying."""
     async with h.sessionmaker() as session, session.begin():
         await session.execute(
-            text(
-                "INSERT INTO checkpoints (run_id, kind, iteration, message_cursor, "
-                "persisted_message_count, system_prompt_hash, completed_tool_call_ids, "
-                "loop_counters) VALUES (:id, 'input', 0, -1, 0, '', '[]', '{}')"
-            ),
+            text(INPUT_STEP),
             {"id": run_id},
         )
 

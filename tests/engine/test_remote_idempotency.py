@@ -29,7 +29,7 @@ from app.core.states import RunStatus
 from app.engine.reconciler import Reconciler
 from app.loop.tools.base import idempotency_key
 from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
-from app.store import tool_calls
+from app.store import history
 from tests.support.runs import SAFETY_S, Harness, call, say
 
 
@@ -114,7 +114,7 @@ async def test_a_call_cut_short_is_sent_again_with_its_key_only_to_a_host_that_h
             await new.run_until_idle()
         resumed = await h.run(run.id)
         async with h.sessionmaker() as session:
-            (ledger,) = (await tool_calls.for_run(session, run.id)).values()
+            (ledger,) = (await history.ledger(session, run.id)).values()
         key = idempotency_key(run.id, ledger.tool_call_id)
 
         remote.release.set()  # the first answer comes back to a worker that lost the run

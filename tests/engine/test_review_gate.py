@@ -34,8 +34,8 @@ from app.schemas.approvals import ApprovalRead
 from app.schemas.runs import RunRead
 from app.schemas.workflows import ActivateRequest, WorkflowCreate
 from app.store import approvals as approval_store
+from app.store import history
 from app.store import runs as run_store
-from app.store import tool_calls
 from app.store import workflows as workflow_store
 from tests.support.runs import SAFETY_S, Harness, call, say
 from tests.support.tasks import TaskWorld
@@ -431,7 +431,7 @@ async def test_a_tool_approval_is_asked_once_and_its_rejection_reaches_the_agent
     [finished] = await world.h.wait_until_settled([paused.id])
     assert finished.status is RunStatus.COMPLETED
     async with world.h.sessionmaker() as session:
-        record = (await tool_calls.for_run(session, paused.id))[str(asked.tool_call_id)]
+        record = (await history.ledger(session, paused.id))[str(asked.tool_call_id)]
     assert (record.result, record.is_error) == (rejection_result(rejected), True)
     seen = world.h.llm_calls[paused.agent_id][-1].request.messages
     assert any("Not before the board meets." in str(m.content) for m in seen)
@@ -447,7 +447,7 @@ async def test_an_approved_tool_call_runs_as_never_started(world: World) -> None
     assert (released.status, released.waiting_for) == (RunStatus.QUEUED, None)
     call_id = str(asked.tool_call_id)
     async with world.h.sessionmaker() as session:
-        assert call_id not in await tool_calls.for_run(session, paused.id)
+        assert call_id not in await history.ledger(session, paused.id)
     # On resume the loop asks again and gets the decision, with the arguments to run.
     answer = await world.approvals.request_tool_approval(released, call_id, "wire_money", {}, "")
     assert (answer.id, answer.status, answer.arguments) == (
@@ -515,7 +515,7 @@ async def test_an_unanswered_tool_approval_is_denied_at_expiry_and_the_run_goes_
         TIMEOUT_ACTOR,
     )
     async with world.h.sessionmaker() as session:
-        record = (await tool_calls.for_run(session, paused.id))[str(asked.tool_call_id)]
+        record = (await history.ledger(session, paused.id))[str(asked.tool_call_id)]
     assert (record.result, record.is_error) == (rejection_result(denied), True)
     assert record.result is not None and record.result.startswith("Nobody approved this call")
     seen = world.h.llm_calls[paused.agent_id][-1].request.messages

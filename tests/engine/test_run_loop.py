@@ -24,6 +24,7 @@ from app.loop.exits import CANCELLED_BEFORE_IT_RAN
 from app.loop.run_loop import SUMMARY_PROMPT
 from app.schemas.agents import Limits
 from app.schemas.runs import RunRead
+from app.store import history
 from tests.support.runs import (
     SAFETY_S,
     SECRET_PATH,
@@ -320,10 +321,11 @@ async def test_a_response_that_arrives_after_the_cancel_is_kept_but_none_of_its_
     assert_valid_transcript(transcript)
     # The ledger agrees: both calls answered, neither attempted.
     async with h.sessionmaker() as session:
-        rows = await session.execute(
-            text("SELECT result, attempts FROM tool_calls WHERE run_id = :id"), {"id": done.id}
-        )
-        assert sorted(rows.all()) == [(CANCELLED_BEFORE_IT_RAN, 0)] * 2
+        ledger = await history.ledger(session, done.id)
+    assert (
+        sorted((e.result, e.attempts) for e in ledger.values())
+        == [(CANCELLED_BEFORE_IT_RAN, 0)] * 2
+    )
     types = await h.event_types(done.id)
     assert types[-3:] == ["tool_call.completed", "tool_call.completed", "agent_run.cancelled"]
 

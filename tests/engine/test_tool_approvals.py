@@ -17,7 +17,7 @@ from app.core.states import ApprovalStatus, RunStatus
 from app.engine.approval_summaries import NO_INTENT
 from app.schemas.runs import RunRead
 from app.store import approvals as approval_store
-from app.store import conversations
+from tests.support.history import append_messages
 from tests.support.runs import Harness, assert_valid_transcript, call, say, tool_results
 
 
@@ -161,13 +161,12 @@ async def test_the_intent_is_the_run_s_latest_text_up_to_the_call(h: Harness) ->
         return Message(role="assistant", content=[TextBlock(text=text), *blocks])
 
     async with h.sessionmaker() as session, session.begin():
-        await conversations.append_messages(
-            session, cid, earlier.id, [said("Another run's plan.", use("c0")), result("c0")]
+        await append_messages(
+            session, cid, [said("Another run's plan.", use("c0")), result("c0")], earlier.id
         )
-        await conversations.append_messages(
+        await append_messages(
             session,
             cid,
-            run.id,
             [
                 said("First I check the list, then I write to ops."),
                 Message.user_text("go on"),
@@ -177,6 +176,7 @@ async def test_the_intent_is_the_run_s_latest_text_up_to_the_call(h: Harness) ->
                 result("c2"),
                 said("Done, ops know."),
             ],
+            run.id,
         )
 
     async def intent(call_id: str) -> str | None:

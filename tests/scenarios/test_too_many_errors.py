@@ -21,7 +21,7 @@ from app.engine.retry import RunRetryPolicy
 from app.loop import run_loop
 from app.loop.deps import LeaseLost
 from app.loop.tools.base import ToolContext, ToolFailure, define_tool
-from app.store import checkpoints
+from app.store import history
 from app.telemetry.metrics import Metrics
 from tests.scenarios.support import of_type
 from tests.support.runs import (
@@ -42,8 +42,8 @@ RETRIES = RunRetryPolicy(base_delay_s=15.0, factor=2.0, max_retries=5)
 async def error_streak(h: Harness, run_id: str) -> int:
     """The count in the run's latest checkpoint."""
     async with h.sessionmaker() as session:
-        latest = await checkpoints.latest(session, run_id)
-    assert latest is not None
+        latest = await history.checkpoint(session, run_id)
+    assert latest.kind is not None
     return int(latest.loop_counters["error_streak"]["batches"])
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.states import RunStatus
 from app.engine.retry import ToolRetryPolicy
 from app.loop.tools.base import ToolContext, ToolFailure, ToolHandler, define_tool
-from app.store import checkpoints
+from app.store import history
 from tests.scenarios.support import of_type
 from tests.support.runs import Harness, assert_valid_transcript, call, say, tool_results
 
@@ -169,5 +169,5 @@ async def test_an_optional_tool_that_fails_is_withdrawn_for_the_rest_of_the_run(
     assert "radar" in offered[0]
     assert all("radar" not in names for names in offered[1:])
     async with h.sessionmaker() as session:
-        latest = await checkpoints.latest(session, done.id)
-    assert latest is not None and latest.loop_counters["degraded_tools"] == ["radar"]
+        latest = await history.checkpoint(session, done.id)
+    assert latest.loop_counters["degraded_tools"] == ["radar"]
