@@ -16,8 +16,12 @@ from app.api.streams import (
     LastEventIdHeader,
     LastEventIdQuery,
     RunEnding,
+    RunLastEventIdHeader,
+    RunLastEventIdQuery,
+    StepPoint,
     open_stream,
     resume_point,
+    step_point,
 )
 from app.core.errors import NotFound
 from app.core.states import RUN_SETTLED, RunStatus
@@ -187,8 +191,8 @@ async def stream_run_events(
     run_id: str,
     services: ServicesDep,
     session: SessionDep,
-    last_event_id: LastEventIdHeader = None,
-    last_event_id_query: LastEventIdQuery = None,
+    last_event_id: RunLastEventIdHeader = None,
+    last_event_id_query: RunLastEventIdQuery = None,
     keep_open: Annotated[
         bool,
         Query(
@@ -203,10 +207,11 @@ async def stream_run_events(
     dead-lettered), unless `keep_open`."""
     run = await _run_or_404(session, run_id)
     await session.close()  # the stream holds no session
-    after = resume_point(last_event_id, last_event_id_query)
+    point = step_point(last_event_id, last_event_id_query) or StepPoint(0)
     # Already settled (a client reconnecting after the end): it ends unless events follow.
     ending = None if keep_open else RunEnding(settled=run.status in RUN_SETTLED)
-    return await open_stream(services, run_stream(run_id), 0 if after is None else after, ending)
+    stream = run_stream(run_id)
+    return await open_stream(services, stream, point.after, ending, seen=point.seen)
 
 
 @router.get(

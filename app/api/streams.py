@@ -47,7 +47,7 @@ from app.core.streams import run_of
 from app.engine.services import Services
 from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import Encoded
-from app.schemas.bounds import EVENT_ID_MAX, decimal_pattern
+from app.schemas.bounds import EVENT_ID_MAX, POSITION_MAX, decimal_pattern
 from app.store import events as event_store
 from app.store import history
 from app.store.events import StoredEvent
@@ -73,6 +73,51 @@ LastEventIdQuery = Annotated[
 ]
 
 
+# A run's stream is its history, and its ids are the steps' numbers (INTEGER): the last
+# event of step 12 is `12`, the ones before it `12.0`, `12.1`, …, so a client cut off
+# inside a step resumes inside it.
+_STEP = decimal_pattern(0, POSITION_MAX)
+RunLastEventIdHeader = Annotated[
+    str | None,
+    Header(
+        alias="Last-Event-ID",
+        description="Resume after this event id: a step's number (0 to "
+        f"{POSITION_MAX}), or `<step>.<n>` for an event inside a step; empty: not given.",
+        json_schema_extra={"pattern": f"^(?:(?:{_STEP})(?:[.](?:{_STEP}))?)?$"},
+    ),
+]
+RunLastEventIdQuery = Annotated[
+    int | None,
+    Query(alias="last_event_id", ge=0, le=POSITION_MAX, description="Resume after this step."),
+]
+
+
+@dataclass(frozen=True)
+class StepPoint:
+    """Where a client stands in a run's stream: after step `after`, and `seen` events of
+    the step after it."""
+
+    after: int
+    seen: int = 0
+
+
+def step_point(header: str | None, query: int | None) -> StepPoint | None:
+    """`resume_point` for a run's stream, whose ids may name an event inside a step."""
+    if header is not None and header.strip():
+        step, dot, part = header.strip().partition(".")
+        number = decimal(step, POSITION_MAX)
+        index = decimal(part, POSITION_MAX) if dot else None
+        if number is None or (dot and index is None):
+            raise ValidationFailed.field(
+                "header.Last-Event-ID",
+                f"must be an event id of this stream (a step from 0 to {POSITION_MAX}, "
+                "or `<step>.<n>`)",
+            )
+        # `12.1`: events 0 and 1 of step 12 were seen, so step 11 is the last one whole.
+        return StepPoint(number - 1, index + 1) if index is not None else StepPoint(number)
+    return None if query is None else StepPoint(query)
+
+
 def resume_point(header: str | None, query: int | None) -> int | None:
     """The sequence number a client last saw: the `Last-Event-ID` header wins over the
     `last_event_id` query parameter (browsers' EventSource sends the header on reconnect)."""
@@ -95,10 +140,16 @@ class RunEnding:
 
 
 async def open_stream(
-    services: Services, stream: str, after: int | None, ending: RunEnding | None = None
+    services: Services,
+    stream: str,
+    after: int | None,
+    ending: RunEnding | None = None,
+    *,
+    seen: int = 0,
 ) -> EventSourceResponse:
     """Without a resume point the stream starts at its current end (live events only).
-    `ending`: a run's stream, which ends once the run has settled."""
+    `ending`: a run's stream, which ends once the run has settled; `seen`: events of the
+    step after `after` the client has (a run's stream)."""
     slots = services.stream_slots
     if slots.open >= slots.limit:  # early, before any work; the response takes the slot
         services.metrics.streams_refused.inc()
@@ -110,7 +161,7 @@ async def open_stream(
     return _SlottedStream(
         slots,
         services.metrics,
-        _events(services, stream, after, ending),
+        _events(services, stream, after, ending, seen),
         ping=settings.keepalive_s,
         send_timeout=settings.send_timeout_s,
         shutdown_event=services.shutting_down,
@@ -176,23 +227,23 @@ def encode_event(event: StoredEvent) -> Encoded:
     return Encoded(event.seq, sse, None if status is None else status in _SETTLED)
 
 
-def encode_step(step: StoredStep) -> Encoded:
-    """A step of a run's history as sent to a client: its events in order, the last of
-    them carrying the step's number as its id (a client cut off halfway through a step
-    gets the whole step again when it reconnects)."""
+def encode_step(step: StoredStep, start: int = 0) -> Encoded:
+    """A step of a run's history as sent to a client (from its event `start` on): its
+    events in order, the last with the step's number as its id, the others with the
+    step's number and their index (see `RunLastEventIdHeader`)."""
     base = {"run_id": step.run_id, "status": step.status.value, "at": step.at.isoformat()}
     events = step_events(step)
     settles: bool | None = None
     chunks = []
-    for n, (kind, data) in enumerate(events, start=1):
-        last = n == len(events)
-        payload = json.dumps(base | data)
-        chunks.append(
-            ServerSentEvent(data=payload, event=kind, id=str(step.seq) if last else None).encode()
-        )
+    for n, (kind, data) in enumerate(events):
         if kind.startswith("agent_run."):
             settles = step.status in RUN_SETTLED
-    if not chunks:  # a step with no events still moves the reader's position
+        if n < start:
+            continue
+        event_id = str(step.seq) if n == len(events) - 1 else f"{step.seq}.{n}"
+        sse = ServerSentEvent(data=json.dumps(base | data), event=kind, id=event_id)
+        chunks.append(sse.encode())
+    if not events:  # a step with no events still moves the reader's position
         chunks.append(ServerSentEvent(comment="step", id=str(step.seq)).encode())
     return Encoded(step.seq, b"".join(chunks), settles)
 
@@ -205,9 +256,8 @@ async def read_stream(session: AsyncSession, stream: str, after: int, limit: int
     stream's events from the events table."""
     run_id = run_of(stream)
     if run_id is not None:
-        return [
-            encode_step(s) for s in await history.steps(session, run_id, after=after, limit=limit)
-        ]
+        steps = await history.steps(session, run_id, after=min(after, POSITION_MAX), limit=limit)
+        return [encode_step(step) for step in steps]
     events = await event_store.read_events(session, stream, after=after, limit=limit)
     return [encode_event(event) for event in events]
 
@@ -232,7 +282,7 @@ def ends_at(batch: list[Encoded], ending: float | None, if_settled_now: float) -
 
 
 async def _events(
-    services: Services, stream: str, after: int, ending: RunEnding | None
+    services: Services, stream: str, after: int, ending: RunEnding | None, seen: int = 0
 ) -> AsyncIterator[bytes]:
     """Each batch goes out as one write: one send (and one send timeout) per batch rather
     than per event."""
@@ -241,6 +291,13 @@ async def _events(
     linger_until: float | None = None  # the run settled: the stream ends at this time
     if ending is not None and ending.settled:
         linger_until = asyncio.get_running_loop().time() + linger_s
+    run_id = run_of(stream)
+    if seen and run_id is not None:  # the rest of the step the client was cut off in
+        async with services.sessionmaker() as session:
+            rest = await history.steps(session, run_id, after=after, limit=1)
+        if rest:
+            yield encode_step(rest[0], start=seen).sse
+            after = rest[0].seq
     with services.bus.subscribe(stream) as wake, services.stream_tails.reading(stream) as tail:
         # What the tail already holds goes out at once (a reconnect's first events); the
         # first wait comes only after a refresh that started after subscribing, so a

@@ -38,6 +38,23 @@ class PersistedEvent(BaseModel):
     )
 
 
+class StepEvent(BaseModel):
+    """An event of a run: stored before it was sent, as part of one step of the run's
+    history (a run's lifecycle events are also copied to the runs board and its lane's
+    stream, where each has an id of its own)."""
+
+    id: str | None = Field(
+        None,
+        pattern=r"^[0-9]+$",
+        description="On a run's stream: the step's number in the run's history, sent with "
+        "the last event of each step (a step's other events carry none). Send the last one "
+        "seen as `Last-Event-ID` to resume after it; a client cut off halfway through a "
+        "step gets that whole step again. On the runs board and a lane's stream: the "
+        "event's sequence number there.",
+        examples=["42"],
+    )
+
+
 class Stamped(BaseModel):
     """The `data` of a persisted event: `at`, when its change was committed, is added to
     what the change recorded."""

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.core.messages import Block, Role
 from app.core.states import RunStatus, StopReason, WaitReason
 from app.core.vocabulary import HumanAction
-from app.schemas.events import PersistedEvent, Stamped
+from app.schemas.events import PersistedEvent, Stamped, StepEvent
 from app.schemas.runs import RunError
 
 
@@ -97,7 +97,7 @@ class RunLifecycleData(RunData):
     last_errors: list[str] | None = Field(None, description="`error_limit`.")
 
 
-class RunLifecycleEvent(PersistedEvent):
+class RunLifecycleEvent(StepEvent):
     """A run's status changed, or is about to (`cancel_requested`)."""
 
     event: RunLifecycleEventType
@@ -124,7 +124,7 @@ class MessageCreatedData(RunData):
     content: list[Block]
 
 
-class MessageCreatedEvent(PersistedEvent):
+class MessageCreatedEvent(StepEvent):
     """A message joined the conversation (as `GET …/messages` lists it)."""
 
     event: Literal["message.created"]
@@ -136,7 +136,7 @@ class ToolCallStartedData(RunData):
     tool: str
 
 
-class ToolCallStartedEvent(PersistedEvent):
+class ToolCallStartedEvent(StepEvent):
     event: Literal["tool_call.started"]
     data: ToolCallStartedData
 
@@ -148,7 +148,7 @@ class ToolCallCompletedData(RunData):
     result: str = Field(description="The start of the result (the message has all of it).")
 
 
-class ToolCallCompletedEvent(PersistedEvent):
+class ToolCallCompletedEvent(StepEvent):
     event: Literal["tool_call.completed"]
     data: ToolCallCompletedData
 
@@ -174,7 +174,7 @@ class RunDiagnosticData(RunData):
     model_config = ConfigDict(extra="allow")
 
 
-class RunDiagnosticEvent(PersistedEvent):
+class RunDiagnosticEvent(StepEvent):
     """What the agent loop did to keep going: `agent.llm.retry`, `agent.llm.fallback`,
     `agent.tool.retry`, `agent.tool.fallback`, `agent.breaker.opened`,
     `agent.loop.detected`, `agent.stagnation.detected`, `agent.compaction.run`,

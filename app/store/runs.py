@@ -143,10 +143,11 @@ async def update_leased_many(
 
 # Work to claim, oldest first: the head of each lane that nobody holds and whose backoff
 # (if it is a retry) is over. A conversation is continued by one run at a time, in order,
-# whatever their lanes (its transcript is appended to by one writer). SKIP LOCKED lets claimers in other processes take other rows
-# meanwhile; the unique index on active lanes is the final word if two claims of one lane
-# ever race. The new lease token fences any previous owner's writes. (Runs whose worker
-# stopped renewing are the reconciler's: it times them out and, by policy, requeues them.)
+# whatever their lanes (its transcript is appended to by one writer). SKIP LOCKED lets
+# claimers in other processes take other rows meanwhile; the unique index on active lanes
+# is the final word if two claims of one lane ever race. The new lease token fences any
+# previous owner's writes. (Runs whose worker stopped renewing are the reconciler's: it
+# times them out and, by policy, requeues them.)
 # `started_at` is read off the clock as the row is claimed: `now()` is the transaction's
 # start, which may come before the commit that freed the lane.
 _CLAIM = text(
