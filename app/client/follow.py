@@ -20,7 +20,7 @@ _RECONNECTS = 5  # a dropped stream is resumed this many times in a row, then gi
 def follow(client: Client, run_id: str, printer: Printer, ask: Ask | None) -> str:
     """The status the run came to: settled, or `waiting_on_human` when it waits on a person
     and `ask` is None (no terminal) or the person gave no answer."""
-    after = 0
+    after = "0"
     drops = 0
     while True:
         settled: str | None = None

@@ -28,7 +28,7 @@ class Event:
 
     type: str
     data: dict[str, Any]
-    id: int | None
+    id: str | None
 
 
 class Client:
@@ -58,13 +58,16 @@ class Client:
             raise ClientError(_problem_line(response))
         return response.json()
 
-    def events(self, run_id: str, after: int) -> Iterator[Event]:
-        """The run's events after `after`, until the server ends the stream (it does once
-        the run settled) or the connection drops."""
+    def events(self, run_id: str, after: str) -> Iterator[Event]:
+        """The run's events after event id `after`, until the server ends the stream (it
+        does once the run settled) or the connection drops."""
         path = f"/v1/runs/{run_id}/events"
         try:
             with self.http.stream(
-                "GET", path, params={"last_event_id": after}, timeout=httpx.Timeout(30, read=None)
+                "GET",
+                path,
+                headers={"Last-Event-ID": after},
+                timeout=httpx.Timeout(30, read=None),
             ) as response:
                 if response.status_code >= 400:
                     response.read()
@@ -90,7 +93,7 @@ def _parse(lines: Iterator[str]) -> Iterator[Event]:
         elif line.startswith("data:"):
             data += line[5:].strip()
         elif line.startswith("id:"):
-            event_id = int(line[3:].strip())
+            event_id = line[3:].strip()
         elif line == "":
             if kind:
                 yield Event(kind, json.loads(data or "{}"), event_id)

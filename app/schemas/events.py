@@ -39,19 +39,18 @@ class PersistedEvent(BaseModel):
 
 
 class StepEvent(BaseModel):
-    """An event of a run: stored before it was sent, as part of one step of the run's
-    history (a run's lifecycle events are also copied to the runs board and its lane's
-    stream, where each has an id of its own)."""
+    """An event of a run: stored before it was sent, in one step of the run's history (its
+    lifecycle events are also copied to the runs board and its lane's stream, where each
+    has an id of its own)."""
 
-    id: str | None = Field(
-        None,
-        pattern=r"^[0-9]+$",
-        description="On a run's stream: the step's number in the run's history, sent with "
-        "the last event of each step (a step's other events carry none). Send the last one "
-        "seen as `Last-Event-ID` to resume after it; a client cut off halfway through a "
-        "step gets that whole step again. On the runs board and a lane's stream: the "
-        "event's sequence number there.",
-        examples=["42"],
+    id: str = Field(
+        pattern=r"^[0-9]+(\.[0-9]+)?$",
+        description="On a run's stream: the number of the step of the run's history the "
+        "event belongs to; the last event of a step has the number alone (`12`), the ones "
+        "before it the number and their index (`12.0`, `12.1`). Send the last one seen as "
+        "`Last-Event-ID` to resume right after it. On the runs board and a lane's stream: "
+        "the event's sequence number there.",
+        examples=["12", "12.0"],
     )
 
 

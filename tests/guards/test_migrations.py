@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from alembic.autogenerate import compare_metadata
@@ -13,16 +14,11 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.core.model_config import ModelConfig
-from app.engine.agents import AgentCommands
-from app.engine.bus import EventBus
-from app.engine.runs import CREATE_SCOPE, SPAWN_SCOPE, RunCommands
+from app.engine.runs import CREATE_SCOPE, SPAWN_SCOPE
 from app.engine.task_engine import CREATE_SCOPE as TASK_CREATE_SCOPE
 from app.engine.task_engine import TOOL_CREATE_SCOPE
 from app.models import IDEMPOTENCY_KEYS
 from app.models.base import Base
-from app.schemas.agents import AgentCreate
-from app.schemas.runs import RunCreate
 from app.store import idempotency, migrate
 from app.store.db import make_sessionmaker
 
@@ -100,6 +96,38 @@ async def test_upgrade_downgrade_round_trip_matches_the_models(
         assert await conn.run_sync(_differences) == []
 
 
+@dataclass(frozen=True)
+class _Run:
+    id: str
+
+
+async def _runs_as_0007_kept_them(engine: AsyncEngine) -> tuple[_Run, _Run]:
+    """A parent run and the child its tool call made, written as 0007 wrote them."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO agents (id, name, role, skills, system_prompt, tools, model, "
+                "limits, max_concurrent_tasks, cost_tier, version) VALUES ('agent_a', 'a', "
+                "'worker', '[]', '', '[]', '{}', '{}', 1, 'standard', 1)"
+            )
+        )
+        await conn.execute(
+            text("INSERT INTO conversations (id, message_count) VALUES ('conv_a', 0)")
+        )
+        for run_id, parent in (("run_parent", None), ("run_child", "run_parent")):
+            await conn.execute(
+                text(
+                    "INSERT INTO runs (id, agent_id, conversation_id, lane, input, multitask, "
+                    "status, iteration, usage, attempt, metadata, cancel_requested, "
+                    "lease_token, resume_available, version, parent_run_id) VALUES (:id, "
+                    "'agent_a', 'conv_a', :id, 'go', 'enqueue', 'queued', 0, '{}', 1, '{}', "
+                    "false, 0, false, 1, :parent)"
+                ),
+                {"id": run_id, "parent": parent},
+            )
+    return _Run("run_parent"), _Run("run_child")
+
+
 async def test_0008_records_the_run_of_spawn_keys_and_takes_it_back(
     scratch_engine: AsyncEngine,
 ) -> None:
@@ -109,13 +137,7 @@ async def test_0008_records_the_run_of_spawn_keys_and_takes_it_back(
     column and the sweep's indexes go."""
     await migrate.upgrade(scratch_engine, "0007")
     sessionmaker = make_sessionmaker(scratch_engine)
-    runs = RunCommands(sessionmaker, EventBus())
-    model = ModelConfig(provider="scripted", name="scripted", script=[{"text": "done"}])
-    agent = await AgentCommands(sessionmaker).create(AgentCreate(name="a", model=model))
-    parent, _ = await runs.create(RunCreate(agent_id=agent.id, input="split"))
-    child, _ = await runs.create(
-        RunCreate(agent_id=agent.id, input="part"), parent_run_id=parent.id
-    )
+    parent, child = await _runs_as_0007_kept_them(scratch_engine)
     as_0007_kept_them = [
         (CREATE_SCOPE, "spawned", child.id),
         (CREATE_SCOPE, "client", parent.id),

@@ -4,15 +4,18 @@ its data has no field the model does not document."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from app.api import stream_docs
 from app.api.stream_docs import EventStream, event_names
+from app.api.streams import read_stream
+from app.core.streams import run_stream
 
 # Each stream's path, as the routes spell it.
 _STREAMS: list[tuple[re.Pattern[str], EventStream]] = [
@@ -68,7 +71,6 @@ _STORED: list[tuple[re.Pattern[str], EventStream]] = [
     (re.compile(r"^tasks$"), stream_docs.TASKS),
     (re.compile(r"^approvals$"), stream_docs.APPROVALS),
     (re.compile(r"^runs$"), stream_docs.RUNS_BOARD),
-    (re.compile(r"^run:"), stream_docs.RUN),
     (re.compile(r"^lane:"), stream_docs.LANE),
     (re.compile(r"^workflow:"), stream_docs.WORKFLOW_EXECUTION),
 ]
@@ -89,4 +91,25 @@ async def stored_events_documented(engine: AsyncEngine) -> set[str]:
             published, f"stream {stream}", event, str(seq), {**data, "at": created_at.isoformat()}
         )
         seen.add(event)
+    # A run's own stream is its history: each step's events, as `encode_step` sends them.
+    async with engine.connect() as conn:
+        run_ids = (await conn.scalars(text("SELECT DISTINCT run_id FROM run_history"))).all()
+    sessions = async_sessionmaker(engine)
+    for run_id in run_ids:
+        async with sessions() as session:
+            encoded = await read_stream(session, run_stream(run_id), 0, 100_000)
+        for item in encoded:
+            for block in item.sse.decode().split("\r\n\r\n"):
+                fields = dict(line.split(": ", 1) for line in block.split("\r\n") if ": " in line)
+                if "event" not in fields:
+                    continue
+                where = f"stream run:{run_id}"
+                check(
+                    stream_docs.RUN,
+                    where,
+                    fields["event"],
+                    fields["id"],
+                    json.loads(fields["data"]),
+                )
+                seen.add(fields["event"])
     return seen
