@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
 from app.api.deps import ServicesDep, SessionDep, get_principal
-from app.api.headers import IdempotencyKeyHeader, etag
+from app.api.headers import IdempotencyKeyHeader, decimal, etag
 from app.api.pagination import CursorQuery, decode_cursor, page, present
 from app.api.stream_docs import LANE, RUN, RUNS_BOARD
 from app.api.streams import (
@@ -23,12 +23,13 @@ from app.api.streams import (
     resume_point,
     step_point,
 )
-from app.core.errors import NotFound
+from app.core.errors import NotFound, ValidationFailed
 from app.core.states import RUN_SETTLED, RunStatus
 from app.core.streams import RUNS_STREAM, lane_stream, run_stream
 from app.core.vocabulary import HumanAction
 from app.schemas.bounds import POSITION_MAX
 from app.schemas.common import Order, Page
+from app.schemas.history import RunFork, RunStepRead
 from app.schemas.journal import JournalRead
 from app.schemas.runs import HumanResponse, LaneRead, MessageRead, RunCreate, RunRead
 from app.store import conversations, history
@@ -157,6 +158,53 @@ async def respond_to_run(run_id: str, body: HumanResponse, services: ServicesDep
     return await services.runs.respond(
         run_id, body.response, retry_call=body.action is HumanAction.RETRY_CALL
     )
+
+
+@router.get(
+    "/v1/runs/{run_id}/history",
+    response_model=Page[RunStepRead],
+    summary="A run's history, step by step",
+)
+async def list_run_history(
+    run_id: str,
+    session: SessionDep,
+    cursor: CursorQuery = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Page[RunStepRead]:
+    """Every boundary of the run in order, one step each: its kind, when, the messages it
+    appended, the tool calls it started or answered, the counters it moved, the events
+    it emitted. A step's `seq` is what `POST /v1/runs/{id}/fork` takes."""
+    await _run_or_404(session, run_id)
+    start = decode_cursor(cursor)
+    after = decimal(start, POSITION_MAX) if start is not None else 0
+    if after is None:
+        raise ValidationFailed.field(
+            "query.cursor",
+            "is not a cursor of this list (pass the `next_cursor` of the page before)",
+        )
+    steps = await history.steps(session, run_id, after=after, limit=limit + 1)
+    return page([history.step_read(step) for step in steps], limit)
+
+
+@router.post(
+    "/v1/runs/{run_id}/fork",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=RunRead,
+    summary="Start a new run from one of a run's steps",
+)
+async def fork_run(
+    run_id: str, body: RunFork, request: Request, response: Response, services: ServicesDep
+) -> RunRead:
+    """Time travel for debugging: a new run, on a new conversation, that starts from the
+    state the run was in after step `from_seq` (its transcript up to there, the loop's
+    watchers and iteration), with `input` as a new user message if given. The original
+    is untouched. Tool calls the step left unanswered are not replayed from the ledger:
+    they run again in the fork as new calls (with new idempotency keys, and new approvals
+    where needed). A `from_seq` the run does not have is a 422."""
+    fork = await services.runs.fork(run_id, body)
+    response.headers["Location"] = str(request.url_for("get_run", run_id=fork.id))
+    response.headers["ETag"] = etag(fork.version)
+    return fork
 
 
 @router.get("/v1/runs/{run_id}/wait", response_model=RunRead, summary="Wait for a run to settle")

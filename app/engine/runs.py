@@ -12,16 +12,17 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.errors import Conflict, InvalidTransition, NotFound, ProblemCode
+from app.core.errors import Conflict, InvalidTransition, NotFound, ProblemCode, ValidationFailed
 from app.core.ids import new_id
 from app.core.messages import Message, pending_tool_uses, results_message
 from app.core.states import RUN_ALLOWED, RunStatus, StopReason, WaitReason, check_run_transition
 from app.core.streams import StreamEvent, run_stream
-from app.core.vocabulary import Multitask
+from app.core.vocabulary import Multitask, StepKind
 from app.engine import run_transitions
 from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey, keyed_create
 from app.engine.published import published, run_written
+from app.schemas.history import RunFork
 from app.schemas.runs import RunCreate, RunRead
 from app.store import agents as agent_store
 from app.store import conversations, history, idempotency
@@ -344,3 +345,92 @@ class RunCommands:
             )
         self._published(changed, event="agent_run.human_response")
         return changed
+
+    async def fork(self, run_id: str, body: RunFork) -> RunRead:
+        """A new run, on a new conversation, that starts from the state `run_id` was in
+        after step `body.from_seq`: the transcript up to there (and `body.input` after it),
+        the watchers' state and the iteration. The original is untouched; calls it left
+        unanswered at that step run again in the fork, as new calls with new ledger keys."""
+        now = self._clock()
+        async with self._sessionmaker() as session, session.begin():
+            source = await run_store.get_run(session, run_id)
+            if source is None:
+                raise NotFound("run", run_id)
+            state = await history.state_at(session, run_id, body.from_seq)
+            if state is None:
+                raise ValidationFailed.field(
+                    "body.from_seq", f"run {run_id!r} has no step {body.from_seq}"
+                )
+            if await agent_store.get_agent(session, source.agent_id) is None:
+                raise NotFound("agent", source.agent_id)
+            transcript = await history.transcript(session, source.conversation_id)
+            copied = transcript[: state.transcript_end]
+            _check_fork_input(copied, body)
+            if body.input is not None:
+                copied.append(Message.user_text(body.input))
+            conversation_id = new_id("conv")
+            await conversations.create_conversation(session, conversation_id)
+            fork = await run_store.insert_run(
+                session,
+                {
+                    "id": new_id("run"),
+                    "agent_id": source.agent_id,
+                    "conversation_id": conversation_id,
+                    "lane": f"conversation:{conversation_id}",
+                    "input": body.input or source.input,
+                    "multitask": Multitask.ENQUEUE,
+                    "status": RunStatus.QUEUED,
+                    "iteration": state.iteration,
+                    "usage": {"input_tokens": 0, "output_tokens": 0},
+                    "attempt": 1,
+                    "parent_run_id": None,
+                    "metadata": source.metadata,
+                    "cancel_requested": False,
+                    "lease_token": 0,
+                    "resume_available": False,
+                    "version": 1,
+                    "created_at": now,
+                    "updated_at": now,
+                },
+            )
+            forked = {"from_run_id": run_id, "from_seq": body.from_seq}
+            events: list[StreamEvent] = [
+                ("agent_run.queued", {"lane": fork.lane}),
+                ("agent_run.forked", forked),
+            ]
+            # Its first step is a resume point: the loop goes on from it, as a run resumed.
+            step = history.NewStep(
+                fork.id,
+                conversation_id,
+                StepKind.INPUT,
+                RunStatus.QUEUED,
+                now,
+                [m.model_dump(mode="json") for m in copied],
+                {
+                    "events": [list(e) for e in events],
+                    "iteration": state.iteration,
+                    "usage": {"input_tokens": 0, "output_tokens": 0},
+                    "loop": state.loop_counters,
+                    "prompt_hash": "",
+                },
+            )
+            await history.append_locked(session, step)
+            await run_transitions.announce(session, [(fork, events, now)])
+        self._published(fork, event="agent_run.queued")
+        return fork
+
+
+def _check_fork_input(transcript: list[Message], body: RunFork) -> None:
+    """A fork's transcript must be one a model can go on from."""
+    if pending_tool_uses(transcript) and body.input is not None:
+        raise ValidationFailed.field(
+            "body.input",
+            f"step {body.from_seq} left tool calls unanswered (they run again in the fork): "
+            "fork without `input`, or from another step",
+        )
+    ends_answered = bool(transcript) and transcript[-1].role == "assistant"
+    if ends_answered and not pending_tool_uses(transcript) and body.input is None:
+        raise ValidationFailed.field(
+            "body.input",
+            f"step {body.from_seq} ends with the model's answer: give the fork an `input`",
+        )

@@ -25,6 +25,7 @@ class RunData(Stamped):
 
 class RunLifecycleEventType(StrEnum):
     QUEUED = "agent_run.queued"  # created; waits for its lane
+    FORKED = "agent_run.forked"  # made from another run's step (`from_run_id`, `from_seq`)
     STARTED = "agent_run.started"  # a worker began (or went on with) an attempt
     WAITING_ON_HUMAN = "agent_run.waiting_on_human"  # asks a person (`question`, `reason`)
     HUMAN_RESPONSE = "agent_run.human_response"  # a person answered; back to the queue
@@ -95,6 +96,8 @@ class RunLifecycleData(RunData):
     max_consecutive_error_batches: int | None = Field(None, description="`error_limit`.")
     batches: int | None = Field(None, description="`error_limit`: failed batches in a row.")
     last_errors: list[str] | None = Field(None, description="`error_limit`.")
+    from_run_id: str | None = Field(None, description="`forked`: the run it was made from.")
+    from_seq: int | None = Field(None, description="`forked`: the step it starts after.")
 
 
 class RunLifecycleEvent(StepEvent):

@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.messages import Message
 from app.core.states import RunStatus
 from app.core.vocabulary import RESUME_POINTS, StepKind
+from app.schemas.history import AnsweredCall, RunStepRead, StartedCall
 from app.schemas.runs import MessageRead, RunRead, Usage
 from app.store.driver import driver_connection, json_text
 
@@ -337,6 +338,7 @@ async def transcript(
 @dataclass(frozen=True)
 class StoredStep:
     run_id: str
+    conversation_id: str
     seq: int
     kind: StepKind
     status: RunStatus
@@ -357,6 +359,7 @@ async def steps(session: AsyncSession, run_id: str, *, after: int, limit: int) -
     return [
         StoredStep(
             r.run_id,
+            r.conversation_id,
             r.seq,
             StepKind(r.kind),
             RunStatus(r.status),
@@ -408,3 +411,94 @@ def step_events(step: StoredStep) -> list[tuple[str, dict[str, Any]]]:
     opening = [(kind, data) for kind, data in step.data.get("opening", ())]
     rest = [(kind, data) for kind, data in step.data.get("events", ())]
     return [*opening, *created, *rest]
+
+
+def step_read(step: StoredStep) -> RunStepRead:
+    """A step as clients read it: its messages with their positions, its ledger entries
+    with the results its messages carry."""
+    results = _results(step.messages)
+    messages = [
+        MessageRead(
+            position=(step.position or 0) + n,
+            role=m["role"],
+            content=m["content"],
+            run_id=step.run_id,
+            created_at=step.at,
+        )
+        for n, m in enumerate(step.messages)
+    ]
+    answered = []
+    for done in step.data.get("completed", ()):
+        result, is_error = results.get(done["id"]) or (done["result"], done["is_error"])
+        answered.append(
+            AnsweredCall(id=done["id"], attempts=done["attempts"], is_error=is_error, result=result)
+        )
+    usage = step.data.get("usage")
+    return RunStepRead(
+        seq=step.seq,
+        kind=step.kind,
+        status=step.status,
+        at=step.at,
+        messages=messages,
+        started=[StartedCall.model_validate(s) for s in step.data.get("started", ())],
+        answered=answered,
+        forgotten=list(step.data.get("forgotten", ())),
+        iteration=step.data.get("iteration"),
+        usage=Usage.model_validate(usage) if usage is not None else None,
+        events=[kind for kind, _ in step_events(step)],
+    )
+
+
+@dataclass(frozen=True)
+class StateAt:
+    """A run as it stood after one of its steps: what a fork starts from."""
+
+    step: StoredStep
+    transcript_end: int  # the conversation's messages before this position are its transcript
+    loop_counters: dict[str, Any]
+    iteration: int
+
+
+_STATE_AT = text(
+    f"""
+    SELECT
+        (SELECT h.position + jsonb_array_length(h.messages) FROM run_history AS h
+         WHERE h.run_id = :run AND h.seq <= :seq AND h.position IS NOT NULL
+         ORDER BY h.seq DESC LIMIT 1) AS end_here,
+        (SELECT min(h.position) FROM run_history AS h
+         WHERE h.run_id = :run AND h.position IS NOT NULL) AS first_of_run,
+        (SELECT h.data -> 'loop' FROM run_history AS h
+         WHERE h.run_id = :run AND h.seq <= :seq AND h.kind IN {_RESUME_POINTS}
+         ORDER BY h.seq DESC LIMIT 1) AS loop,
+        (SELECT h.data -> 'iteration' FROM run_history AS h
+         WHERE h.run_id = :run AND h.seq <= :seq AND h.data ? 'iteration'
+         ORDER BY h.seq DESC LIMIT 1) AS iteration
+    """
+)
+
+
+async def state_at(session: AsyncSession, run_id: str, seq: int) -> StateAt | None:
+    """None when the run has no step `seq`. The transcript is the conversation's up to the
+    step's last message (messages of earlier runs included); before the run's first
+    message, up to where the run began."""
+    found = await steps(session, run_id, after=seq - 1, limit=1)
+    if not found or found[0].seq != seq:
+        return None
+    row = (await session.execute(_STATE_AT, {"run": run_id, "seq": seq})).one()
+    end = row.end_here if row.end_here is not None else row.first_of_run
+    if end is None:  # the run appended nothing: the conversation as it is
+        end = await next_position(session, found[0].conversation_id)
+    return StateAt(found[0], end, row.loop or {}, row.iteration or 0)
+
+
+async def next_position(session: AsyncSession, conversation_id: str) -> int:
+    """The length of the conversation's transcript."""
+    value = await session.scalar(
+        text(
+            "SELECT h.position + jsonb_array_length(h.messages) FROM run_history AS h "
+            "WHERE h.conversation_id = :conversation AND h.position IS NOT NULL "
+            "ORDER BY h.position DESC LIMIT 1"
+        ),
+        {"conversation": conversation_id},
+    )
+    return int(value or 0)

@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.store.db import libpq_url
 from tests.support.chaos_tools import CALLS_DDL, LEDGER_DDL
+from tests.support.history import LEDGER_ROWS, RUN_EVENT_TYPES
 from tests.support.processes import ServerProcess, WorkerProcess
 
 pytestmark = pytest.mark.e2e
@@ -99,7 +100,7 @@ class Cluster:
                 self.dsn,
                 "SELECT r.lease_owner, r.lease_token FROM runs AS r WHERE r.id = $1"
                 " AND r.status = 'running' AND ($2::text IS NULL OR EXISTS ("
-                " SELECT 1 FROM checkpoints AS c WHERE c.run_id = r.id AND c.kind = $2))",
+                " SELECT 1 FROM run_history AS c WHERE c.run_id = r.id AND c.kind = $2))",
                 self.run_id,
                 boundary,
             )
@@ -138,8 +139,8 @@ class Cluster:
         return found
 
     def events(self) -> Counter[str]:
-        query = "SELECT type FROM events WHERE stream = $1"
-        return Counter(r["type"] for r in asyncio.run(_sql(self.dsn, query, f"run:{self.run_id}")))
+        rows = asyncio.run(_sql(self.dsn, RUN_EVENT_TYPES, self.run_id))
+        return Counter(r["type"] for r in rows)
 
     def completed_by(self) -> list[int]:
         """The workers (pids) that logged the run's completion."""
@@ -207,7 +208,9 @@ def test_a_worker_frozen_between_boundaries_loses_its_run_and_its_late_write_is_
         pid = int(owner.split(":")[1])  # host:pid:id
         c.freeze(pid)
         # Frozen inside its first model call: the call it will ask for has not started.
-        started = asyncio.run(_sql(c.dsn, "SELECT 1 FROM tool_calls WHERE run_id = $1", run_id))
+        started = asyncio.run(
+            _sql(c.dsn, f"SELECT 1 FROM {LEDGER_ROWS} AS c WHERE run_id = $1", run_id)
+        )
         assert started == [], "the worker was frozen too late"
         c.taken_from(owner, token)
         (other,) = [w.process.pid for w in c.workers if w.process and w.process.pid != pid]
@@ -243,7 +246,7 @@ def test_a_worker_frozen_between_boundaries_loses_its_run_and_its_late_write_is_
     )
     assert [(r["effect"], r["pid"]) for r in ledger] == [("charge-0", other)]
     calls = asyncio.run(
-        _sql(c.dsn, "SELECT tool, completed_at FROM tool_calls WHERE run_id = $1", run_id)
+        _sql(c.dsn, f"SELECT tool, completed_at FROM {LEDGER_ROWS} AS c WHERE run_id = $1", run_id)
     )
     assert Counter(call["tool"] for call in calls) == {"charge_card": 1, "look_up": 1}
     assert all(call["completed_at"] is not None for call in calls)
@@ -290,7 +293,9 @@ def test_a_worker_frozen_during_a_side_effecting_call_cannot_record_its_result(
     kinds = [(m["role"], [b["type"] for b in m["content"]]) for m in messages]
     assert kinds == [("user", ["text"]), ("assistant", ["tool_use"])], kinds
     calls = asyncio.run(
-        _sql(c.dsn, "SELECT completed_at, result FROM tool_calls WHERE run_id = $1", run_id)
+        _sql(
+            c.dsn, f"SELECT completed_at, result FROM {LEDGER_ROWS} AS c WHERE run_id = $1", run_id
+        )
     )
     assert [(r["completed_at"], r["result"]) for r in calls] == [(None, None)]
     effects = asyncio.run(_sql(c.dsn, "SELECT effect FROM chaos_ledger WHERE run_id = $1", run_id))

@@ -53,10 +53,12 @@ async def append_messages(
 
 
 # The tool-call ledger as rows, for tests that query it in SQL beside tables of their own:
-# (run_id, tool_call_id, tool, arguments, completed_at) of every call started, its arguments
-# read from the `tool_use` block that made it, `completed_at` NULL until it was answered.
+# (run_id, tool_call_id, tool, arguments, completed_at, result) of every call started, its
+# arguments read from the `tool_use` block that made it, `completed_at` and `result` NULL
+# until it was answered.
 LEDGER_ROWS = """(
-    SELECT s.run_id, s.tool_call_id, s.tool, u.block -> 'input' AS arguments, c.completed_at
+    SELECT s.run_id, s.tool_call_id, s.tool, u.block -> 'input' AS arguments, c.completed_at,
+        c.result
     FROM (
         SELECT h.run_id, e ->> 'id' AS tool_call_id, e ->> 'tool' AS tool
         FROM run_history AS h CROSS JOIN LATERAL jsonb_array_elements(h.data -> 'started') AS e
@@ -64,9 +66,14 @@ LEDGER_ROWS = """(
         GROUP BY 1, 2, 3
     ) AS s
     LEFT JOIN LATERAL (
-        SELECT max(h.at) AS completed_at FROM run_history AS h
+        SELECT h.at AS completed_at, coalesce(e ->> 'result', (
+            SELECT b ->> 'content' FROM jsonb_array_elements(h.messages) AS m
+            CROSS JOIN LATERAL jsonb_array_elements(m -> 'content') AS b
+            WHERE b ->> 'tool_use_id' = s.tool_call_id LIMIT 1)) AS result
+        FROM run_history AS h
         CROSS JOIN LATERAL jsonb_array_elements(h.data -> 'completed') AS e
         WHERE h.run_id = s.run_id AND h.data ? 'completed' AND e ->> 'id' = s.tool_call_id
+        ORDER BY h.seq DESC LIMIT 1
     ) AS c ON true
     LEFT JOIN LATERAL (
         SELECT b AS block FROM run_history AS h
@@ -77,3 +84,16 @@ LEDGER_ROWS = """(
         LIMIT 1
     ) AS u ON true
 )"""
+
+
+# The types of a run's events ($1: the run), as its stream sends them, in SQL.
+RUN_EVENT_TYPES = """
+    SELECT e ->> 0 AS type FROM run_history AS h
+    CROSS JOIN LATERAL jsonb_array_elements(
+        coalesce(h.data -> 'opening', '[]') || coalesce(h.data -> 'events', '[]')) AS e
+    WHERE h.run_id = $1
+    UNION ALL
+    SELECT 'message.created' FROM run_history AS h
+    CROSS JOIN LATERAL jsonb_array_elements(h.messages) AS m
+    WHERE h.run_id = $1 AND h.messages IS NOT NULL
+"""

@@ -1,0 +1,74 @@
+"""A run's history as clients read it (`GET /v1/runs/{id}/history`), and a fork's request."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.states import RunStatus
+from app.core.vocabulary import StepKind
+from app.schemas.bounds import POSITION_MAX
+from app.schemas.runs import MessageRead, RunInput, Usage
+
+
+class StartedCall(BaseModel):
+    """A tool call started in this step, before it ran."""
+
+    id: str
+    tool: str
+    idempotent: bool = Field(description="Whether it may run again after a crash.")
+
+
+class AnsweredCall(BaseModel):
+    """A tool call answered in this step."""
+
+    id: str
+    attempts: int
+    is_error: bool
+    result: str
+
+
+class RunStepRead(BaseModel):
+    """One step of a run: all that one boundary decided."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int = Field(description="Its number in the run's history (its stream's event id).")
+    kind: StepKind
+    status: RunStatus = Field(description="The run's status once the step was written.")
+    at: datetime
+    messages: list[MessageRead] = Field(description="Messages it appended to the conversation.")
+    started: list[StartedCall]
+    answered: list[AnsweredCall]
+    forgotten: list[str] = Field(
+        description="Calls a person let run again as if they had never started."
+    )
+    iteration: int | None = Field(description="The run's iteration, when this step moved it.")
+    usage: Usage | None = Field(description="The run's usage so far, when this step moved it.")
+    events: list[str] = Field(
+        description="The types of its events, in order (`GET /v1/runs/{id}/events` has them whole)."
+    )
+
+    @property
+    def id(self) -> str:
+        """Where the next page starts (see `app/api/pagination.py`)."""
+        return str(self.seq)
+
+
+class RunFork(BaseModel):
+    """Start a new run from the state a run was in after one of its steps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_seq: int = Field(
+        ge=1,
+        le=POSITION_MAX,
+        description="The step to start from (`seq` in `GET /v1/runs/{id}/history`).",
+    )
+    input: RunInput | None = Field(
+        None,
+        description="A user message after that step's transcript: needed when the step ended "
+        "with the model's final answer; refused when it left tool calls unanswered (they "
+        "run again in the fork).",
+    )
