@@ -407,7 +407,7 @@ class RunCommands:
                 now,
                 [m.model_dump(mode="json") for m in copied],
                 {
-                    "events": [list(e) for e in events],
+                    "opening": [list(e) for e in events],
                     "iteration": state.iteration,
                     "usage": {"input_tokens": 0, "output_tokens": 0},
                     "loop": state.loop_counters,
