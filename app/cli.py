@@ -288,6 +288,15 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     show = verb("show", "a run and its transcript", verbs.show)
     show.add_argument("run", help="run id")
 
+    steps = verb("history", "a run's steps (boundaries), one line each", verbs.history)
+    steps.add_argument("run", help="run id")
+
+    fork = verb("fork", "start a new run from one of a run's steps, and follow it", verbs.fork)
+    fork.add_argument("run", help="run id")
+    fork.add_argument("step", type=int, help="the step to start after (see `history`)")
+    fork.add_argument("--input", help="a new message after that step")
+    fork.add_argument("--detach", action="store_true", help="start it and return")
+
     for name, help_text, handler in [
         ("cancel", "cancel a run", verbs.cancel),
         ("resume", "resume a timed-out run from its checkpoint", verbs.resume),

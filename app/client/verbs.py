@@ -153,6 +153,43 @@ def show(args: argparse.Namespace, client: Client) -> Exit:
         after = messages[-1]["position"]
 
 
+def history(args: argparse.Namespace, client: Client) -> Exit:
+    """The run's steps: one line each, with what it appended and answered."""
+    rows = [
+        (
+            str(step["seq"]),
+            step["kind"],
+            step["status"],
+            step["at"][11:23],
+            _one_line(_step_summary(step), 70),
+        )
+        for step in _all(client, f"/v1/runs/{args.run}/history")
+    ]
+    _table(rows, ("STEP", "KIND", "STATUS", "AT (UTC)", "WHAT"))
+    print(f"fork from a step: loopwright fork {args.run} STEP [--input TEXT]")
+    return Exit.COMPLETED
+
+
+def _step_summary(step: dict[str, Any]) -> str:
+    parts = [f"→ {c['tool']}" for c in step["started"]]
+    parts += [("✗ " if a["is_error"] else "✓ ") + a["result"] for a in step["answered"]]
+    said = [b["text"] for m in step["messages"] for b in m["content"] if b["type"] == "text"]
+    parts += said[:1]
+    events = [e for e in step["events"] if e.startswith("agent_run.")]
+    return "; ".join(parts or [e.removeprefix("agent_run.") for e in events])
+
+
+def fork(args: argparse.Namespace, client: Client) -> Exit:
+    body: dict[str, Any] = {"from_seq": args.step}
+    if args.input:
+        body["input"] = args.input
+    forked = client.post(f"/v1/runs/{args.run}/fork", body)
+    print(f"run {forked['id']} forked from {args.run} after step {args.step}")
+    if args.detach:
+        return Exit.COMPLETED
+    return _followed(client, forked["id"])
+
+
 def _print_message(message: dict[str, Any]) -> None:
     for block in message["content"]:
         kind = block.get("type")

@@ -247,3 +247,29 @@ async def test_a_settings_mistake_is_one_line_per_setting_without_a_traceback() 
         "loopwright: LOOPWRIGHT_WORKERS__CAPACITY: Input should be greater than or equal to 1 "
         "(got '-1')",
     ]
+
+
+async def test_history_lists_a_runs_steps_and_fork_starts_from_one(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    done = await cli(base_url, "run", "hello")
+    assert done.code == 0, done
+    run_id = done.out.split()[1]
+
+    steps = await cli(base_url, "history", run_id)
+    assert steps.code == 0, steps
+    header, *rows, hint = steps.out.splitlines()
+    assert header.split()[:3] == ["STEP", "KIND", "STATUS"]
+    kinds = [row.split()[1] for row in rows]
+    assert kinds == ["note", "input", "llm_response", "tool_result", "final"]
+    assert "→ echo" in rows[2] and '✓ {"note": "thinking out loud"}' in rows[3]
+    assert hint == f"fork from a step: loopwright fork {run_id} STEP [--input TEXT]"
+
+    forked = await cli(base_url, "fork", run_id, "5", "--input", "and again?")
+    assert forked.code == 0, forked
+    assert forked.out.splitlines()[0].endswith(f"forked from {run_id} after step 5")
+    assert forked.out.splitlines()[-1] == "[completed] end_turn"
+
+    refused = await cli(base_url, "fork", run_id, "99")
+    assert refused.code != 0
+    assert "from_seq" in refused.out + refused.err
