@@ -57,8 +57,8 @@ COUNTERS = frozenset({"iteration", "usage"})
 @dataclass(frozen=True)
 class BoundaryWrite:
     """A boundary with what its write needs to know: the lease it is written under (a
-    write by any other claim writes nothing), its step's number and its messages' place in
-    the conversation, and the run as the loop will hold it once it is written."""
+    write by any other claim writes nothing), its messages' place in the conversation, and
+    the run as the loop will hold it once it is written."""
 
     run: RunRead  # with the boundary's values applied
     owner: str
