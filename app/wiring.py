@@ -3,10 +3,11 @@ components in order and stops them in reverse, also when start-up fails halfway.
 
 Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
 workflow observer and the TaskEngine → task runs → review gate → approval sweep →
-idempotency sweep → group committer → tokenizer → reconciler (its first pass reconciles
-at boot) → workers. Stopping runs the same list backwards, after open streams are told to
-end: workers stop claiming and give running loops their grace period, …, the listener
-stops, the pool is disposed, the embedded server stops.
+idempotency sweep → history retention (only when a window is set) → group committer →
+tokenizer → reconciler (its first pass reconciles at boot) → workers. Stopping runs the
+same list backwards, after open streams are told to end: workers stop claiming and give
+running loops their grace period, …, the listener stops, the pool is disposed, the
+embedded server stops.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from app.engine.approval_timeouts import ApprovalTimeoutScheduler
 from app.engine.approvals import ApprovalCommands
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
+from app.engine.history_retention import HistoryRetention
 from app.engine.idempotency_sweep import IdempotencySweep
 from app.engine.pg_listener import PgListener
 from app.engine.reconciler import Reconciler
@@ -298,6 +300,7 @@ def build_runtime(
         # Its first tick also catches up with approvals that expired while we were down.
         Component("approval sweep", approval_sweep.start, approval_sweep.stop),
         Component("idempotency sweep", idempotency_sweep.start, idempotency_sweep.stop),
+        *_history_retention(settings, sessionmaker, metrics),
         Component("group committer", committer.start, committer.stop),
         Component("reconciler", reconciler.start, reconciler.stop),  # first pass: at boot
     ]
@@ -308,6 +311,23 @@ def build_runtime(
         )
     components.append(Component("streams", lambda: None, _end_streams(services)))
     return Runtime(services, db, workers, components)
+
+
+def _history_retention(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], metrics: Metrics
+) -> list[Component]:
+    """History retention, only when a window is set (off by default: history is kept)."""
+    retention = settings.history.retention
+    if retention is None:
+        return []
+    pruner = HistoryRetention(
+        sessionmaker,
+        retention=retention,
+        interval_s=settings.history.prune_interval_s,
+        chunk=settings.history.prune_chunk,
+        metrics=metrics,
+    )
+    return [Component("history retention", pruner.start, pruner.stop)]
 
 
 def _end_streams(services: Services) -> Callable[[], Awaitable[None]]:

@@ -187,6 +187,36 @@ class IdempotencySettings(BaseModel):
         return timedelta(seconds=self.retention_s)
 
 
+class HistorySettings(BaseModel):
+    """Retention of runs' history (their steps: transcript, checkpoints, events). Off by
+    default: kept forever. With a window, the history of a conversation whose runs all
+    settled for good longer ago than the window is deleted, run rows aside (the rule is in
+    `engine/history_retention.py`)."""
+
+    retention_s: int | None = Field(
+        None,
+        ge=3_600,  # at least an hour, so a typo in seconds cannot wipe what was just settled
+        le=100 * 365 * 86_400,
+        description=(
+            "Prune a conversation's history this long after the last of its runs settled; "
+            "unset: keep it forever."
+        ),
+    )
+    prune_interval_s: float = Field(
+        3_600.0, gt=0, le=86_400, description="How often settled history is looked for."
+    )
+    prune_chunk: int = Field(
+        100,
+        ge=1,
+        le=10_000,
+        description="Conversations pruned per transaction (each with all its steps).",
+    )
+
+    @property
+    def retention(self) -> timedelta | None:
+        return None if self.retention_s is None else timedelta(seconds=self.retention_s)
+
+
 class AnthropicSettings(BaseModel):
     """The `anthropic` provider (`LOOPWRIGHT_LLM__ANTHROPIC__API_KEY` and so on)."""
 
@@ -379,6 +409,7 @@ class Settings(BaseSettings):
     reconciler: ReconcilerSettings = Field(default_factory=ReconcilerSettings)
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)

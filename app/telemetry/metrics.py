@@ -77,6 +77,16 @@ class Metrics:
             "nothing, and the worker let the run go.",
             registry=registry,
         )
+        self.history_steps_pruned = Counter(
+            "loopwright_history_steps_pruned",
+            "Steps of settled runs' history deleted by history retention (off by default).",
+            registry=registry,
+        )
+        self.history_conversations_pruned = Counter(
+            "loopwright_history_conversations_pruned",
+            "Conversations pruned by history retention (all their runs' steps deleted).",
+            registry=registry,
+        )
         self.run_outcomes = Counter(
             "loopwright_run_outcomes",
             "Runs that settled in this process, by the status they settled in.",
