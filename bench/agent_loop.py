@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import asyncpg
@@ -38,7 +39,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.core.config import DatabaseSettings, LLMSettings, Settings, WorkerSettings
 from app.core.model_config import ModelConfig, ScriptedToolCall, ScriptedTurn
 from app.core.process import tune_gc
-from app.core.states import RUN_SETTLED
+from app.core.states import RUN_SETTLED, RunStatus
+from app.core.vocabulary import StepKind
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
@@ -49,14 +51,15 @@ from app.loop.boundary import RIDE_OUT, BoundaryWrite, write_boundaries
 from app.loop.tools.base import Tool, ToolContext, define_tool
 from app.schemas.agents import AgentCreate, Limits
 from app.schemas.runs import RunCreate, RunRead
-from app.store import migrate
+from app.store import conversations, history, migrate
 from app.store.db import libpq_url, make_engine, make_sessionmaker
 from app.wiring import build_tools, build_workers
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 # name=runs:turns:capacity[:latency_ms]
 DEFAULT_SCENARIOS = "W1-1=200:10:1,W1-16=1000:10:16,W1-64=2000:10:64,W1-L=2000:5:500:50"
-BASELINE, LATENCY = "W1-64", "W1-L"
+BASELINE, LATENCY, SINGLE = "W1-64", "W1-L", "W1-1"
+READ_TURNS, READ_REPEATS = 1_000, 30
 POOL_CAP = 20
 CREATE_CONCURRENCY = 16  # untimed setup; bounded so creates never wait out the pool timeout
 POLL_S = 0.05  # the workers' poll interval (a run that ends wakes them sooner)
@@ -104,6 +107,8 @@ class Row:
     # on this machine). With the process's CPU, what one turn costs the machine.
     server_cpu_ms_per_turn: float | None
     wal_kb_per_turn: float
+    # Rows inserted, updated or deleted per turn, across every table (pg_stat_user_tables).
+    rows_per_turn: float | None
     peak_rss_mb: float
     problems: list[str] = field(default_factory=list)
 
@@ -190,6 +195,20 @@ async def xact_commits(url: str, database: str) -> int:
     return int(value)
 
 
+async def rows_written(url: str) -> int:
+    """Rows inserted, updated and deleted in the database so far, read after a pause as
+    `xact_commits` reads its counter (backends flush their statistics when they exit)."""
+    await asyncio.sleep(STATS_SETTLE_S)
+    conn = await asyncpg.connect(libpq_url(url))
+    try:
+        value = await conn.fetchval(
+            "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables"
+        )
+    finally:
+        await conn.close()
+    return int(value)
+
+
 async def commits_baseline(url: str, database: str) -> tuple[int, int]:
     """The commit counter before a timed section, and what one reading adds to it (the
     reading connection's own transactions, counted once it has exited)."""
@@ -231,14 +250,14 @@ class SettleCounter(GroupCommitter[BoundaryWrite, RunRead | None]):
 
 
 async def turn_latencies(sa_engine: AsyncEngine) -> list[float]:
-    """One turn = from the input checkpoint (or the previous turn's) to the turn's
-    llm_response or final checkpoint; tool_result checkpoints fall inside a turn."""
+    """One turn = from the input step (or the previous turn's) to the turn's llm_response
+    or final step; tool_result steps fall inside a turn."""
     sql = text(
         """
-        SELECT extract(epoch FROM created_at - lag(created_at) OVER w) AS turn_s
-        FROM checkpoints
+        SELECT extract(epoch FROM at - lag(at) OVER w) AS turn_s
+        FROM run_history
         WHERE kind IN ('input', 'llm_response', 'final')
-        WINDOW w AS (PARTITION BY run_id ORDER BY id)
+        WINDOW w AS (PARTITION BY run_id ORDER BY seq)
         """
     )
     async with sa_engine.connect() as conn:
@@ -254,8 +273,9 @@ async def verify(sa_engine: AsyncEngine, scenario: Scenario) -> list[str]:
         per_run = (
             await conn.execute(
                 text(
-                    "SELECT n, count(*) AS runs FROM (SELECT count(*) AS n FROM messages "
-                    "WHERE role = 'assistant' GROUP BY run_id) AS a GROUP BY n"
+                    "SELECT n, count(*) AS runs FROM (SELECT count(*) AS n FROM run_history, "
+                    "jsonb_array_elements(messages) AS m WHERE m ->> 'role' = 'assistant' "
+                    "GROUP BY run_id) AS a GROUP BY n"
                 )
             )
         ).all()
@@ -309,6 +329,7 @@ async def w1_scenario(url: str, database: str, scenario: Scenario, profile_top: 
         # counters before the baseline is read.
         await sa_engine.dispose()
         before, per_read = await commits_baseline(url, database)
+        rows_before = await rows_written(url)
         server = await ServerMeter.connect(url)
         await server.start()
 
@@ -330,6 +351,7 @@ async def w1_scenario(url: str, database: str, scenario: Scenario, profile_top: 
         await sa_engine.dispose()
         pg_commits = await xact_commits(url, database) - before - per_read
         server_cpu, wal = await server.stop()
+        rows = await rows_written(url) - rows_before
 
         latencies = await turn_latencies(sa_engine)
         problems = await verify(sa_engine, scenario)
@@ -363,6 +385,7 @@ async def w1_scenario(url: str, database: str, scenario: Scenario, profile_top: 
         cpu_ms_per_turn=cpu / turns * 1000,
         server_cpu_ms_per_turn=per_turn_ms(server_cpu, turns),
         wal_kb_per_turn=wal / turns / 1024,
+        rows_per_turn=rows / turns,
         peak_rss_mb=peak_rss_mb(),
         problems=problems,
     )
@@ -442,9 +465,101 @@ async def floor_scenario(url: str, database: str, scenario: Scenario) -> Row:
         cpu_ms_per_turn=cpu / turns * 1000,
         server_cpu_ms_per_turn=per_turn_ms(server_cpu, turns),
         wal_kb_per_turn=wal / turns / 1024,
+        rows_per_turn=1.0,  # one insert per turn, by construction
         peak_rss_mb=peak_rss_mb(),
         problems=problems,
     )
+
+
+@dataclass
+class Reads:
+    """Read paths over a long history: the whole transcript of a conversation of
+    `turns` turns (as the loop reads its context, and as `GET …/messages` pages it), and
+    one page of a run's history."""
+
+    turns: int
+    context_p50_ms: float
+    context_p99_ms: float
+    messages_page_p50_ms: float
+    history_page_p50_ms: float
+    history_page_p99_ms: float
+
+
+async def read_scenario(server_url: str, turns: int, repeats: int) -> Reads:
+    """A run of `turns` W1 turns written straight into the history (two steps a turn, as
+    the loop writes them), then its reads timed."""
+    name = f"lw_bench_{secrets.token_hex(4)}"
+    await admin(server_url, f'CREATE DATABASE "{name}"')
+    url = with_database(server_url, name)
+    sa_engine = make_engine(url, pool_size=2)
+    try:
+        await migrate.upgrade(sa_engine)
+        sessionmaker = make_sessionmaker(sa_engine)
+        agent = await AgentCommands(sessionmaker).create(agent_body(Scenario("reads", 1, 10, 1)))
+        run, _ = await RunCommands(sessionmaker, EventBus()).create(
+            RunCreate(agent_id=agent.id, input="read me")
+        )
+        async with sessionmaker.begin() as session:
+            for turn in range(turns):
+                for step in _turn_steps(run, turn):
+                    await history.append_locked(session, step)
+        context_s, page_s, history_s = [], [], []
+        async with sessionmaker() as session:
+            for _ in range(repeats):
+                begun = time.perf_counter()
+                messages, _ = await conversations.read_context(session, run.conversation_id)
+                context_s.append(time.perf_counter() - begun)
+                begun = time.perf_counter()
+                await history.read_messages(session, run.conversation_id, after=turns, limit=200)
+                page_s.append(time.perf_counter() - begun)
+                begun = time.perf_counter()
+                await history.steps(session, run.id, after=turns, limit=50)
+                history_s.append(time.perf_counter() - begun)
+        assert len(messages) == 2 * turns, len(messages)
+    finally:
+        await sa_engine.dispose()
+        await admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    context_s.sort()
+    page_s.sort()
+    history_s.sort()
+    return Reads(
+        turns,
+        percentile(context_s, 0.5) * 1000,
+        percentile(context_s, 0.99) * 1000,
+        percentile(page_s, 0.5) * 1000,
+        percentile(history_s, 0.5) * 1000,
+        percentile(history_s, 0.99) * 1000,
+    )
+
+
+def _turn_steps(run: RunRead, turn: int) -> list[history.NewStep]:
+    """A W1 turn's two steps: the model's call of an echo tool, then its result."""
+    call_id = f"toolu_{turn:06d}"
+    note = {"note": ECHO_NOTE, "turn": turn}
+    use = {"type": "tool_use", "id": call_id, "name": "echo_a", "input": note}
+    answer = {"type": "tool_result", "tool_use_id": call_id, "content": json.dumps(note)}
+    started = {"id": call_id, "tool": "echo_a", "idempotent": True}
+    usage = {"input_tokens": 100 * turn, "output_tokens": 10 * turn}
+    resume: dict[str, Any] = {"loop": {}, "prompt_hash": ""}
+    now = datetime.now(UTC)
+
+    def step(kind: StepKind, message: dict[str, Any], data: dict[str, Any]) -> history.NewStep:
+        return history.NewStep(
+            run.id, run.conversation_id, kind, RunStatus.RUNNING, now, [message], data | resume
+        )
+
+    return [
+        step(
+            StepKind.LLM_RESPONSE,
+            {"role": "assistant", "content": [use]},
+            {"started": [started], "iteration": turn + 1, "usage": usage},
+        ),
+        step(
+            StepKind.TOOL_RESULT,
+            {"role": "user", "content": [answer]},
+            {"completed": [{"id": call_id, "attempts": 1}]},
+        ),
+    ]
 
 
 async def scenario_rows(
@@ -501,8 +616,16 @@ def summary(rows: Sequence[Row], scenarios: Sequence[Scenario]) -> dict[str, Any
     # What W1 would reach if its CPU per turn (ours and the server's) kept every core busy
     # and nothing ever waited: the most this machine can give it without doing less per turn.
     ceiling = cores * 1000 / base_cpu if base_cpu else None
+    single = find(rows, "W1", SINGLE)
+    single_floor = find(rows, "floor", "floor C=1")
     return {
         "w1_64_over_floor": ratio(base, base_floor),
+        "w1_1_over_floor": ratio(single, single_floor),
+        "w1_1_p50_ms": single.p50_ms if single else None,
+        "w1_64_rows_per_turn": base.rows_per_turn if base else None,
+        "w1_64_wal_kb_per_turn": base.wal_kb_per_turn if base else None,
+        "w1_64_pg_cpu_ms_per_turn": base.server_cpu_ms_per_turn if base else None,
+        "w1_64_proc_cpu_ms_per_turn": base.cpu_ms_per_turn if base else None,
         "w1_l_over_w1_64": ratio(find(rows, "W1", LATENCY), base),
         "w1_l_ideal_turns_per_s": ideal,
         "w1_64_cpu_ms_per_turn": base_cpu,
@@ -531,10 +654,11 @@ def render(rows: Sequence[Row], totals: dict[str, Any]) -> str:
         f"{'scenario':<12} {'R':>5} {'T':>3} {'C':>4} {'wall s':>7} {'turns/s':>8} "
         f"{'runs/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'commits/turn':>12} "
         f"{'commits/turn':>12} {'CPU ms':>7} {'pg CPU':>7} {'WAL KB':>7} {'peak RSS':>8} "
-        f"{'check':>5}"
+        f"{'rows':>5} {'check':>5}"
     )
     subheader = f"{'':<12} {'':>5} {'':>3} {'':>4} {'':>7} {'':>8} {'':>7} {'':>7} {'':>7} "
     subheader += f"{'(pg)':>12} {'(proc)':>12} {'/turn':>7} {'ms/turn':>7} {'/turn':>7} {'MB':>8}"
+    subheader += f" {'/turn':>5}"
     lines = [header, subheader, "-" * len(header)]
     for r in sorted(rows, key=lambda r: r.kind != "W1"):
         lines.append(
@@ -543,15 +667,43 @@ def render(rows: Sequence[Row], totals: dict[str, Any]) -> str:
             f"{r.p99_ms:>7.2f} {num(r.commits_per_turn_pg, '.3f'):>12} "
             f"{num(r.commits_per_turn_proc, '.3f'):>12} {r.cpu_ms_per_turn:>7.2f} "
             f"{num(r.server_cpu_ms_per_turn, '.2f'):>7} {r.wal_kb_per_turn:>7.2f} "
-            f"{r.peak_rss_mb:>8.1f} {verdict(not r.problems):>5}"
+            f"{r.peak_rss_mb:>8.1f} {num(r.rows_per_turn, '.1f'):>5} "
+            f"{verdict(not r.problems):>5}"
         )
 
     def x(value: float | None, aim: str) -> str:
         return "n/a" if value is None else f"{value:.2f} (aim {aim})"
 
+    def aim(label: str, value: float | None, limit: float, at_most: bool) -> str:
+        if value is None:
+            return f"{label}: n/a"
+        met = value <= limit if at_most else value >= limit
+        sign = "≤" if at_most else "≥"
+        return f"{label}: {value:.2f} (aim {sign} {limit}) {'met' if met else 'NOT MET'}"
+
     lines.append("")
-    lines.append(f"W1 C=64 turns/s / floor C=64 turns/s: {x(totals['w1_64_over_floor'], '≥ 0.5')}")
-    lines.append(f"W1-L turns/s / W1 C=64 turns/s: {x(totals['w1_l_over_w1_64'], '≥ 0.9')}")
+    for label, key, limit, at_most in [
+        ("W1 C=64 rows per turn", "w1_64_rows_per_turn", 3, True),
+        ("W1 C=64 WAL KB per turn", "w1_64_wal_kb_per_turn", 3, True),
+        ("W1 C=64 Postgres CPU ms per turn", "w1_64_pg_cpu_ms_per_turn", 0.2, True),
+        ("W1 C=64 process CPU ms per turn", "w1_64_proc_cpu_ms_per_turn", 0.4, True),
+        ("W1 C=64 turns/s / floor C=64 turns/s", "w1_64_over_floor", 0.2, False),
+        ("W1-1 turns/s / floor C=1 turns/s", "w1_1_over_floor", 0.15, False),
+        ("W1-1 p50 ms per turn", "w1_1_p50_ms", 2, True),
+        ("W1-L turns/s / W1 C=64 turns/s", "w1_l_over_w1_64", 0.9, False),
+    ]:
+        lines.append(aim(label, totals[key], limit, at_most))
+    reads = totals.get("reads")
+    if reads is not None:
+        lines.append(
+            aim(f"transcript of {reads['turns']} turns, p50 ms", reads["context_p50_ms"], 50, True)
+            + f" (p99 {reads['context_p99_ms']:.2f}; a page of 200 messages "
+            f"p50 {reads['messages_page_p50_ms']:.2f})"
+        )
+        lines.append(
+            aim("one page of history (50 steps), p50 ms", reads["history_page_p50_ms"], 10, True)
+            + f" (p99 {reads['history_page_p99_ms']:.2f})"
+        )
     ideal = totals["w1_l_ideal_turns_per_s"]
     lines.append(
         f"ideal W1-L turns/s (C / LLM latency): {'n/a' if ideal is None else f'{ideal:.0f}'}"
@@ -610,6 +762,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--profile-top", type=int, default=30, help="functions listed")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--no-reads", action="store_true", help="skip the read timings")
     args = parser.parse_args(argv)
     try:
         args.scenario_list = parse_scenarios(args.scenarios)
@@ -646,8 +799,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             top=args.profile_top,
         )
     )
-    elapsed = time.perf_counter() - started
     totals = summary(rows, args.scenario_list)
+    if not args.no_reads:
+        log(f"reads: a conversation of {READ_TURNS} turns")
+        reads = asyncio.run(read_scenario(args.database_url, READ_TURNS, READ_REPEATS))
+        totals["reads"] = asdict(reads)
+    elapsed = time.perf_counter() - started
     if args.json:
         report: dict[str, Any] = {
             "scenarios": [asdict(s) for s in args.scenario_list],
