@@ -411,7 +411,6 @@ class RunCommands:
                     "iteration": state.iteration,
                     "usage": {"input_tokens": 0, "output_tokens": 0},
                     "loop": state.loop_counters,
-                    "prompt_hash": "",
                 },
             )
             await history.append_locked(session, step)

@@ -68,7 +68,7 @@ class BoundaryWrite:
     idempotent: dict[str, bool]  # per started tool call: may it run again after a crash
     now: datetime
     term: LeaseTerm  # how long the worker may keep trying, should the database go away
-    loop_counters: dict[str, Any] | None = None  # the watchers, on resume points
+    loop_counters: dict[str, Any] | None = None  # the watchers' state, when it changed
     prompt_hash: str = ""
 
 
@@ -145,7 +145,7 @@ def _step(write: BoundaryWrite) -> history.NewStep:
     if boundary.opening:
         data["opening"] = [list(e) for e in boundary.opening]
     if boundary.events:
-        data["events"] = [list(e) for e in boundary.events]
+        data["events"] = [_stored(kind, event) for kind, event in boundary.events]
     if boundary.started:
         data["started"] = [
             {"id": c.id, "tool": c.name, "idempotent": write.idempotent[c.id]}
@@ -159,13 +159,22 @@ def _step(write: BoundaryWrite) -> history.NewStep:
     if COUNTERS & set(boundary.run_values):
         data["iteration"] = run.iteration
         data["usage"] = run.usage.model_dump()
-    if boundary.kind is not StepKind.NOTE:
-        data["loop"] = write.loop_counters or {}
+    if write.loop_counters is not None:
+        data["loop"] = write.loop_counters
+    if boundary.kind is StepKind.INPUT:
         data["prompt_hash"] = write.prompt_hash
     status = boundary.run_values.get("status", RunStatus.RUNNING)
     return history.NewStep(
         run.id, run.conversation_id, boundary.kind, RunStatus(status), write.now, messages, data
     )
+
+
+def _stored(kind: str, data: dict[str, Any]) -> list[Any]:
+    """An event as its step keeps it: a call's completion names the call only, and is
+    filled in on read from the step's ledger entry and result (store/history.py)."""
+    if kind == "tool_call.completed":
+        return [kind, {"tool_call_id": data["tool_call_id"]}]
+    return [kind, data]
 
 
 def started_events(calls: list[ToolUseBlock]) -> list[StreamEvent]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractContextManager
+from typing import Any
 
 from app.core.messages import Message
 from app.engine.leases import LeaseTerm
@@ -34,6 +35,9 @@ class LeasedRun:
         self.through = -1  # position of the last transcript message the history covers
         self.transcript_count = 0  # messages of the conversation's transcript
         self.watchers = Watchers()
+        # The watchers' state as the history last recorded it: a step records it only when
+        # it changed (the checkpoint reads the latest one recorded).
+        self.loop_written: dict[str, Any] | None = None
         self.system_hash = ""  # of the agent's prompt, once the loop has read its agent
 
     def cancel_flag(self) -> AbstractContextManager[CancelFlag]:
@@ -59,7 +63,7 @@ class LeasedRun:
             idempotent={c.id: may_run_again(registry, c) for c in boundary.started},
             now=self.deps.clock(),
             term=self.term,
-            loop_counters=watchers.counters,
+            loop_counters=None if watchers.counters == self.loop_written else watchers.counters,
             prompt_hash=self.system_hash,
         )
         try:
@@ -85,5 +89,6 @@ class LeasedRun:
         self.through += len(boundary.messages)
         self.transcript_count += len(boundary.messages)
         self.watchers = watchers
+        self.loop_written = watchers.counters
         self.run = run
         return run

@@ -116,6 +116,8 @@ class RunLoop(LeasedRun):
         self.agent = agent
         self.system_hash = prompt_hash(agent.system_prompt)
         self.watchers = Watchers.load(checkpoint.loop_counters or None)
+        if checkpoint.loop_counters:
+            self.loop_written = self.watchers.counters
         self.model = ModelCalls(
             deps,
             agent,

@@ -10,7 +10,11 @@ A step's `data` holds, each key only when the step has it:
   the step's own messages carry the call's `tool_result`;
 - `forgotten`: calls a person let run again as if never started;
 - `iteration`, `usage`: the run's counters once the step was written (when they changed);
-- `loop`: the watchers' state, and `prompt_hash`, on resume points.
+- `loop`: the watchers' state, when it changed (the checkpoint reads the latest one);
+- `prompt_hash`: the agent's prompt, on the `input` step.
+
+A `tool_call.completed` event keeps only the call's id: its result, `is_error` and
+`attempts` are those of the step's `completed` entry, read with it.
 
 Two writers: the worker holding a run's lease appends with the fence in the statement
 (`append_leased`: a stale owner inserts nothing); commands append only to a run no worker
@@ -172,13 +176,17 @@ _CHECKPOINT = text(
     f"""
     SELECT
         (SELECT max(seq) FROM run_history WHERE run_id = :run) AS last_seq,
-        p.kind, p.data -> 'loop' AS loop, c.data -> 'iteration' AS iteration,
+        p.kind, w.data -> 'loop' AS loop, c.data -> 'iteration' AS iteration,
         c.data -> 'usage' AS usage
     FROM (SELECT 1) AS one
     LEFT JOIN LATERAL (
-        SELECT kind, data FROM run_history
+        SELECT kind FROM run_history
         WHERE run_id = :run AND kind IN {_RESUME_POINTS} ORDER BY seq DESC LIMIT 1
     ) AS p ON true
+    LEFT JOIN LATERAL (
+        SELECT data FROM run_history
+        WHERE run_id = :run AND data ? 'loop' ORDER BY seq DESC LIMIT 1
+    ) AS w ON true
     LEFT JOIN LATERAL (
         SELECT data FROM run_history
         WHERE run_id = :run AND data ? 'iteration' ORDER BY seq DESC LIMIT 1
@@ -409,8 +417,26 @@ def step_events(step: StoredStep) -> list[tuple[str, dict[str, Any]]]:
         if step.position is not None
     ]
     opening = [(kind, data) for kind, data in step.data.get("opening", ())]
-    rest = [(kind, data) for kind, data in step.data.get("events", ())]
+    rest = [(kind, _filled(step, kind, data)) for kind, data in step.data.get("events", ())]
     return [*opening, *created, *rest]
+
+
+RESULT_PREVIEW_CHARS = 2_000  # of a `tool_call.completed` event (the message has it all)
+
+
+def _filled(step: StoredStep, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A stored event as sent: a call's completion with its ledger entry's fields."""
+    if kind != "tool_call.completed" or "attempts" in data:
+        return data
+    call_id = data["tool_call_id"]
+    done = next(d for d in step.data.get("completed", ()) if d["id"] == call_id)
+    result, is_error = _results(step.messages).get(call_id) or (done["result"], done["is_error"])
+    return {
+        "tool_call_id": call_id,
+        "is_error": is_error,
+        "attempts": done["attempts"],
+        "result": result[:RESULT_PREVIEW_CHARS],
+    }
 
 
 def step_read(step: StoredStep) -> RunStepRead:
@@ -460,7 +486,7 @@ class StateAt:
 
 
 _STATE_AT = text(
-    f"""
+    """
     SELECT
         (SELECT h.position + jsonb_array_length(h.messages) FROM run_history AS h
          WHERE h.run_id = :run AND h.seq <= :seq AND h.position IS NOT NULL
@@ -468,7 +494,7 @@ _STATE_AT = text(
         (SELECT min(h.position) FROM run_history AS h
          WHERE h.run_id = :run AND h.position IS NOT NULL) AS first_of_run,
         (SELECT h.data -> 'loop' FROM run_history AS h
-         WHERE h.run_id = :run AND h.seq <= :seq AND h.kind IN {_RESUME_POINTS}
+         WHERE h.run_id = :run AND h.seq <= :seq AND h.data ? 'loop'
          ORDER BY h.seq DESC LIMIT 1) AS loop,
         (SELECT h.data -> 'iteration' FROM run_history AS h
          WHERE h.run_id = :run AND h.seq <= :seq AND h.data ? 'iteration'

@@ -75,20 +75,18 @@ async def write_journal(
     session: AsyncSession, leased: LeasedJournal, journal: dict[str, Any], now: datetime
 ) -> None:
     """Store the new journal and its `journal_update` step in the caller's transaction. A
-    tool call changes no messages: the step is a resume point where the run's latest one
-    left the watchers."""
+    tool call changes no messages nor the watchers: the step is a resume point, as where
+    the run stood."""
     await session.execute(
         update(CONVERSATIONS)
         .where(CONVERSATIONS.c.id == leased.conversation_id)
         .values(journal=journal)
     )
-    latest = await history.checkpoint(session, leased.run_id)
     step = history.NewStep(
         leased.run_id,
         leased.conversation_id,
         StepKind.JOURNAL_UPDATE,
         RunStatus.RUNNING,
         now,
-        data={"loop": latest.loop_counters, "prompt_hash": leased.system_prompt_hash},
     )
     await history.append_locked(session, step)

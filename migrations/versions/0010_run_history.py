@@ -664,8 +664,12 @@ def _old_rows(run_id: str, steps: Sequence[Row[Any]]) -> _OldRows:
     completed: list[str] = []  # the calls completed so far, in order
     uses: dict[str, dict[str, Any]] = {}  # the run's tool_use blocks by call id
     iteration, cursor = 0, -1
+    loop: dict[str, Any] = {}  # a step records the watchers (and the prompt) when they change
+    prompt = ""
     for step in steps:
         data, messages = step.data, step.messages or []
+        loop = data.get("loop", loop)
+        prompt = data.get("prompt_hash", prompt)
         created: list[_Event] = []
         for n, message in enumerate(messages):
             position = step.position + n
@@ -698,9 +702,9 @@ def _old_rows(run_id: str, steps: Sequence[Row[Any]]) -> _OldRows:
                     "iteration": iteration,
                     "message_cursor": cursor,
                     "persisted_message_count": cursor + 1,
-                    "system_prompt_hash": data.get("prompt_hash") or "",
+                    "system_prompt_hash": prompt,
                     "completed_tool_call_ids": json.dumps(completed),
-                    "loop_counters": json.dumps(data.get("loop") or {}),
+                    "loop_counters": json.dumps(loop),
                     "created_at": step.at,
                 }
             )
@@ -711,7 +715,7 @@ def _old_rows(run_id: str, steps: Sequence[Row[Any]]) -> _OldRows:
                     "stream": f"run:{run_id}",
                     "seq": len(old.events) + 1,
                     "type": event_type,
-                    "data": json.dumps(stamp | event_data),
+                    "data": json.dumps(stamp | _event_whole(event_type, event_data, step)),
                     "created_at": step.at,
                 }
             )
@@ -765,3 +769,29 @@ def _fold(ledger: dict[str, dict[str, Any]], completed: list[str], step: Row[Any
         ledger.pop(call_id, None)
         if call_id in completed:
             completed.remove(call_id)
+
+
+def _event_whole(event_type: str, data: dict[str, Any], step: Any) -> dict[str, Any]:
+    """A step keeps a call's completion as the call's id alone: its fields are the step's
+    `completed` entry's, and its result the step's `tool_result` (or the entry's)."""
+    if event_type != "tool_call.completed" or "attempts" in data:
+        return data
+    call_id = data["tool_call_id"]
+    done = next(d for d in step.data.get("completed", ()) if d["id"] == call_id)
+    block = next(
+        (
+            b
+            for m in step.messages or ()
+            for b in m["content"]
+            if b["type"] == "tool_result" and b["tool_use_id"] == call_id
+        ),
+        None,
+    )
+    result = block["content"] if block else done["result"]
+    is_error = block.get("is_error", False) if block else done["is_error"]
+    return {
+        "tool_call_id": call_id,
+        "is_error": is_error,
+        "attempts": done["attempts"],
+        "result": result[:2_000],
+    }

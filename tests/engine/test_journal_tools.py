@@ -80,14 +80,16 @@ class Journaling:
         return Journal.model_validate(stored)
 
     async def journal_checkpoints(self) -> list[tuple[Any, ...]]:
-        """(watchers' state, prompt hash) of each `journal_update` step of the run."""
+        """(seq, the watchers' state the checkpoint reads) of each `journal_update` step."""
         async with self.h.sessionmaker() as session:
             steps = await history.steps(session, self.context.run_id, after=0, limit=1000)
-        return [
-            (s.data["loop"], s.data["prompt_hash"])
-            for s in steps
-            if s.kind is StepKind.JOURNAL_UPDATE
-        ]
+            found = []
+            for step in steps:
+                if step.kind is StepKind.JOURNAL_UPDATE:
+                    state = await history.state_at(session, step.run_id, step.seq)
+                    assert state is not None
+                    found.append((step.seq, state.loop_counters))
+            return found
 
 
 @pytest.fixture
@@ -141,7 +143,7 @@ async def test_the_tools_write_the_journal_with_a_checkpoint_in_one_transaction(
     )
     assert (entry.run_id, entry.tool_call_id) == (journaling.context.run_id, "c2")
     # Each change is a resume point where the last one left the watchers.
-    assert await journaling.journal_checkpoints() == [(watchers, ""), (watchers, "")]
+    assert [loop for _, loop in await journaling.journal_checkpoints()] == [watchers, watchers]
     # The journal and the last step were written by the same transaction.
     async with journaling.h.sessionmaker() as session:
         same = await session.scalar(
