@@ -35,6 +35,15 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "BAD"
 
 
+def aim_mark(ok: bool | None) -> str:
+    """An aim's mark in a report: `met`, `MISSED`, or `n/a` (no figure to judge). Unlike
+    `verdict`, a missed aim is not counted by `exit_on_bad_checks()`: for benchmarks whose
+    aims are targets still being worked towards, whose figures are sound when missed."""
+    if ok is None:
+        return "n/a"
+    return "met" if ok else "MISSED"
+
+
 def exit_on_bad_checks() -> None:
     """Exit with status 1 if any check was BAD: the last call of a benchmark's `main`."""
     if _bad_checks:
@@ -77,6 +86,10 @@ class ServerMeter:
         self._postmaster = postmaster
         self._cpu: float | None = None
         self._lsn: str | None = None
+
+    @property
+    def postmaster(self) -> int | None:
+        return self._postmaster
 
     @classmethod
     async def connect(cls, url: str) -> ServerMeter:
@@ -132,6 +145,83 @@ class ServerMeter:
             if int(child[1]) == self._postmaster:
                 ticks += int(child[11]) + int(child[12])
         return ticks / os.sysconf("SC_CLK_TCK")
+
+
+# The server's processes that work for every database: what they do for one is counted
+# with it (a WAL flush, a checkpoint), and so is what they do meanwhile for the others.
+SHARED_HELPERS = ("walwriter", "checkpointer", "background writer")
+
+
+class DatabaseCpu:
+    """CPU time of the PostgreSQL processes of a local server working for one database: its
+    backends and autovacuum workers (their process titles name it) and the server's shared
+    writers, read from /proc (schedstat: nanoseconds) while they live. Other work on the
+    server is left out, unlike `ServerMeter`. A backend that exits between `start()` and
+    `stop()` takes its time along, unless `closing()` read it first: call it as the
+    client closes a connection (a pool's overflow connections come and go), and read
+    `stop()` before the pool closes the rest. None for a server on another machine."""
+
+    def __init__(self, postmaster: int | None, database: str) -> None:
+        self._postmaster = postmaster
+        self._database = database
+        self._start: dict[int, int] = {}
+        self._closed: dict[int, int] = {}
+        self._helpers: set[int] = set()
+
+    def start(self) -> None:
+        self._start = self._ns()
+        self._closed = {}
+
+    def closing(self, backend: int) -> None:
+        """Read a backend whose connection is about to close."""
+        used = _cpu_ns(backend)
+        if used is not None:
+            self._closed[backend] = used
+
+    def stop(self) -> tuple[float | None, int, int]:
+        """CPU seconds since `start()`; the database's own processes seen then, and those
+        read as they closed."""
+        if self._postmaster is None:
+            return None, 0, 0
+        end = self._ns()
+        live = len(end.keys() - self._helpers)
+        closed = len(self._closed.keys() - end.keys())
+        end = self._closed | end
+        used = sum(ns - self._start.get(pid, 0) for pid, ns in end.items())
+        return used / 1e9, live, closed
+
+    def _ns(self) -> dict[int, int]:
+        if self._postmaster is None:
+            return {}
+        found: dict[int, int] = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            try:
+                if int(_stat_fields(pid)[1]) != self._postmaster:
+                    continue
+                with open(f"/proc/{pid}/cmdline") as cmdline:
+                    title = cmdline.read().replace("\0", " ")
+            except OSError:
+                continue  # it exited while we looked
+            # "postgres: <cluster>: <user> <database> <host> <activity>", or the helper's name
+            helper = title.rstrip().endswith(SHARED_HELPERS)
+            used = _cpu_ns(pid) if helper or self._database in title.split() else None
+            if used is not None:
+                found[pid] = used
+                if helper:
+                    self._helpers.add(pid)
+        return found
+
+
+def _cpu_ns(pid: int) -> int | None:
+    """The time a process has run, in nanoseconds (None: it has exited)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as schedstat:
+            return int(schedstat.read().split()[0])
+    except OSError:
+        return None
 
 
 def _stat_fields(pid: int) -> list[str]:
