@@ -120,12 +120,17 @@ class Cluster:
         self.frozen.discard(pid)
 
     def taken_from(self, owner: str, token: int) -> None:
-        """Waits for another worker to hold the run under a newer token: the frozen
-        worker's lease expired and the reconciler requeued the run."""
-        _poll(
-            "another worker to take the run",
-            lambda: (now := self.lease()) is not None and now[0] != owner and now[1] > token,
-        )
+        """Waits for another worker to have claimed the run under a newer token: the frozen
+        worker's lease expired and the reconciler requeued the run. (Only a claim bumps the
+        token, and the frozen `owner` claims nothing; the new owner may already have let
+        the run go again, as a run that halts for a person does at once.)"""
+        query = "SELECT lease_token FROM runs WHERE id = $1"
+
+        def claimed_again() -> bool:
+            rows = asyncio.run(_sql(self.dsn, query, self.run_id))
+            return bool(rows) and rows[0]["lease_token"] > token
+
+        _poll(f"another worker than {owner} to take the run", claimed_again)
 
     def refused(self, pid: int) -> list[dict[str, Any]]:
         """Waits for the worker `pid` to log that it lost the run's lease."""
