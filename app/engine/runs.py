@@ -143,26 +143,16 @@ class RunCommands:
                 touched += await self._supersede(session, active, queued, now)
             run = await run_store.insert_run(
                 session,
-                {
-                    "id": new_id("run"),
-                    "agent_id": body.agent_id,
-                    "conversation_id": conversation_id,
-                    "lane": lane,
-                    "input": body.input,
-                    "multitask": body.multitask,
-                    "status": RunStatus.QUEUED,
-                    "iteration": 0,
-                    "usage": {"input_tokens": 0, "output_tokens": 0},
-                    "attempt": 1,
-                    "parent_run_id": parent_run_id,
-                    "metadata": body.metadata,
-                    "cancel_requested": False,
-                    "lease_token": 0,
-                    "resume_available": False,
-                    "version": 1,
-                    "created_at": now,
-                    "updated_at": now,
-                },
+                _queued_run(
+                    agent_id=body.agent_id,
+                    conversation_id=conversation_id,
+                    lane=lane,
+                    input_text=body.input,
+                    multitask=body.multitask,
+                    metadata=body.metadata,
+                    now=now,
+                    parent_run_id=parent_run_id,
+                ),
             )
             await run_transitions.record(
                 session, run, now, events=[("agent_run.queued", {"lane": lane})]
@@ -372,26 +362,16 @@ class RunCommands:
             await conversations.create_conversation(session, conversation_id)
             fork = await run_store.insert_run(
                 session,
-                {
-                    "id": new_id("run"),
-                    "agent_id": source.agent_id,
-                    "conversation_id": conversation_id,
-                    "lane": f"conversation:{conversation_id}",
-                    "input": body.input or source.input,
-                    "multitask": Multitask.ENQUEUE,
-                    "status": RunStatus.QUEUED,
-                    "iteration": state.iteration,
-                    "usage": {"input_tokens": 0, "output_tokens": 0},
-                    "attempt": 1,
-                    "parent_run_id": None,
-                    "metadata": source.metadata,
-                    "cancel_requested": False,
-                    "lease_token": 0,
-                    "resume_available": False,
-                    "version": 1,
-                    "created_at": now,
-                    "updated_at": now,
-                },
+                _queued_run(
+                    agent_id=source.agent_id,
+                    conversation_id=conversation_id,
+                    lane=f"conversation:{conversation_id}",
+                    input_text=body.input or source.input,
+                    multitask=Multitask.ENQUEUE,
+                    metadata=source.metadata,
+                    now=now,
+                    iteration=state.iteration,
+                ),
             )
             forked = {"from_run_id": run_id, "from_seq": body.from_seq}
             events: list[StreamEvent] = [
@@ -417,6 +397,41 @@ class RunCommands:
             await run_transitions.announce(session, [(fork, events, now)])
         self._published(fork, event="agent_run.queued")
         return fork
+
+
+def _queued_run(
+    *,
+    agent_id: str,
+    conversation_id: str,
+    lane: str,
+    input_text: str,
+    multitask: Multitask,
+    metadata: dict[str, Any],
+    now: datetime,
+    parent_run_id: str | None = None,
+    iteration: int = 0,
+) -> dict[str, Any]:
+    """The row of a new run, queued on its lane."""
+    return {
+        "id": new_id("run"),
+        "agent_id": agent_id,
+        "conversation_id": conversation_id,
+        "lane": lane,
+        "input": input_text,
+        "multitask": multitask,
+        "status": RunStatus.QUEUED,
+        "iteration": iteration,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "attempt": 1,
+        "parent_run_id": parent_run_id,
+        "metadata": metadata,
+        "cancel_requested": False,
+        "lease_token": 0,
+        "resume_available": False,
+        "version": 1,
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 def _check_fork_input(transcript: list[Message], body: RunFork) -> None:

@@ -33,9 +33,8 @@ async def read_context(session: AsyncSession, conversation_id: str) -> tuple[lis
     )
     prefix = [Message.model_validate(m) for m in context["messages"]] if context else []
     through: int = context["through_position"] if context else -1
-    later = await history.read_messages(session, conversation_id, after=through, limit=2**31 - 1)
-    messages = prefix + [Message(role=m.role, content=m.content) for m in later]
-    return messages, later[-1].position if later else through
+    later = await history.transcript(session, conversation_id, after=through)
+    return prefix + later, through + len(later)
 
 
 async def replace_context(

@@ -333,11 +333,11 @@ async def read_messages(
 async def transcript(
     session: AsyncSession, conversation_id: str, *, after: int = -1
 ) -> list[Message]:
-    """The transcript after `after` as messages (what a run's loop reads)."""
-    return [
-        Message(role=m.role, content=m.content)
-        for m in await read_messages(session, conversation_id, after=after, limit=2**31 - 1)
-    ]
+    """The transcript after `after` as messages (what a run's loop reads), each validated
+    once. Positions are gapless: the last one is `after` plus their number."""
+    params = {"conversation": conversation_id, "after": after, "limit": 2**31 - 1}
+    rows = await session.execute(_MESSAGES, params)
+    return [Message.model_validate({"role": r.role, "content": r.content}) for r in rows]
 
 
 # -- pages of steps --------------------------------------------------------------------

@@ -18,12 +18,10 @@ from app.store import history
 
 @dataclass(frozen=True)
 class LeasedJournal:
-    """A journal locked for a change by the run holding its lease, with where that run
-    stands (for the checkpoint that records the change)."""
+    """A journal locked for a change by the run holding its lease."""
 
     run_id: str
     conversation_id: str
-    system_prompt_hash: str
     journal: dict[str, Any]
 
 
@@ -48,7 +46,6 @@ async def lock_for_run(
         await session.execute(
             select(
                 RUNS.c.conversation_id,
-                RUNS.c.system_prompt_hash,
                 CONVERSATIONS.c.journal,
             )
             .join(CONVERSATIONS, CONVERSATIONS.c.id == RUNS.c.conversation_id)
@@ -66,7 +63,6 @@ async def lock_for_run(
     return LeasedJournal(
         run_id=run_id,
         conversation_id=row.conversation_id,
-        system_prompt_hash=row.system_prompt_hash or "",
         journal=dict(row.journal),
     )
 
