@@ -8,6 +8,7 @@ from typing import Any
 TASK_STREAM = "tasks"  # every task's changes (`GET /v1/tasks/events`)
 RUNS_STREAM = "runs"  # every run's lifecycle (`GET /v1/runs/events`); wakes the workers
 APPROVALS_STREAM = "approvals"  # approvals asked and settled (`GET /v1/approvals/events`)
+TRIGGERS_STREAM = "triggers"  # triggers fired, skipped or failed (`GET /v1/triggers/events`)
 
 # One event as a stream holds it: its type (`agent_run.started`, `task.created`, …) and its data.
 StreamEvent = tuple[str, dict[str, Any]]

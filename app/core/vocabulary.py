@@ -118,3 +118,43 @@ class StepKind(StrEnum):
 
 
 RESUME_POINTS = frozenset(StepKind) - {StepKind.NOTE}
+
+
+class TriggerKind(StrEnum):
+    """What fires a trigger."""
+
+    WEBHOOK = "webhook"  # a signed request to `POST /v1/hooks/{trigger_id}`
+    SCHEDULE = "schedule"  # a cron expression in a time zone, or a fixed interval
+    CHAIN = "chain"  # a run settling, or a workflow execution finishing
+
+
+class TargetKind(StrEnum):
+    """What a trigger starts when it fires."""
+
+    RUN = "run"  # a run of an agent (through the normal create path)
+    WORKFLOW = "workflow"  # an execution of a workflow definition
+
+
+class MisfirePolicy(StrEnum):
+    """What a schedule does with the fire times it missed while no process was up."""
+
+    SKIP = "skip"  # none of them: the next fire is the next one due from now
+    RUN_ONCE = "run_once"  # one fire, for the latest missed time
+    RUN_ALL = "run_all"  # each missed time, up to the schedule's catch-up bound
+
+
+class OverlapPolicy(StrEnum):
+    """What a schedule's fire does while the run its previous fire started is active (the
+    lane's multitask policies)."""
+
+    SKIP = "skip"  # no run for this fire; the fire is recorded as skipped
+    ENQUEUE = "enqueue"  # the new run waits behind it on its lane
+    INTERRUPT = "interrupt"  # the active run is cancelled and the new one takes the lane
+
+
+class FireStatus(StrEnum):
+    """What became of one fire of a trigger."""
+
+    STARTED = "started"  # its run or execution was created
+    SKIPPED = "skipped"  # its overlap or misfire policy said no
+    FAILED = "failed"  # its target could not be started (the error says why)
