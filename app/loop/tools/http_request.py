@@ -25,10 +25,8 @@ from typing import Any
 import certifi
 import httpx
 
+from app.core.addresses import IPAddress, IPNetwork, literal, parse_networks, refusal_reason
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 METHODS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -40,36 +38,6 @@ TOOL_HEADERS = frozenset({"host", "idempotency-key", "accept-encoding", *_FRAMIN
 CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 # A token, a newline (which neither part may contain), then printable ASCII.
 _HEADER = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\n[\t\x20-\x7e]*")
-
-_RULES = tuple(
-    (ipaddress.ip_network(cidr), reason)
-    for cidr, reason in (
-        ("0.0.0.0/8", "unspecified address"),
-        ("127.0.0.0/8", "loopback address"),
-        ("10.0.0.0/8", "private address"),
-        ("172.16.0.0/12", "private address"),
-        ("192.168.0.0/16", "private address"),
-        ("169.254.0.0/16", "link-local address"),  # includes 169.254.169.254, cloud metadata
-        ("100.64.0.0/10", "carrier-grade NAT address"),
-        ("224.0.0.0/4", "multicast address"),
-        ("240.0.0.0/4", "reserved address"),
-        ("::/128", "unspecified address"),
-        ("::1/128", "loopback address"),
-        ("2001::/32", "Teredo address"),  # the IPv4 inside is obfuscated and relay-dependent
-        ("64:ff9b:1::/48", "local-use NAT64 address"),  # RFC 8215: where the IPv4 sits is local
-        ("fc00::/7", "private address"),
-        ("fe80::/10", "link-local address"),
-        ("fec0::/10", "site-local address"),
-        ("ff00::/8", "multicast address"),
-        ("::/8", "reserved address"),  # IPv4-compatible ::a.b.c.d and the rest of ::/8
-    )
-)
-# Packets to these end up at the IPv4 address inside them, so that address is judged instead.
-_EMBEDDING = (
-    (ipaddress.IPv6Network("::ffff:0:0/96"), "IPv4-mapped", 0),
-    (ipaddress.IPv6Network("64:ff9b::/96"), "NAT64", 0),
-    (ipaddress.IPv6Network("2002::/16"), "6to4", 80),
-)
 
 
 @dataclass(frozen=True)
@@ -96,12 +64,7 @@ class HttpToolPolicy:
             raise ValueError("max_redirects must not be negative")
         if not self.allowed_schemes or not set(self.allowed_schemes) <= {"http", "https"}:
             raise ValueError("allowed_schemes: only http and https are supported")
-        if isinstance(self.allowed_networks, str):  # a bare string would be read char by char
-            raise ValueError("allowed_networks must be a tuple of CIDR strings")
-        try:
-            networks = tuple(ipaddress.ip_network(cidr) for cidr in self.allowed_networks)
-        except ValueError as exc:
-            raise ValueError(f"allowed_networks: {exc}") from None
+        networks = parse_networks(self.allowed_networks)
         object.__setattr__(self, "allowed_networks", tuple(self.allowed_networks))
         object.__setattr__(self, "networks", networks)
         if isinstance(self.idempotency_key_hosts, str):
@@ -117,27 +80,6 @@ class HttpToolPolicy:
         shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as written in a URL
         port = url.port or {"http": 80, "https": 443}.get(url.scheme)
         return bool({shown, f"{shown}:{port}"} & set(self.idempotency_key_hosts))
-
-
-def refusal_reason(address: IPAddress, policy: HttpToolPolicy) -> str | None:
-    """Why the tool must not connect to `address`, or None when it may. `allowed_networks`
-    matches the address as resolved, never an IPv4 address embedded in it."""
-    if policy.allow_private or any(address in network for network in policy.networks):
-        return None
-    return _classify(address)
-
-
-def _classify(address: IPAddress) -> str | None:
-    for prefix, label, shift in _EMBEDDING:
-        if address in prefix:
-            inner = ipaddress.IPv4Address((int(address) >> shift) & 0xFFFF_FFFF)
-            reason = _classify(inner)
-            return f"{reason} ({label} {inner})" if reason else None
-    for network, reason in _RULES:  # embedded forms first: ::ffff:0:0/96 lies inside ::/8
-        if address in network:
-            return reason
-    # Documentation, benchmarking and other special-purpose ranges the table does not name.
-    return None if address.is_global else "non-public address"
 
 
 def make_http_request_tool(policy: HttpToolPolicy | None = None) -> Tool:
@@ -283,7 +225,7 @@ def _request(
     # httpx inflates a whole compressed chunk before the cap is checked: ask for none.
     headers["Accept-Encoding"] = "identity"
     # An IP-literal URL has no name to present; the certificate is then checked against the IP.
-    extensions = {} if _literal(host) is not None else {"sni_hostname": host}
+    extensions = {} if literal(host) is not None else {"sni_hostname": host}
     target = url.copy_with(host=str(address))
     return client.build_request(
         call.method, target, headers=headers, content=call.body, extensions=extensions
@@ -320,18 +262,11 @@ def _checked_url(target: str | httpx.URL, policy: HttpToolPolicy) -> httpx.URL:
     return url
 
 
-def _literal(host: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
-
-
 async def _resolve(host: str, policy: HttpToolPolicy) -> list[IPAddress]:
     """Every address `host` resolves to, looked up once; all must pass, since the connection
     may go to any of them."""
-    if (literal := _literal(host)) is not None:
-        addresses = [literal]
+    if (given := literal(host)) is not None:
+        addresses = [given]
     else:
         loop = asyncio.get_running_loop()
         try:
