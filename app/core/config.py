@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.core.addresses import parse_networks
 from app.core.vocabulary import ReviewTimeoutPolicy
 
 
@@ -302,6 +303,52 @@ class ToolSettings(BaseModel):
     )
 
 
+class WebhookSettings(BaseModel):
+    """Outbound webhooks (`/v1/webhooks`): how deliveries are sent, retried and bounded,
+    and which addresses their URLs may reach (the `http_request` tool's policy, set apart)."""
+
+    enabled: bool = Field(
+        True, description="Send deliveries from this process (`serve` and `worker`)."
+    )
+    max_attempts: int = Field(
+        5, ge=1, le=100, description="Attempts at one delivery before it is dead-lettered."
+    )
+    backoff_base_s: float = Field(
+        15.0, ge=0, le=86_400, description="A failed attempt's retry waits base * factor^(n-1) s."
+    )
+    backoff_factor: float = Field(2.0, ge=1, le=10, description="Backoff factor of retries.")
+    timeout_s: float = Field(
+        10.0, gt=0, le=300, description="One attempt (connect, send, read the answer)."
+    )
+    lease_s: float = Field(
+        60.0,
+        gt=0,
+        le=3_600,
+        description="A deliverer holds a delivery this long per attempt; a process killed "
+        "mid-attempt leaves it to another after that. Longer than `timeout_s`.",
+    )
+    concurrency: int = Field(4, ge=1, le=256, description="Deliveries sent at once.")
+    response_excerpt_chars: int = Field(
+        1_000, ge=0, le=65_536, description="How much of a receiver's answer the log keeps."
+    )
+    poll_interval_s: float = Field(
+        10.0, gt=0, le=3_600, description="Look for due deliveries this often without a wake-up."
+    )
+    allow_private: bool = Field(
+        False, description="Let webhook URLs reach private, loopback and link-local addresses."
+    )
+    allowed_networks: list[str] = Field(
+        default_factory=list, description="CIDRs webhook URLs may reach even if private."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> WebhookSettings:
+        if self.lease_s <= self.timeout_s:
+            raise ValueError("lease_s must be longer than timeout_s")
+        parse_networks(self.allowed_networks)
+        return self
+
+
 class CompactionSettings(BaseModel):
     """Auto-compaction and the recovery ladder: when a prompt grows past the threshold,
     older messages are folded into a summary, then pruned deeper, then a human is asked."""
@@ -413,6 +460,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     loop_guards: LoopGuardSettings = Field(default_factory=LoopGuardSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(

@@ -272,3 +272,36 @@ def check_approval_transition(current: ApprovalStatus, target: ApprovalStatus) -
     if current is A.EXPIRED:
         raise ApprovalExpired(target)
     raise InvalidTransition(current, target, allowed, " (the approval was already decided)")
+
+
+# -- webhook deliveries --------------------------------------------------------------------
+# One POST of one event to one subscription, tried until the receiver answers 2xx or the
+# attempts run out. The deliverer (`engine/webhooks/deliverer.py`) moves it after each
+# attempt; a person's redeliver sends a settled one again with a fresh attempt budget. A
+# retry is not a transition: the delivery stays `pending`, with a later `next_attempt_at`.
+
+
+class DeliveryStatus(StrEnum):
+    # Waiting for its next attempt (the first, or a retry after a failure) at
+    # `next_attempt_at`. In: the outbox trigger, a failed attempt with attempts left, a
+    # redeliver. A deliverer holds it while `locked_until` is ahead (one attempt in flight).
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"  # the receiver answered 2xx. Out: a redeliver.
+    DEAD_LETTER = "dead_letter"  # every attempt of its budget failed. Out: a redeliver.
+
+
+W = DeliveryStatus
+
+DELIVERY_ALLOWED: dict[DeliveryStatus, frozenset[DeliveryStatus]] = {
+    W.PENDING: frozenset({W.SUCCEEDED, W.DEAD_LETTER}),
+    W.SUCCEEDED: frozenset({W.PENDING}),  # redeliver
+    W.DEAD_LETTER: frozenset({W.PENDING}),  # redeliver
+}
+
+
+def check_delivery_transition(current: DeliveryStatus, target: DeliveryStatus) -> None:
+    """Raise `invalid_transition` (409) unless the table allows `current -> target`."""
+    allowed = DELIVERY_ALLOWED[current]
+    if target not in allowed:
+        why = " (it is waiting for its next attempt already)" if current is W.PENDING else ""
+        raise InvalidTransition(current, target, allowed, why)

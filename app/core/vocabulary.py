@@ -158,3 +158,23 @@ class FireStatus(StrEnum):
     STARTED = "started"  # its run or execution was created
     SKIPPED = "skipped"  # its overlap or misfire policy said no
     FAILED = "failed"  # its target could not be started (the error says why)
+
+
+class WebhookEventType(StrEnum):
+    """The events a webhook (`/v1/webhooks`) may subscribe to. Each is delivered once per
+    subscription, from the outbox the database writes in the event's own transaction
+    (migration 0012's trigger lists these types). A run's events are taken from its lane's
+    stream, which carries their details (`error`, `question`, `stop_reason`)."""
+
+    RUN_COMPLETED = "agent_run.completed"
+    RUN_FAILED = "agent_run.failed"  # an attempt failed; a retry or a dead letter may follow
+    RUN_DEAD_LETTER = "agent_run.dead_letter"  # its retries ran out
+    RUN_WAITING_ON_HUMAN = "agent_run.waiting_on_human"
+    APPROVAL_REQUESTED = "approval.requested"
+    APPROVAL_APPROVED = "approval.approved"
+    APPROVAL_REJECTED = "approval.rejected"
+    APPROVAL_EXPIRED = "approval.expired"  # its timeout policy decided
+    EXECUTION_COMPLETED = "workflow.execution.completed"
+    EXECUTION_FAILED = "workflow.execution.failed"
+    EXECUTION_CANCELLED = "workflow.execution.cancelled"
+    TRIGGER_FIRED = "trigger.fired"

@@ -24,6 +24,14 @@ from app.models.triggers import (
     Trigger,
     TriggerFire,
 )
+from app.models.webhooks import (
+    WEBHOOK_DELIVERIES,
+    WEBHOOK_DELIVERY_ATTEMPTS,
+    WEBHOOKS,
+    Webhook,
+    WebhookDelivery,
+    WebhookDeliveryAttempt,
+)
 from app.models.workflows import (
     WORKFLOW_EXECUTION_TASKS,
     WORKFLOW_EXECUTIONS,
@@ -46,6 +54,9 @@ __all__ = [
     "TRANSITIONS",
     "TRIGGERS",
     "TRIGGER_FIRES",
+    "WEBHOOKS",
+    "WEBHOOK_DELIVERIES",
+    "WEBHOOK_DELIVERY_ATTEMPTS",
     "WORKFLOWS",
     "WORKFLOW_EXECUTIONS",
     "WORKFLOW_EXECUTION_TASKS",
@@ -63,6 +74,9 @@ __all__ = [
     "TaskTransition",
     "Trigger",
     "TriggerFire",
+    "Webhook",
+    "WebhookDelivery",
+    "WebhookDeliveryAttempt",
     "Workflow",
     "WorkflowExecution",
     "WorkflowExecutionTask",
