@@ -17,6 +17,7 @@ from app.api import (
     health,
     problems,
     tasks,
+    webhooks,
     workflow_executions,
     workflows,
 )
@@ -91,6 +92,7 @@ def create_app(
     app.include_router(workflow_executions.router)
     app.include_router(approvals.router)
     app.include_router(tools_api.router)
+    app.include_router(webhooks.router)
     keys_required = bool(settings.auth.api_keys)
     app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]
     return app

@@ -4,10 +4,10 @@ components in order and stops them in reverse, also when start-up fails halfway.
 Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
 workflow observer and the TaskEngine → task runs → review gate → approval sweep →
 idempotency sweep → history retention (only when a window is set) → group committer →
-tokenizer → reconciler (its first pass reconciles at boot) → workers. Stopping runs the
-same list backwards, after open streams are told to end: workers stop claiming and give
-running loops their grace period, …, the listener stops, the pool is disposed, the
-embedded server stops.
+tokenizer → reconciler (its first pass reconciles at boot) → webhook deliverer → workers.
+Stopping runs the same list backwards, after open streams are told to end: workers stop
+claiming and give running loops their grace period, the deliverer gives its attempts
+theirs, …, the listener stops, the pool is disposed, the embedded server stops.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
 from app.engine.task_runs import TaskRuns
+from app.engine.webhooks.commands import WebhookCommands
+from app.engine.webhooks.deliverer import WebhookDeliverer
+from app.engine.webhooks.policy import DeliveryPolicy
 from app.engine.workers import WorkerPool
 from app.engine.workflow_observer import ExecutionObserver
 from app.engine.workflows import WorkflowCommands
@@ -224,6 +227,7 @@ def build_runtime(
     runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
     registry = build_tools(settings, sessionmaker, tools, task_engine)
+    delivery_policy = DeliveryPolicy.from_settings(settings.webhooks)
     services = Services(
         settings=settings,
         sessionmaker=sessionmaker,
@@ -239,6 +243,9 @@ def build_runtime(
         runs=runs,
         approvals=approvals,
         workflows=WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention),
+        webhooks=WebhookCommands(
+            sessionmaker, bus, delivery_policy, idempotency_retention=retention
+        ),
         metrics=metrics,
         shutting_down=anyio.Event(),
         stream_slots=stream_slots,
@@ -303,6 +310,7 @@ def build_runtime(
         *_history_retention(settings, sessionmaker, metrics),
         Component("group committer", committer.start, committer.stop),
         Component("reconciler", reconciler.start, reconciler.stop),  # first pass: at boot
+        *_webhook_deliverer(settings, sessionmaker, bus, delivery_policy, metrics),
     ]
     if workers is not None:
         pool = workers
@@ -328,6 +336,26 @@ def _history_retention(
         metrics=metrics,
     )
     return [Component("history retention", pruner.start, pruner.stop)]
+
+
+def _webhook_deliverer(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    bus: EventBus,
+    policy: DeliveryPolicy,
+    metrics: Metrics,
+) -> list[Component]:
+    """The deliverer of outbound webhooks, unless this process is told not to send them."""
+    if not settings.webhooks.enabled:
+        return []
+    deliverer = WebhookDeliverer(
+        sessionmaker,
+        bus,
+        policy,
+        metrics=metrics,
+        poll_interval_s=settings.webhooks.poll_interval_s,
+    )
+    return [Component("webhook deliverer", deliverer.start, deliverer.stop)]
 
 
 def _end_streams(services: Services) -> Callable[[], Awaitable[None]]:

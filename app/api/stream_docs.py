@@ -33,6 +33,7 @@ from app.schemas.run_events import (
     ToolCallCompletedEvent,
     ToolCallStartedEvent,
 )
+from app.schemas.webhooks import WebhookDeliveryEvent
 
 REF = "#/components/schemas/{model}"
 
@@ -103,6 +104,7 @@ def _union(stream: EventStream) -> dict[str, Any]:
 
 TASKS = EventStream("TaskEvent", (TaskEvent,))
 APPROVALS = EventStream("ApprovalEvent", (ApprovalEvent,))
+WEBHOOKS = EventStream("WebhookDeliveryEvent", (WebhookDeliveryEvent,))
 WORKFLOW_EXECUTION = EventStream(
     "WorkflowExecutionEvent",
     (ExecutionEvent, NodeChangedEvent),
@@ -127,4 +129,4 @@ RUN = EventStream(
     ),
     "One event of `GET /v1/runs/{id}/events`: tell them apart by `event`.",
 )
-EVENT_STREAMS = (TASKS, APPROVALS, WORKFLOW_EXECUTION, RUNS_BOARD, LANE, RUN)
+EVENT_STREAMS = (TASKS, APPROVALS, WORKFLOW_EXECUTION, RUNS_BOARD, LANE, RUN, WEBHOOKS)

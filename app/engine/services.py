@@ -16,6 +16,7 @@ from app.engine.runs import RunCommands
 from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
+from app.engine.webhooks.commands import WebhookCommands
 from app.engine.workflows import WorkflowCommands
 from app.schemas.tools import ToolRead
 from app.telemetry.metrics import Metrics
@@ -31,6 +32,7 @@ class Services:
     runs: RunCommands
     approvals: ApprovalCommands
     workflows: WorkflowCommands
+    webhooks: WebhookCommands
     metrics: Metrics
     shutting_down: anyio.Event  # set first at shutdown: open streams end
     stream_slots: StreamSlots

@@ -23,6 +23,11 @@ from app.schemas.runs import RunRead
 
 BREAKER_STATES = ("closed", "open", "half_open")
 
+# Outcomes of webhook delivery attempts: the receiver answered 2xx; an attempt failed and a
+# retry follows; the last attempt failed.
+WEBHOOK_OUTCOMES = ("succeeded", "failed", "dead_lettered")
+WEBHOOK_LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
 # From under a second (a free lane) to a day (a lane held by a run waiting on a person).
 LANE_WAIT_BUCKETS_S = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 
@@ -153,6 +158,21 @@ class Metrics:
             ["stage"],
             registry=registry,
         )
+        self.webhook_deliveries = Counter(
+            "loopwright_webhook_deliveries",
+            "Webhook delivery attempts made by this process, by outcome: `succeeded` (2xx), "
+            "`failed` (a retry follows), `dead_lettered` (the last attempt failed).",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in WEBHOOK_OUTCOMES:
+            self.webhook_deliveries.labels(outcome)
+        self.webhook_latency = Histogram(
+            "loopwright_webhook_delivery_seconds",
+            "How long webhook delivery attempts took, answered or not.",
+            buckets=WEBHOOK_LATENCY_BUCKETS_S,
+            registry=registry,
+        )
         registry.register(_BreakerStates(breaker_states))
         # Event type -> the counter it increments and the payload fields naming its labels.
         self._counted: dict[str, tuple[Counter, tuple[str, ...]]] = {
@@ -185,6 +205,12 @@ class Metrics:
         # dead-lettered run counts once, as dead_letter, not also as failed.
         if run.status in RUN_SETTLED and f"agent_run.{run.status.value}" in kinds:
             self.run_outcomes.labels(run.status.value).inc()
+
+    def webhook_attempt(self, event_type: str, latency_s: float) -> None:
+        """A delivery attempt's outcome was recorded, as the event it wrote says
+        (`webhook.delivery.succeeded`, `.failed`, `.dead_lettered`)."""
+        self.webhook_deliveries.labels(event_type.rsplit(".", 1)[-1]).inc()
+        self.webhook_latency.observe(latency_s)
 
     def llm_call(self, model: str, outcome: str) -> None:
         """One LLM call ended, after any retries: `outcome` is `ok` or the class it failed

@@ -101,6 +101,7 @@ FREE_FORM = {
     "ScriptedToolCall.input": "a scripted tool call's input, as the script's author wrote it",
     "ToolRead.input_schema": "a JSON Schema document, as tools publish it",
     "RunDiagnosticData": "each diagnostic has fields of its own, for people and dashboards",
+    "WebhookPayload.data": "the delivered event's data: its stream's event schemas say its shape",
 }
 
 

@@ -6,7 +6,8 @@ from ipaddress import ip_address
 
 import pytest
 
-from app.loop.tools.http_request import HttpToolPolicy, refusal_reason
+from app.core.addresses import refusal_reason
+from app.loop.tools.http_request import HttpToolPolicy
 
 DEFAULT = HttpToolPolicy()
 
