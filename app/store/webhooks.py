@@ -120,8 +120,9 @@ async def get_delivery(
 
 async def attempts_of(session: AsyncSession, delivery_id: str) -> list[WebhookDeliveryAttemptRead]:
     A = WEBHOOK_DELIVERY_ATTEMPTS
+    columns = [A.c[name] for name in WebhookDeliveryAttemptRead.model_fields]
     rows = await session.execute(
-        select(A).where(A.c.delivery_id == delivery_id).order_by(A.c.attempt)
+        select(*columns).where(A.c.delivery_id == delivery_id).order_by(A.c.attempt)
     )
     return [WebhookDeliveryAttemptRead.model_validate(r._mapping) for r in rows]
 
