@@ -25,6 +25,7 @@ _STREAMS: list[tuple[re.Pattern[str], EventStream]] = [
     (re.compile(r"^/v1/runs/[^/]+/events$"), stream_docs.RUN),
     (re.compile(r"^/v1/lanes/.+/events$"), stream_docs.LANE),
     (re.compile(r"^/v1/workflow-executions/[^/]+/events$"), stream_docs.WORKFLOW_EXECUTION),
+    (re.compile(r"^/v1/webhooks/events$"), stream_docs.WEBHOOKS),
 ]
 
 
@@ -73,6 +74,7 @@ _STORED: list[tuple[re.Pattern[str], EventStream]] = [
     (re.compile(r"^runs$"), stream_docs.RUNS_BOARD),
     (re.compile(r"^lane:"), stream_docs.LANE),
     (re.compile(r"^workflow:"), stream_docs.WORKFLOW_EXECUTION),
+    (re.compile(r"^webhooks$"), stream_docs.WEBHOOKS),
 ]
 
 
