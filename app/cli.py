@@ -330,6 +330,19 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     agents.add_argument("action", nargs="?", choices=["list", "create"], default="list")
     agents.add_argument("file", nargs="?", help="create: the agent's file")
 
+    hooks = verb(
+        "webhooks", "list webhooks, a webhook's deliveries, or redeliver one", verbs.webhooks
+    )
+    hooks.add_argument(
+        "action", nargs="?", choices=["list", "deliveries", "redeliver"], default="list"
+    )
+    hooks.add_argument("webhook", nargs="?", help="webhook id (deliveries, redeliver)")
+    hooks.add_argument("delivery", nargs="?", help="delivery id (redeliver)")
+    hooks.add_argument(
+        "--status", help="deliveries: only this status (pending, succeeded, dead_letter)"
+    )
+    hooks.add_argument("--limit", type=int, default=20, help="deliveries: how many (default 20)")
+
     tools = verb("tools", "the tools agents may use, with their inputs", verbs.tools)
     tools.add_argument("--schemas", action="store_true", help="print full input schemas")
 

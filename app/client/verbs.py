@@ -261,6 +261,43 @@ def approvals(args: argparse.Namespace, client: Client) -> Exit:
     return Exit.COMPLETED
 
 
+def webhooks(args: argparse.Namespace, client: Client) -> Exit:
+    """List webhooks; a webhook's delivery log, newest first; redeliver one delivery."""
+    if args.action == "list":
+        rows = [
+            (w["id"], "on" if w["enabled"] else "off", w["url"], ", ".join(w["event_types"]))
+            for w in _all(client, "/v1/webhooks")
+        ]
+        _table(rows, ("WEBHOOK", "ENABLED", "URL", "EVENTS"))
+        return Exit.COMPLETED
+    if not args.webhook:
+        raise ClientError(
+            f"say which webhook: loopwright webhooks {args.action} WEBHOOK_ID", Exit.USAGE
+        )
+    base = f"/v1/webhooks/{args.webhook}/deliveries"
+    if args.action == "redeliver":
+        if not args.delivery:
+            raise ClientError("say which delivery: … redeliver WEBHOOK_ID DELIVERY_ID", Exit.USAGE)
+        sent = client.post(f"{base}/{args.delivery}/redeliver", {})
+        print(f"delivery {sent['id']}: {sent['status']}")
+        return Exit.COMPLETED
+    page = client.get(base, status=args.status, limit=args.limit)
+    rows = [
+        (
+            d["id"],
+            d["event_type"],
+            d["status"],
+            str(d["attempts"]),
+            str(d["last_status_code"] or "") or _one_line(d["last_error"] or "", 40),
+            "" if d["last_latency_ms"] is None else f"{d['last_latency_ms']} ms",
+            d["created_at"][:19].replace("T", " "),
+        )
+        for d in page["items"]
+    ]
+    _table(rows, ("DELIVERY", "EVENT", "STATUS", "ATTEMPTS", "LAST", "LATENCY", "CREATED (UTC)"))
+    return Exit.COMPLETED
+
+
 def agents(args: argparse.Namespace, client: Client) -> Exit:
     if args.action == "create":
         if not args.file:

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.config import Settings
 from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
+from tests.support.cli import cli
 from tests.support.receiver import Answer, Receiver, receiver
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
@@ -276,3 +277,34 @@ async def test_a_pending_delivery_refuses_a_redeliver_and_unknowns_are_404s(
     assert_problem(
         await client.patch("/v1/webhooks/wh_nope", json={"enabled": True}), 404, "not_found"
     )
+
+
+async def test_webhooks_and_their_deliveries_from_the_command_line(
+    client: httpx.AsyncClient, base_url: str, hooks: Receiver
+) -> None:
+    webhook = await subscribe(client, hooks.hook())
+    await completed_run(client)
+    [delivery] = await settled_log(client, webhook["id"])
+
+    listed = await cli(base_url, "webhooks")
+    assert listed.code == 0, listed
+    assert listed.out.splitlines()[1].split() == [
+        webhook["id"],
+        "on",
+        hooks.hook(),
+        "agent_run.completed",
+    ]
+    log_lines = await cli(base_url, "webhooks", "deliveries", webhook["id"])
+    assert log_lines.code == 0, log_lines
+    assert log_lines.out.splitlines()[1].split()[:5] == [
+        delivery["id"],
+        "agent_run.completed",
+        "succeeded",
+        "1",
+        "200",
+    ]
+    again = await cli(base_url, "webhooks", "redeliver", webhook["id"], delivery["id"])
+    assert again.code == 0 and again.out.strip() == f"delivery {delivery['id']}: pending", again
+    for args in (("deliveries",), ("redeliver", webhook["id"])):
+        usage = await cli(base_url, "webhooks", *args)
+        assert usage.code == 2 and "say which" in usage.err, usage
