@@ -282,7 +282,7 @@ def webhooks(args: argparse.Namespace, client: Client) -> Exit:
         print(f"delivery {sent['id']}: {sent['status']}")
         return Exit.COMPLETED
     page = client.get(base, status=args.status, limit=args.limit)
-    rows = [
+    entries = [
         (
             d["id"],
             d["event_type"],
@@ -294,7 +294,7 @@ def webhooks(args: argparse.Namespace, client: Client) -> Exit:
         )
         for d in page["items"]
     ]
-    _table(rows, ("DELIVERY", "EVENT", "STATUS", "ATTEMPTS", "LAST", "LATENCY", "CREATED (UTC)"))
+    _table(entries, ("DELIVERY", "EVENT", "STATUS", "ATTEMPTS", "LAST", "LATENCY", "CREATED (UTC)"))
     return Exit.COMPLETED
 
 

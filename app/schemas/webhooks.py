@@ -19,15 +19,13 @@ URL_MAX_CHARS = 2_000
 
 
 def _http_url(url: str) -> str:
-    """An absolute http(s) URL with a host and no credentials (the address policy, which
-    needs the settings, is checked by the command)."""
+    """An absolute URL with a host and no credentials (the pattern has checked its http(s)
+    scheme; the address policy, which needs the settings, is checked by the command)."""
     try:
         parts = urlsplit(url)
         port = parts.port  # a port out of range raises here
     except ValueError as exc:
         raise ValueError(f"is not a URL: {exc}") from None
-    if parts.scheme not in ("http", "https"):
-        raise ValueError("must be an http or https URL")
     if not parts.hostname:
         raise ValueError("must name a host")
     if parts.username is not None or parts.password is not None:

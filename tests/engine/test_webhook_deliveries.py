@@ -5,25 +5,35 @@ letters, redelivers, the lease between deliverers, the address policy at each at
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.errors import InvalidTransition
+from app.core.errors import InvalidTransition, NotFound, ValidationFailed, VersionConflict
 from app.core.ids import new_id
 from app.core.states import DeliveryStatus
-from app.core.streams import APPROVALS_STREAM, RUNS_STREAM, WEBHOOKS_STREAM, lane_stream
+from app.core.streams import (
+    APPROVALS_STREAM,
+    DELIVERIES_DUE,
+    RUNS_STREAM,
+    WEBHOOKS_STREAM,
+    lane_stream,
+)
 from app.core.vocabulary import WebhookEventType
 from app.engine.bus import EventBus
 from app.engine.pg_listener import PgListener
+from app.engine.webhooks import deliverer as deliverer_module
 from app.engine.webhooks.commands import WebhookCommands
 from app.engine.webhooks.deliverer import WebhookDeliverer
 from app.engine.webhooks.policy import DeliveryPolicy
+from app.engine.webhooks.sender import _send_first
 from app.schemas.webhooks import WebhookCreate, WebhookDeliveryRead, WebhookPatch, WebhookWithSecret
 from app.store import events as event_store
 from app.store import webhooks as store
@@ -488,3 +498,197 @@ async def test_delivery_ids_made_by_the_database_read_like_the_services_ids(
     alphabet = set("0123456789abcdefghjkmnpqrstvwxyz")
     assert all(set(i[4:]) <= alphabet for i in made)
     assert new_id("whd")[:12] >= made[0][:12]  # the same clock, the same time digits first
+
+
+async def test_the_commands_refuse_what_is_not_there_or_changed_since(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    wall: ManualClock,
+    commands: WebhookCommands,
+    hooks: Receiver,
+) -> None:
+    webhook = await subscribe(commands, hooks.hook())
+    for change in (
+        commands.update("wh_nope", WebhookPatch(enabled=False), expected_version=None),
+        commands.delete("wh_nope", expected_version=None),
+        commands.rotate_secret("wh_nope", expected_version=None),
+        commands.redeliver("wh_nope", "whd_nope"),
+        commands.redeliver(webhook.id, "whd_nope"),
+    ):
+        with pytest.raises(NotFound):
+            await change
+    with pytest.raises(VersionConflict):
+        await commands.delete(webhook.id, expected_version=2)
+    rotated = await commands.rotate_secret(webhook.id, expected_version=1)
+    assert rotated.secret != webhook.secret and rotated.version == 2
+    await emit(sessionmaker, wall.now, asked())
+    await commands.delete(webhook.id, expected_version=None)
+    assert await deliveries(sessionmaker, webhook.id) == []  # the log went with it
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://\u2603.com/hook", "invalid URL: Invalid IDNA hostname"),
+        ("http://localhost:9/hook", None),  # a name, resolved to 127.0.0.1: allowed here
+        ("http://no-such-host.invalid/hook", None),  # may resolve later: each attempt checks
+    ],
+)
+async def test_a_subscribed_url_is_read_and_resolved_as_the_deliverer_will(
+    commands: WebhookCommands, url: str, message: str | None
+) -> None:
+    if message is None:
+        await subscribe(commands, url)
+        return
+    with pytest.raises(ValidationFailed) as refused:
+        await subscribe(commands, url)
+    assert refused.value.errors[0].field == "body.url"
+    assert refused.value.errors[0].message.startswith(message)
+
+
+async def test_a_named_host_is_resolved_and_checked_at_each_attempt(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    bus: EventBus,
+    wall: ManualClock,
+    commands: WebhookCommands,
+    hooks: Receiver,
+) -> None:
+    port = hooks.url.rsplit(":", 1)[1]
+    named = await subscribe(commands, f"http://localhost:{port}/named")
+    nowhere = await subscribe(commands, "http://no-such-host.invalid/hook")
+    async with sessionmaker() as session, session.begin():  # as an older check let it in
+        broken = await store.insert_webhook(
+            session,
+            {
+                "id": "wh_broken",
+                "url": "http://\u2603.com/",
+                "description": "",
+                "event_types": ["approval.requested"],
+                "secret": "s",
+                "enabled": True,
+                "version": 1,
+            },
+        )
+    await emit(sessionmaker, wall.now, asked())
+    one_try = DeliveryPolicy(max_attempts=1, allowed_networks=("127.0.0.0/8",))
+    assert await deliverer(sessionmaker, bus, wall, one_try).run_until_idle() == 3
+
+    [delivered] = await deliveries(sessionmaker, named.id)
+    assert delivered.status is DeliveryStatus.SUCCEEDED
+    assert hooks.received[0].headers["host"] == f"localhost:{port}"
+    [unresolved] = await deliveries(sessionmaker, nowhere.id)
+    assert unresolved.last_error == "could not resolve no-such-host.invalid"
+    [unreadable] = await deliveries(sessionmaker, broken.id)
+    assert (unreadable.last_error or "").startswith("invalid URL: Invalid IDNA hostname")
+
+    await emit(sessionmaker, wall.now, asked("apr_2"))
+    public_only = DeliveryPolicy(max_attempts=1)
+    assert await deliverer(sessionmaker, bus, wall, public_only).run_until_idle() == 3
+    refused = [d for d in await deliveries(sessionmaker, named.id) if d.last_status_code is None]
+    assert [d.last_error for d in refused] == ["refusing to connect to 127.0.0.1: loopback address"]
+
+
+async def test_a_receiver_that_hangs_up_without_an_answer_is_a_failed_attempt(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    bus: EventBus,
+    wall: ManualClock,
+    commands: WebhookCommands,
+) -> None:
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        webhook = await subscribe(commands, f"http://127.0.0.1:{port}/hook")
+        await emit(sessionmaker, wall.now, asked())
+        assert await deliverer(sessionmaker, bus, wall).run_once() == 1
+    [delivery] = await deliveries(sessionmaker, webhook.id)
+    assert delivery.status is DeliveryStatus.PENDING
+    assert (delivery.last_error or "").startswith("the request failed (RemoteProtocolError")
+
+
+async def test_the_first_address_that_accepts_a_connection_answers(hooks: Receiver) -> None:
+    async with receiver() as gone:
+        closed = gone.hook()
+    async with httpx.AsyncClient() as client:
+        requests = [client.build_request("POST", url) for url in (closed, hooks.hook())]
+        response = await _send_first(client, requests)
+        await response.aclose()
+    assert response.status_code == 200 and len(hooks.received) == 1
+
+
+class Heard(logging.Handler):
+    """Sets `event` once a record saying `text` is logged."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.event = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
+class FlakySessions:
+    """The real sessionmaker until `broken`: then the database cannot be reached."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+        self.broken = False
+
+    def __call__(self) -> AsyncSession:
+        if self.broken:
+            raise ConnectionRefusedError("the database is away")
+        return self._sessions()
+
+
+async def test_a_database_that_goes_away_costs_a_late_delivery_never_a_lost_one(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    wall: ManualClock,
+    commands: WebhookCommands,
+    hooks: Receiver,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bus = EventBus()
+    sessions = FlakySessions(sessionmaker)
+    held = asyncio.Event()
+    hooks.plan(Answer(hold=held), Answer(hold=held))
+    webhook = await subscribe(commands, hooks.hook())
+    await emit(sessionmaker, wall.now, asked())
+    flaky = deliverer(sessions, bus, wall, poll_interval_s=0.01)  # type: ignore[arg-type]
+
+    # The outcome of an attempt cannot be recorded: the lease runs out, it is sent again.
+    sending = asyncio.create_task(flaky.run_once())
+    await hooks.wait_for(1)
+    sessions.broken = True
+    held.set()
+    assert await sending == 1
+    assert "recording attempt 1 failed" in caplog.text
+    [delivery] = await deliveries(sessionmaker, webhook.id)
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.PENDING, 1)
+
+    # Nor can the loop claim, or read when to look again: it keeps trying.
+    caplog.clear()
+    heard = Heard("reading the next due time failed")
+    logging.getLogger(deliverer_module.__name__).addHandler(heard)
+    flaky.start()
+    try:
+        await asyncio.wait_for(heard.event.wait(), 10)
+        assert "claiming due deliveries failed" in caplog.text
+        # Back: the attempt is sent again once its lease has run out, and cut by a stop
+        # while the database is away again, which leaves it to the lease once more.
+        held.clear()
+        wall.advance(seconds=LOCAL.lease_s)
+        sessions.broken = False
+        bus.publish(DELIVERIES_DUE)
+        await hooks.wait_for(2)
+        sessions.broken = True
+        await flaky.stop(grace_s=0)
+    finally:
+        await flaky.stop()
+        logging.getLogger(deliverer_module.__name__).removeHandler(heard)
+    assert "giving back attempt 2 failed" in caplog.text
+    [delivery] = await deliveries(sessionmaker, webhook.id)
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.PENDING, 2)

@@ -142,8 +142,7 @@ class WebhookCommands:
                 read_version=current.version,
                 values=changes | {"updated_at": self._clock()},
             )
-            if updated is None:  # the row is locked: only a bug could get here
-                raise VersionConflict(current.version, current.version + 1)
+            assert updated is not None  # locked above: the compare-and-set cannot miss
             if changes.get("enabled"):
                 await store.notify_due(session)  # its held deliveries may go now
         if changes.get("enabled"):

@@ -65,7 +65,6 @@ class WebhookDeliverer:
         self._poll_interval_s = poll_interval_s
         self._task: asyncio.Task[None] | None = None
         self._in_flight: dict[asyncio.Task[None], Claimed] = {}
-        self._wake: Subscription | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="webhook-deliverer")
@@ -100,28 +99,28 @@ class WebhookDeliverer:
 
     async def _run(self) -> None:
         with self._bus.subscribe(DELIVERIES_DUE, ephemeral=False) as wake:
-            self._wake = wake
             while True:
                 free = self._policy.concurrency - len(self._in_flight)
                 timeout = self._poll_interval_s  # full: a finished attempt wakes the loop
                 if free > 0:
                     claimed = await self._claim_quietly(free)
                     for delivery in claimed:
-                        self._spawn(delivery)
+                        self._spawn(delivery, wake)
                     if len(claimed) == free:
                         continue  # there may be more; the next turn waits for a free slot
                     timeout = await self._until_due()
                 await wake.wait(timeout)
 
-    def _spawn(self, claimed: Claimed) -> None:
+    def _spawn(self, claimed: Claimed, wake: Subscription) -> None:
+        """Send it in a task of its own; its end frees a slot and wakes the loop."""
         task = asyncio.create_task(self._deliver(claimed), name=f"webhook-delivery-{claimed.id}")
         self._in_flight[task] = claimed
-        task.add_done_callback(self._finished)
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._in_flight.pop(task, None)
-        if self._wake is not None:
-            self._wake.wake()
+        def finished(done: asyncio.Task[None]) -> None:
+            self._in_flight.pop(done, None)
+            wake.wake()
+
+        task.add_done_callback(finished)
 
     async def _claim_quietly(self, limit: int) -> list[Claimed]:
         try:
