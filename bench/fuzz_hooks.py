@@ -11,6 +11,7 @@ shows up as a `positive_data_acceptance` failure, which is the point.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import schemathesis
@@ -81,6 +82,14 @@ def _graph_holds(body: dict[str, Any], *, patch: bool) -> None:
     body["nodes"], body["edges"] = kept_nodes, kept_edges
 
 
+def _public_url(body: dict[str, Any]) -> None:
+    """Webhooks (POST, PATCH): `url` reaches a public address (the address policy, which
+    the create's description states); its host becomes example.com, its path is kept."""
+    url = body.get("url")
+    if isinstance(url, str):
+        body["url"] = re.sub(r"^[^:]*://[^/?#]*", "https://example.com", url, count=1)
+
+
 def _version_matches_header(case: Case[Any], body: dict[str, Any]) -> None:
     """Workflows (PATCH): `version` in the body and `If-Match` agree when both are sent."""
     if "version" in body and case.headers and "If-Match" in case.headers:
@@ -99,6 +108,8 @@ def _keep_rules(context: HookContext, case: Case[Any]) -> Case[Any]:
         _tools_known(case.body)
     elif path == "/v1/workflows" and method == "POST":
         _graph_holds(case.body, patch=False)
+    elif path in ("/v1/webhooks", "/v1/webhooks/{webhook_id}") and method in ("POST", "PATCH"):
+        _public_url(case.body)
     elif path == "/v1/workflows/{workflow_id}" and method == "PATCH":
         _graph_holds(case.body, patch=True)
         _version_matches_header(case, case.body)

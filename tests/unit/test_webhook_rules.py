@@ -110,6 +110,8 @@ def test_the_signature_is_a_plain_hmac_of_the_timestamp_and_the_body() -> None:
         ("https:///path", False),
         ("https://exa mple.com/", False),
         ("//example.com/", False),
+        ("http://[1.2.3.4]/", False),
+        ("http://[::1]:65535/", True),
     ],
 )
 def test_which_urls_a_subscription_takes(url: str, accepted: bool) -> None:
