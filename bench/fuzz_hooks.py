@@ -18,6 +18,7 @@ import schemathesis
 from schemathesis import Case, HookContext
 
 SOFT_LIMIT_DEFAULT_S = 900.0  # app/schemas/agents.py Limits
+URL_MAX_CHARS = 2_000  # app/schemas/webhooks.py
 HARD_LIMIT_DEFAULT_S = 1_200.0
 # What `GET /v1/tools` listed on the server under test (bench/fuzz.py asks it).
 KNOWN_TOOLS = sorted(filter(None, os.environ.get("LOOPWRIGHT_FUZZ_TOOLS", "").split(",")))
@@ -87,7 +88,8 @@ def _public_url(body: dict[str, Any]) -> None:
     the create's description states); its host becomes example.com, its path is kept."""
     url = body.get("url")
     if isinstance(url, str):
-        body["url"] = re.sub(r"^[^:]*://[^/?#]*", "https://example.com", url, count=1)
+        public = re.sub(r"^[^:]*://[^/?#]*", "https://example.com", url, count=1)
+        body["url"] = public[:URL_MAX_CHARS]
 
 
 def _version_matches_header(case: Case[Any], body: dict[str, Any]) -> None:

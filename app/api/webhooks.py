@@ -48,8 +48,9 @@ async def create_webhook(
     """Each event of the types listed is POSTed to `url` as JSON (a `WebhookPayload`),
     signed with the `secret` returned here and never shown again (`Loopwright-Signature`,
     see the README); a receiver that does not answer 2xx gets it again with backoff (15 s,
-    doubling), then it is dead-lettered. A URL whose host resolves to a private, loopback
-    or link-local address is a 422 naming `body.url`, unless the operator allows it.
+    doubling), then it is dead-lettered. Two rules the schema cannot state, each a 422
+    naming `body.url`: a host name must be valid IDNA, and a host that resolves to a
+    private, loopback or link-local address is refused unless the operator allows it.
 
     With `Idempotency-Key`, a repeat of the request gets the first response again
     (`Idempotent-Replayed: true`) and makes no second webhook."""

@@ -17,10 +17,11 @@ from app.schemas.events import PersistedEvent, Stamped
 
 URL_MAX_CHARS = 2_000
 # An http(s) URL: a host (a name, or an IPv6 address in brackets), no credentials, a port
-# from 1 to 65535 if any, then a path, query or fragment with no whitespace.
-_HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[^\s/?#@\[\]:\\]+)"
+# from 1 to 65535 if any, then a path, query or fragment; no whitespace or control
+# characters anywhere.
+_HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[^\s\x00-\x1f\x7f/?#@\[\]:\\]+)"
 _PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
-URL_PATTERN = rf"^[Hh][Tt][Tt][Pp][Ss]?://{_HOST}(?::{_PORT})?(?:[/?#][^\s]*)?$"
+URL_PATTERN = rf"^[Hh][Tt][Tt][Pp][Ss]?://{_HOST}(?::{_PORT})?(?:[/?#][^\s\x00-\x1f\x7f]*)?$"
 
 
 def _http_url(url: str) -> str:
