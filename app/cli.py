@@ -273,6 +273,9 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     run.add_argument("--agent", help="agent id or name (default: the scripted demo agent)")
     run.add_argument("--conversation", help="continue this conversation")
     run.add_argument("--lane", help="queue on this lane")
+    run.add_argument(
+        "--at", metavar="TIME", help="a delayed run: start no sooner than this ISO 8601 time"
+    )
     run.add_argument("--detach", action="store_true", help="start it and return")
 
     follow = verb("follow", "follow a run's events until it settles", verbs.follow_run)

@@ -86,8 +86,11 @@ def run(args: argparse.Namespace, client: Client) -> Exit:
         body["conversation_id"] = args.conversation
     if args.lane:
         body["lane"] = args.lane
+    if args.at:
+        body["not_before"] = args.at
     started = client.post("/v1/runs", body)
-    print(f"run {started['id']} on lane {started['lane']} ({started['status']})")
+    waits = f", not before {started['not_before']}" if started["not_before"] else ""
+    print(f"run {started['id']} on lane {started['lane']} ({started['status']}{waits})")
     if args.detach:
         return Exit.COMPLETED
     return _followed(client, started["id"])

@@ -152,11 +152,12 @@ class RunCommands:
                     metadata=body.metadata,
                     now=now,
                     parent_run_id=parent_run_id,
+                    not_before=body.not_before,
                 ),
             )
-            await run_transitions.record(
-                session, run, now, events=[("agent_run.queued", {"lane": lane})]
-            )
+            delayed = {"not_before": run.not_before.isoformat()} if run.not_before else {}
+            opened: StreamEvent = ("agent_run.queued", {"lane": lane} | delayed)
+            await run_transitions.record(session, run, now, events=[opened])
             await keyed.remember(run.id)
         self._published(run, event="agent_run.queued")
         self._published(*touched)
@@ -410,6 +411,7 @@ def _queued_run(
     now: datetime,
     parent_run_id: str | None = None,
     iteration: int = 0,
+    not_before: datetime | None = None,
 ) -> dict[str, Any]:
     """The row of a new run, queued on its lane."""
     return {
@@ -423,6 +425,7 @@ def _queued_run(
         "iteration": iteration,
         "usage": {"input_tokens": 0, "output_tokens": 0},
         "attempt": 1,
+        "not_before": not_before,
         "parent_run_id": parent_run_id,
         "metadata": metadata,
         "cancel_requested": False,
