@@ -17,9 +17,11 @@ from app.models.runs import (
 )
 from app.models.tasks import TASKS, TRANSITIONS, Task, TaskTransition
 from app.models.triggers import (
+    CHAIN_EVENTS,
     HOOK_SIGNATURES,
     TRIGGER_FIRES,
     TRIGGERS,
+    ChainEvent,
     HookSignature,
     Trigger,
     TriggerFire,
@@ -36,6 +38,7 @@ from app.models.workflows import (
 __all__ = [
     "AGENTS",
     "APPROVALS",
+    "CHAIN_EVENTS",
     "CONVERSATIONS",
     "EVENTS",
     "HOOK_SIGNATURES",
@@ -52,6 +55,7 @@ __all__ = [
     "Agent",
     "Approval",
     "Base",
+    "ChainEvent",
     "Conversation",
     "Event",
     "EventStream",

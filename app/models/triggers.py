@@ -6,10 +6,12 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
+    Identity,
     Index,
     Integer,
     Table,
@@ -98,6 +100,23 @@ class HookSignature(Base):
     seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class ChainEvent(Base):
+    """A run settling or an execution finishing, copied here from `events` by the database
+    in that event's transaction (the `events_chain_source` trigger of migration 0011) while
+    any chain trigger is enabled: the chain relay fires the chains it matches, then deletes
+    it. So a crash between the source's commit and its chains' fires loses nothing."""
+
+    __tablename__ = "chain_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    stream: Mapped[str] = mapped_column(Text)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    type: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 TRIGGERS = cast(Table, Trigger.__table__)
 TRIGGER_FIRES = cast(Table, TriggerFire.__table__)
 HOOK_SIGNATURES = cast(Table, HookSignature.__table__)
+CHAIN_EVENTS = cast(Table, ChainEvent.__table__)
