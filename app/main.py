@@ -15,8 +15,10 @@ from app.api import (
     approvals,
     docs,
     health,
+    hooks,
     problems,
     tasks,
+    triggers,
     workflow_executions,
     workflows,
 )
@@ -90,6 +92,8 @@ def create_app(
     app.include_router(workflows.router)
     app.include_router(workflow_executions.router)
     app.include_router(approvals.router)
+    app.include_router(triggers.router)
+    app.include_router(hooks.router)
     app.include_router(tools_api.router)
     keys_required = bool(settings.auth.api_keys)
     app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]

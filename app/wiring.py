@@ -43,6 +43,9 @@ from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
 from app.engine.task_runs import TaskRuns
+from app.engine.triggers.commands import TriggerCommands
+from app.engine.triggers.firing import TriggerFiring
+from app.engine.triggers.hooks import TriggerHooks
 from app.engine.workers import WorkerPool
 from app.engine.workflow_observer import ExecutionObserver
 from app.engine.workflows import WorkflowCommands
@@ -224,6 +227,8 @@ def build_runtime(
     runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
     registry = build_tools(settings, sessionmaker, tools, task_engine)
+    workflows = WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention)
+    firing = TriggerFiring(sessionmaker, bus, runs, workflows, metrics=metrics)
     services = Services(
         settings=settings,
         sessionmaker=sessionmaker,
@@ -238,7 +243,10 @@ def build_runtime(
         tools=registry.catalogue(),
         runs=runs,
         approvals=approvals,
-        workflows=WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention),
+        workflows=workflows,
+        triggers=TriggerCommands(sessionmaker, bus, idempotency_retention=retention),
+        firing=firing,
+        hooks=TriggerHooks(sessionmaker, firing, settings.triggers),
         metrics=metrics,
         shutting_down=anyio.Event(),
         stream_slots=stream_slots,

@@ -23,6 +23,7 @@ from app.schemas.events import (
     ExecutionEvent,
     NodeChangedEvent,
     TaskEvent,
+    TriggerEvent,
 )
 from app.schemas.run_events import (
     MessageCreatedEvent,
@@ -103,6 +104,7 @@ def _union(stream: EventStream) -> dict[str, Any]:
 
 TASKS = EventStream("TaskEvent", (TaskEvent,))
 APPROVALS = EventStream("ApprovalEvent", (ApprovalEvent,))
+TRIGGERS = EventStream("TriggerEvent", (TriggerEvent,))
 WORKFLOW_EXECUTION = EventStream(
     "WorkflowExecutionEvent",
     (ExecutionEvent, NodeChangedEvent),
@@ -127,4 +129,4 @@ RUN = EventStream(
     ),
     "One event of `GET /v1/runs/{id}/events`: tell them apart by `event`.",
 )
-EVENT_STREAMS = (TASKS, APPROVALS, WORKFLOW_EXECUTION, RUNS_BOARD, LANE, RUN)
+EVENT_STREAMS = (TASKS, APPROVALS, TRIGGERS, WORKFLOW_EXECUTION, RUNS_BOARD, LANE, RUN)

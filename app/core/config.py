@@ -187,6 +187,26 @@ class IdempotencySettings(BaseModel):
         return timedelta(seconds=self.retention_s)
 
 
+class TriggerSettings(BaseModel):
+    """Triggers: how inbound webhook deliveries are authenticated."""
+
+    signature_tolerance_s: int = Field(
+        300,
+        ge=1,
+        le=86_400,
+        description="A webhook signature's timestamp may differ from the server's clock by "
+        "at most this much, either way; an accepted signature is refused if it comes again "
+        "while it could still pass this check.",
+    )
+
+    @property
+    def signature_memory(self) -> timedelta:
+        """How long an accepted signature is remembered: its timestamp may be up to the
+        tolerance ahead of the clock when it is accepted, and stays valid for the tolerance
+        after that timestamp."""
+        return timedelta(seconds=2 * self.signature_tolerance_s)
+
+
 class HistorySettings(BaseModel):
     """Retention of runs' history (their steps: transcript, checkpoints, events). Off by
     default: kept forever. With a window, the history of a conversation whose runs all
@@ -410,6 +430,7 @@ class Settings(BaseSettings):
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
+    triggers: TriggerSettings = Field(default_factory=TriggerSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)

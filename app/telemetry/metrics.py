@@ -153,6 +153,13 @@ class Metrics:
             ["stage"],
             registry=registry,
         )
+        self.trigger_fires = Counter(
+            "loopwright_trigger_fires",
+            "Trigger fires in this process, by the trigger's kind and the fire's status "
+            "(`started`, `failed`: its target could not start, `skipped`: a policy said no).",
+            ["kind", "status"],
+            registry=registry,
+        )
         registry.register(_BreakerStates(breaker_states))
         # Event type -> the counter it increments and the payload fields naming its labels.
         self._counted: dict[str, tuple[Counter, tuple[str, ...]]] = {
@@ -190,6 +197,10 @@ class Metrics:
         """One LLM call ended, after any retries: `outcome` is `ok` or the class it failed
         with (`LLMCallFailed.error_class`)."""
         self.llm_calls.labels(model, outcome).inc()
+
+    def trigger_fired(self, kind: str, status: str) -> None:
+        """A fire committed (a repeat of an occasion that fired already is not one)."""
+        self.trigger_fires.labels(kind, status).inc()
 
     def set_run_counts(self, counts: Mapping[RunStatus, int]) -> None:
         """The runs per status as just read from the database (absent statuses are 0)."""
