@@ -1,0 +1,312 @@
+"""The fire path on the real database with an injected clock: one fire per occasion however
+many callers fire it at once, the run or execution started through the normal create
+paths with its templates rendered, failures recorded rather than raised, skips, and
+inbound webhooks' clock-bound signature checks."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.core.config import TriggerSettings
+from app.core.errors import NotFound
+from app.core.model_config import ModelConfig
+from app.core.signatures import SignatureExpired, SignatureReused, signature_header
+from app.core.streams import TRIGGERS_STREAM
+from app.core.vocabulary import FireStatus, Multitask, TriggerKind
+from app.engine.agents import AgentCommands
+from app.engine.bus import EventBus
+from app.engine.runs import RunCommands
+from app.engine.task_engine import TaskEngine
+from app.engine.triggers.commands import TriggerCommands, TriggerDisabled
+from app.engine.triggers.firing import TriggerFiring
+from app.engine.triggers.hooks import TriggerHooks
+from app.engine.workflows import WorkflowCommands
+from app.models import HookSignature, Run, TriggerFire
+from app.schemas.agents import AgentCreate
+from app.schemas.runs import RunCreate
+from app.schemas.triggers import TriggerCreate, TriggerRead
+from app.store import events as event_store
+from app.store import runs as run_store
+from app.store import workflows as workflow_store
+from app.telemetry.metrics import Metrics
+from tests.engine.test_workflow_observer import LINE
+from tests.support.engine import ManualClock
+from tests.unit.test_metrics import sample
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(NOW)
+
+
+class World:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        bus: EventBus,
+        engine: TaskEngine,
+        clock: ManualClock,
+    ) -> None:
+        self.sessionmaker = sessionmaker
+        self.clock = clock
+        self.metrics = Metrics()
+        self.runs = RunCommands(sessionmaker, bus, clock=clock)
+        self.workflows = WorkflowCommands(sessionmaker, bus, engine, clock=clock)
+        self.firing = TriggerFiring(
+            sessionmaker, bus, self.runs, self.workflows, clock=clock, metrics=self.metrics
+        )
+        self.triggers = TriggerCommands(sessionmaker, bus, clock=clock)
+        self.agents = AgentCommands(sessionmaker)
+
+    async def agent(self) -> str:
+        model = ModelConfig(provider="scripted", name="scripted", script=[{"text": "done"}])
+        return (await self.agents.create(AgentCreate(name="a", model=model))).id
+
+    async def trigger(self, kind: str = "webhook", **fields: Any) -> TriggerRead:
+        body = TriggerCreate.model_validate({"kind": kind, "name": "t", **fields})
+        trigger, _ = await self.triggers.create(body)
+        return trigger
+
+    async def count(self, model: Any) -> int:
+        async with self.sessionmaker() as session:
+            return int(await session.scalar(select(func.count()).select_from(model)) or 0)
+
+    async def events(self) -> list[event_store.StoredEvent]:
+        async with self.sessionmaker() as session:
+            return await event_store.read_events(session, TRIGGERS_STREAM, after=0, limit=100)
+
+
+@pytest.fixture
+def world(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    bus: EventBus,
+    engine: TaskEngine,
+    clock: ManualClock,
+) -> World:
+    return World(sessionmaker, bus, engine, clock)
+
+
+def run_target(agent_id: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": "run", "agent_id": agent_id, "input": "Issue: {{ payload.title }}", **fields}
+
+
+async def test_an_occasion_fired_by_many_at_once_fires_once(world: World) -> None:
+    trigger = await world.trigger(target=run_target(await world.agent()))
+    context = {"payload": {"title": "crash"}}
+
+    results = await asyncio.gather(
+        *(world.firing.fire(trigger.id, context, fire_key="delivery:1") for _ in range(8))
+    )
+
+    assert len({r.fire.id for r in results}) == 1
+    assert sorted(r.replayed for r in results) == [False] + [True] * 7
+    assert await world.count(Run) == 1 and await world.count(TriggerFire) == 1
+    (event,) = await world.events()
+    assert event.type == "trigger.fired" and event.data["run_id"] == results[0].fire.run_id
+    assert (
+        sample(world.metrics, "loopwright_trigger_fires_total", kind="webhook", status="started")
+        == 1
+    )
+
+
+async def test_a_fire_starts_its_run_through_the_normal_create_path(world: World) -> None:
+    agent_id = await world.agent()
+    trigger = await world.trigger(
+        "schedule",
+        config={"interval_s": 3600},
+        target=run_target(
+            agent_id,
+            input="Report for {{ fire_time }} by {{ trigger.name }}",
+            lane="reports:{{ trigger.id }}",
+            metadata={"source": "{{ trigger.kind }}", "trigger": "overwritten"},
+            delay_s=30,
+        ),
+    )
+    assert trigger.next_fire_at == NOW + timedelta(hours=1)
+    due = NOW - timedelta(minutes=1)
+    world.clock.advance(seconds=5)
+
+    result = await world.firing.fire(
+        trigger.id,
+        {"fire_time": due.isoformat()},
+        fire_key=due.isoformat(),
+        scheduled_for=due,
+        multitask=Multitask.REJECT,
+        about={"depth": 1},
+    )
+
+    fire = result.fire
+    assert fire.status is FireStatus.STARTED and fire.scheduled_for == due
+    async with world.sessionmaker() as session:
+        run = await run_store.get_run(session, fire.run_id or "")
+    assert run is not None
+    assert run.input == f"Report for {due.isoformat()} by t"
+    assert run.lane == f"reports:{trigger.id}" and run.multitask is Multitask.REJECT
+    assert run.not_before == world.clock.now + timedelta(seconds=30)
+    assert run.metadata == {
+        "source": "schedule",
+        "trigger": {
+            "id": trigger.id,
+            "kind": "schedule",
+            "fire_id": fire.id,
+            "fire_key": due.isoformat(),
+            "fire_time": due.isoformat(),
+            "depth": 1,
+        },
+    }
+
+
+async def test_a_target_that_cannot_start_is_a_failed_fire_not_an_error(world: World) -> None:
+    agent_id = await world.agent()
+    empty = await world.trigger(target=run_target(agent_id, input="{{ payload.missing }}"))
+    busy = await world.trigger(target=run_target(agent_id, lane="solo", multitask="reject"))
+    await world.runs.create(RunCreate(agent_id=agent_id, input="holder", lane="solo"))
+
+    first = await world.firing.fire(empty.id, {"payload": {}}, fire_key="a")
+    second = await world.firing.fire(busy.id, {"payload": {"title": "x"}}, fire_key="b")
+
+    assert first.fire.status is FireStatus.FAILED and "rendered input is empty" in (
+        first.fire.error or ""
+    )
+    assert second.fire.status is FireStatus.FAILED and "lane 'solo' is held" in (
+        second.fire.error or ""
+    )
+    assert second.fire.run_id is None
+    assert await world.count(Run) == 1  # the holder: the refused run's savepoint rolled back
+    assert [e.type for e in await world.events()] == ["trigger.fire_failed"] * 2
+    # The same occasion again is the same failure, not a second try.
+    again = await world.firing.fire(busy.id, {"payload": {"title": "x"}}, fire_key="b")
+    assert again.replayed and again.fire == second.fire
+
+
+async def test_a_deleted_agent_fails_the_fire(world: World) -> None:
+    agent_id = await world.agent()
+    trigger = await world.trigger(target=run_target(agent_id))
+    await world.agents.delete(agent_id, expected_version=None)
+
+    result = await world.firing.fire(trigger.id, {"payload": {"title": "x"}}, fire_key="k")
+
+    assert result.fire.status is FireStatus.FAILED
+    assert result.fire.error == f"agent {agent_id!r} does not exist"
+
+
+async def test_a_workflow_target_activates_with_its_context_rendered(world: World) -> None:
+    workflow = await world.workflows.create(LINE)
+    trigger = await world.trigger(
+        target={
+            "kind": "workflow",
+            "workflow_id": workflow.id,
+            "context": {"ticket": "{{ payload.ticket }}", "by": "{{ headers.x_sender }}"},
+        }
+    )
+    context = {"payload": {"ticket": 42}, "headers": {"x_sender": "ci"}}
+
+    result = await world.firing.fire(trigger.id, context, fire_key="k")
+
+    assert result.fire.status is FireStatus.STARTED and result.fire.run_id is None
+    async with world.sessionmaker() as session:
+        execution = await workflow_store.get_execution(session, result.fire.execution_id or "")
+    assert execution is not None
+    assert execution.context == {"ticket": 42, "by": "ci"}
+    assert len(execution.node_tasks) == 2  # its tasks were made after the commit
+
+
+async def test_a_deleted_workflow_fails_the_fire(world: World) -> None:
+    workflow = await world.workflows.create(LINE)
+    trigger = await world.trigger(target={"kind": "workflow", "workflow_id": workflow.id})
+    await world.workflows.delete(workflow.id, expected_version=None)
+
+    result = await world.firing.fire(trigger.id, {}, fire_key="k")
+
+    assert result.fire.status is FireStatus.FAILED
+    assert result.fire.error == f"workflow {workflow.id!r} does not exist"
+
+
+async def test_skips_are_recorded_once(world: World) -> None:
+    trigger = await world.trigger(
+        "schedule",
+        config={"cron": "0 * * * *"},
+        target=run_target(await world.agent(), input="tick {{ fire_time }}"),
+    )
+    due = NOW.replace(minute=0)
+
+    skipped = await world.firing.skip(
+        trigger.id, fire_key="t1", reason="overlap: skip", scheduled_for=due
+    )
+    again = await world.firing.skip(trigger.id, fire_key="t1", reason="overlap: skip")
+
+    assert skipped.fire.status is FireStatus.SKIPPED and skipped.fire.error == "overlap: skip"
+    assert again.replayed and again.fire == skipped.fire
+    (event,) = await world.events()
+    assert event.type == "trigger.fire_skipped"
+    assert event.data["scheduled_for"] == due.isoformat()
+
+
+async def test_a_disabled_or_missing_trigger_does_not_fire(world: World) -> None:
+    trigger = await world.trigger(target=run_target(await world.agent()))
+    await world.triggers.set_enabled(trigger.id, False, expected_version=None)
+
+    with pytest.raises(TriggerDisabled):
+        await world.firing.fire(trigger.id, {}, fire_key="k")
+    with pytest.raises(TriggerDisabled):
+        await world.firing.skip(trigger.id, fire_key="k", reason="r")
+    with pytest.raises(NotFound):
+        await world.firing.fire("trg_missing", {}, fire_key="k")
+    assert await world.count(TriggerFire) == 0
+
+
+# -- inbound webhooks, on the injected clock -------------------------------------------------
+
+
+async def test_signatures_expire_and_are_forgotten_once_they_could_not_pass(
+    world: World, sessionmaker: async_sessionmaker[AsyncSession]
+) -> None:
+    settings = TriggerSettings(signature_tolerance_s=60)
+    hooks = TriggerHooks(sessionmaker, world.firing, settings, clock=world.clock)
+    trigger = await world.trigger(target=run_target(await world.agent()))
+    secret = trigger.secret or ""
+    body = b'{"title": "one"}'
+    signed_at = int(world.clock.now.timestamp())
+    header = signature_header(secret, signed_at, body)
+
+    delivery = await hooks.authenticate(trigger.id, body, header)
+    answer = await hooks.deliver(delivery, {"title": "one"}, headers={}, delivery_id=None)
+    assert answer.status_code == 202 and answer.body.status is FireStatus.STARTED
+
+    world.clock.advance(seconds=59)  # still inside the window: a replay is refused as reused
+    replay = await hooks.authenticate(trigger.id, body, header)
+    with pytest.raises(SignatureReused):
+        await hooks.deliver(replay, {"title": "one"}, headers={}, delivery_id="new-id")
+
+    world.clock.advance(seconds=2)  # past it: refused as expired before anything is read
+    with pytest.raises(SignatureExpired):
+        await hooks.authenticate(trigger.id, body, header)
+
+    world.clock.advance(seconds=60)  # twice the tolerance since it was accepted
+    fresh = signature_header(secret, int(world.clock.now.timestamp()), body)
+    later = await hooks.authenticate(trigger.id, body, fresh)
+    await hooks.deliver(later, {"title": "one"}, headers={}, delivery_id=None)
+    async with sessionmaker() as session:
+        kept = list(await session.scalars(select(HookSignature.signature)))
+    assert kept == [later.signature]  # the first was pruned as the second was recorded
+
+
+async def test_a_hook_refuses_other_kinds(world: World) -> None:
+    settings = TriggerSettings()
+    hooks = TriggerHooks(world.sessionmaker, world.firing, settings, clock=world.clock)
+    schedule = await world.trigger(
+        "schedule",
+        config={"interval_s": 60},
+        target=run_target(await world.agent(), input="tick"),
+    )
+    assert schedule.kind is TriggerKind.SCHEDULE and schedule.secret is None
+    with pytest.raises(NotFound):
+        await hooks.authenticate(schedule.id, b"{}", "t=1,v1=00")
