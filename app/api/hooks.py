@@ -71,7 +71,11 @@ _PROBLEMS = {
     response_model=HookAccepted,
     summary="Deliver a webhook",
     description=_DESCRIPTION,
-    openapi_extra={"requestBody": _REQUEST_BODY, "x-problem-descriptions": _PROBLEMS},
+    openapi_extra={
+        "requestBody": _REQUEST_BODY,
+        "x-problem-descriptions": _PROBLEMS,
+        "security": [],  # no API key: the trigger's secret signs the request
+    },
 )
 async def deliver_webhook(
     trigger_id: str,
