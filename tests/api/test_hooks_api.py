@@ -167,6 +167,16 @@ async def test_a_delivery_id_answers_a_retry_with_the_first_answer(
     assert await count(clean_db, Run) == 1
     fires = (await client.get(f"/v1/triggers/{trigger['id']}/fires")).json()["items"]
     assert [f["fire_key"] for f in fires] == ["delivery:evt_1"]
+    second = await deliver(
+        client, trigger, body, at=int(time.time()) + 3, headers={"Loopwright-Delivery": "evt_2"}
+    )
+    assert second.status_code == 202, second.text
+    log = f"/v1/triggers/{trigger['id']}/fires"
+    newest = (await client.get(log, params={"limit": 1})).json()
+    assert [f["fire_key"] for f in newest["items"]] == ["delivery:evt_2"]
+    older = (await client.get(log, params={"cursor": newest["next_cursor"]})).json()
+    assert [f["fire_key"] for f in older["items"]] == ["delivery:evt_1"]
+    assert older["next_cursor"] is None
     bad_id = await deliver(client, trigger, body, headers={"Loopwright-Delivery": "has space"})
     assert assert_problem(bad_id, 422, "validation_error")["errors"][0]["field"] == (
         "header.Loopwright-Delivery"

@@ -92,9 +92,14 @@ async def test_patch_with_if_match(client: httpx.AsyncClient) -> None:
 
     target = {"kind": "workflow", "workflow_id": "wf_missing", "context": {}}
     assert_problem(await client.patch(url, json={"target": target}), 404, "not_found")
+    retargeted = {"kind": "run", "agent_id": agent_id, "input": "{{ payload }}", "delay_s": 60}
+    moved = await client.patch(url, json={"target": retargeted})
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["target"]["delay_s"] == 60 and moved.json()["version"] == 3
     schema = {"type": "object", "required": ["title"]}
     changed = await client.patch(url, json={"config": {"payload_schema": schema}})
     assert changed.json()["config"] == {"payload_schema": schema}
+    assert changed.json()["next_fire_at"] is None  # a webhook is never armed
     wrong_kind = await client.patch(url, json={"config": {"interval_s": 60}})
     problem = assert_problem(wrong_kind, 422, "validation_error")
     assert problem["errors"][0]["field"] == "body.config.interval_s"
@@ -150,6 +155,10 @@ async def test_an_idempotent_create_replays_the_trigger(client: httpx.AsyncClien
     other = await client.post("/v1/triggers", json={**body, "name": "x"}, headers=headers)
     assert_problem(other, 409, "idempotency_key_reused")
     assert len((await client.get("/v1/triggers")).json()["items"]) == 1
+    # Once the trigger is gone, its key has nothing to replay.
+    await client.delete(f"/v1/triggers/{first.json()['id']}")
+    gone = await client.post("/v1/triggers", json=body, headers=headers)
+    assert "was deleted" in assert_problem(gone, 409, "conflict")["detail"]
 
 
 async def fields_refused(client: httpx.AsyncClient, body: dict[str, Any]) -> list[str]:

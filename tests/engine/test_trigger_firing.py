@@ -6,6 +6,7 @@ inbound webhooks' clock-bound signature checks."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,7 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.config import TriggerSettings
-from app.core.errors import NotFound
+from app.core.errors import NotFound, ValidationFailed
 from app.core.model_config import ModelConfig
 from app.core.signatures import SignatureExpired, SignatureReused, signature_header
 from app.core.streams import TRIGGERS_STREAM
@@ -23,6 +24,7 @@ from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
+from app.engine.triggers import templates
 from app.engine.triggers.commands import TriggerCommands, TriggerDisabled
 from app.engine.triggers.firing import TriggerFiring
 from app.engine.triggers.hooks import TriggerHooks
@@ -310,3 +312,65 @@ async def test_a_hook_refuses_other_kinds(world: World) -> None:
     assert schedule.kind is TriggerKind.SCHEDULE and schedule.secret is None
     with pytest.raises(NotFound):
         await hooks.authenticate(schedule.id, b"{}", "t=1,v1=00")
+
+
+async def test_a_rendered_run_that_is_not_valid_fails_the_fire(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent_id = await world.agent()
+    trigger = await world.trigger(target=run_target(agent_id, lane="{{ payload.lane }}"))
+
+    bad_lane = await world.firing.fire(
+        trigger.id, {"payload": {"title": "x", "lane": "a/events"}}, fire_key="1"
+    )
+    no_lane = await world.firing.fire(trigger.id, {"payload": {"title": "x"}}, fire_key="2")
+    monkeypatch.setattr(templates, "MAX_RENDERED_CHARS", 10)
+    too_big = await world.firing.fire(trigger.id, {"payload": {"title": "x" * 20}}, fire_key="3")
+
+    assert bad_lane.fire.status is FireStatus.FAILED
+    assert (bad_lane.fire.error or "").startswith("the rendered run is not valid: lane: ")
+    assert no_lane.fire.status is FireStatus.STARTED  # an empty lane: the conversation's
+    async with world.sessionmaker() as session:
+        run = await run_store.get_run(session, no_lane.fire.run_id or "")
+    assert run is not None and run.lane == f"conversation:{run.conversation_id}"
+    assert too_big.fire.status is FireStatus.FAILED
+    assert (too_big.fire.error or "").startswith("target.input: the rendered template is over")
+
+
+async def test_tasks_that_cannot_be_made_after_the_commit_fail_the_execution(
+    world: World, engine: TaskEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    workflow = await world.workflows.create(LINE)
+    trigger = await world.trigger(target={"kind": "workflow", "workflow_id": workflow.id})
+    await engine.stop(drain_timeout_s=1)  # the TaskEngine refuses what comes now
+
+    with caplog.at_level(logging.WARNING, logger="app.engine.triggers.firing"):
+        result = await world.firing.fire(trigger.id, {}, fire_key="k")
+
+    assert result.fire.status is FireStatus.STARTED  # the fire did start its execution
+    async with world.sessionmaker() as session:
+        execution = await workflow_store.get_execution(session, result.fire.execution_id or "")
+    assert execution is not None and execution.status == "failed"
+    assert "whose tasks could not be made" in caplog.text
+
+
+async def test_a_firing_without_metrics_and_a_schema_that_cannot_resolve(
+    world: World, bus: EventBus
+) -> None:
+    firing = TriggerFiring(world.sessionmaker, bus, world.runs, world.workflows, clock=world.clock)
+    hooks = TriggerHooks(world.sessionmaker, firing, TriggerSettings(), clock=world.clock)
+    schema = {"$ref": "http://127.0.0.1:9/schema.json"}
+    trigger = await world.trigger(
+        target=run_target(await world.agent()), config={"payload_schema": schema}
+    )
+    body = b'{"title": "x"}'
+    header = signature_header(trigger.secret or "", int(world.clock.now.timestamp()), body)
+    delivery = await hooks.authenticate(trigger.id, body, header)
+
+    with pytest.raises(ValidationFailed) as caught:
+        await hooks.deliver(delivery, {"title": "x"}, headers={}, delivery_id=None)
+    assert caught.value.errors[0].field == "body"
+    assert "cannot be resolved" in caught.value.errors[0].message
+
+    fired = await firing.fire(trigger.id, {"payload": {"title": "x"}}, fire_key="k")
+    assert fired.fire.status is FireStatus.STARTED

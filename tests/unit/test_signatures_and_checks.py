@@ -23,7 +23,7 @@ from app.core.signatures import (
 )
 from app.core.vocabulary import TriggerKind
 from app.engine.triggers.checks import check_config, check_target, first_fire_at
-from app.schemas.triggers import ScheduleConfig
+from app.schemas.triggers import ScheduleConfig, TriggerRead
 
 SECRET = "whsec_test"
 BODY = b'{"hello": "world"}'
@@ -166,3 +166,41 @@ def test_first_fire_times() -> None:
     assert first_fire_at(ScheduleConfig(interval_s=90), now) == datetime(
         2026, 3, 28, 12, 1, 30, tzinfo=UTC
     )
+
+
+def test_a_trigger_reads_its_config_by_its_kind() -> None:
+    common = {
+        "id": "trg_1",
+        "name": "t",
+        "description": "",
+        "enabled": True,
+        "target": {"kind": "run", "agent_id": "a", "input": "x"},
+        "next_fire_at": None,
+        "last_fired_at": None,
+        "version": 1,
+        "created_at": datetime(2026, 1, 1, tzinfo=UTC),
+        "updated_at": datetime(2026, 1, 1, tzinfo=UTC),
+    }
+    hook = TriggerRead.model_validate({**common, "kind": "webhook", "config": {}})
+    timer = TriggerRead.model_validate(
+        {**common, "kind": "schedule", "config": {"cron": "* * * * *"}}
+    )
+    assert hook.webhook().payload_schema is None and timer.schedule().cron == "* * * * *"
+    with pytest.raises(ValueError, match="is a webhook trigger"):
+        hook.schedule()
+    with pytest.raises(ValueError, match="is a schedule trigger"):
+        timer.webhook()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"source": "run"},
+        {"source": "run", "agent_id": "a", "workflow_id": "w"},
+        {"source": "workflow"},
+        {"source": "workflow", "workflow_id": "w", "agent_id": "a"},
+    ],
+)
+def test_a_chain_names_its_source(config: dict[str, Any]) -> None:
+    with pytest.raises(ValidationFailed):
+        check_config(TriggerKind.CHAIN, config, "body.config")

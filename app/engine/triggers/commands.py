@@ -95,8 +95,12 @@ class TriggerCommands:
                 found = await store.get_trigger(
                     session, create.replay.resource_id, with_secret=True
                 )
-                if found is not None:
-                    return found, True
+                if found is None:
+                    raise Conflict(
+                        "the trigger this Idempotency-Key created was deleted; "
+                        "send a new key to create another"
+                    )
+                return found, True
             await _check_target_exists(session, checked.target)
             values = {
                 "id": new_id("trg"),

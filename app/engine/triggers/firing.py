@@ -60,7 +60,7 @@ from app.engine.triggers.commands import TriggerDisabled
 from app.engine.triggers.templates import TemplateTooLarge, as_text, render
 from app.engine.workflows import Activated, WorkflowCommands
 from app.schemas.runs import RunCreate
-from app.schemas.triggers import FireRead, RunTarget, TriggerRead, WorkflowTarget
+from app.schemas.triggers import FireRead, RunTarget, TriggerRead
 from app.schemas.workflows import ActivateRequest
 from app.store import events as event_store
 from app.store import triggers as store
@@ -256,7 +256,7 @@ class TriggerFiring:
                     body = _with_overrides(body, multitask, fired_at, target.target.delay_s)
                     run = await self._runs.create_in(session, body, key=key, now=fired_at)
                 else:
-                    activation = _activation(target.target, target.templates, full_context)
+                    activation = _activation(target.templates, full_context)
                     execution = await self._workflows.activate_in(
                         session, target.target.workflow_id, activation, key=key, now=fired_at
                     )
@@ -360,9 +360,7 @@ def _run_body(
     lane = None
     if "lane" in templates:
         lane = as_text(_rendered(templates["lane"], context, "lane")) or None
-    metadata = _rendered(templates["metadata"], context, "metadata")
-    if not isinstance(metadata, dict):
-        raise FireFailed("the rendered metadata is not an object")
+    metadata: dict[str, Any] = _rendered(templates["metadata"], context, "metadata")  # an object
     fields = {
         "agent_id": target.agent_id,
         "conversation_id": target.conversation_id,
@@ -388,14 +386,9 @@ def _with_overrides(
     return body.model_copy(update=changes) if changes else body
 
 
-def _activation(
-    target: WorkflowTarget, templates: Mapping[str, Any], context: Mapping[str, Any]
-) -> ActivateRequest:
-    rendered = _rendered(templates["context"], context, "context")
-    try:
-        return ActivateRequest.model_validate({"context": rendered})
-    except ValidationError as exc:
-        raise FireFailed(f"the rendered context is not valid: {_errors(exc)}") from None
+def _activation(templates: Mapping[str, Any], context: Mapping[str, Any]) -> ActivateRequest:
+    # A template's object renders as an object: the context is always one.
+    return ActivateRequest(context=_rendered(templates["context"], context, "context"))
 
 
 def _rendered(template: Any, context: Mapping[str, Any], name: str) -> Any:

@@ -190,9 +190,7 @@ def _where(error: Any) -> str:
     """`body` and the path to the value at fault; for a missing required property, its
     name."""
     path = list(error.absolute_path)
-    if error.validator == "required" and isinstance(error.instance, dict):
+    if error.validator == "required":  # one error per missing property, named in its message
         missing = [p for p in error.validator_value if p not in error.instance]
-        named = next((p for p in missing if repr(p) in error.message), None)
-        if named is not None:
-            path.append(named)
+        path += [p for p in missing if repr(p) in error.message][:1]
     return "body" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
