@@ -1,0 +1,1 @@
+"""Triggers: webhooks, schedules and chains that start runs and workflows."""
