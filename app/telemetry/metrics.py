@@ -160,6 +160,12 @@ class Metrics:
             ["kind", "status"],
             registry=registry,
         )
+        self.schedule_misfires = Counter(
+            "loopwright_schedule_misfires",
+            "Fire times of schedules missed while no process was up, left out by their "
+            "misfire policy.",
+            registry=registry,
+        )
         registry.register(_BreakerStates(breaker_states))
         # Event type -> the counter it increments and the payload fields naming its labels.
         self._counted: dict[str, tuple[Counter, tuple[str, ...]]] = {
