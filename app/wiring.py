@@ -4,10 +4,10 @@ components in order and stops them in reverse, also when start-up fails halfway.
 Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
 workflow observer and the TaskEngine → task runs → review gate → approval sweep →
 idempotency sweep → history retention (only when a window is set) → group committer →
-tokenizer → reconciler (its first pass reconciles at boot) → workers. Stopping runs the
-same list backwards, after open streams are told to end: workers stop claiming and give
-running loops their grace period, …, the listener stops, the pool is disposed, the
-embedded server stops.
+tokenizer → reconciler (its first pass reconciles at boot) → scheduler → chain relay →
+workers. Stopping runs the same list backwards, after open streams are told to end:
+workers stop claiming and give running loops their grace period, …, the listener stops,
+the pool is disposed, the embedded server stops.
 """
 
 from __future__ import annotations
@@ -43,9 +43,11 @@ from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
 from app.engine.task_runs import TaskRuns
+from app.engine.triggers.chain_relay import ChainRelay
 from app.engine.triggers.commands import TriggerCommands
 from app.engine.triggers.firing import TriggerFiring
 from app.engine.triggers.hooks import TriggerHooks
+from app.engine.triggers.scheduler import Scheduler
 from app.engine.workers import WorkerPool
 from app.engine.workflow_observer import ExecutionObserver
 from app.engine.workflows import WorkflowCommands
@@ -294,6 +296,17 @@ def build_runtime(
         metrics=metrics,
     )
 
+    trigger_settings = settings.triggers
+    scheduler = Scheduler(
+        sessionmaker,
+        firing.fire_schedule,
+        interval_s=trigger_settings.scheduler_interval_s,
+        metrics=metrics,
+    )
+    chain_relay = ChainRelay(
+        sessionmaker, firing.fire_chain, interval_s=trigger_settings.chain_relay_interval_s
+    )
+
     components = [
         Component("listener", listener.start, listener.stop),
         Component("model providers", providers.warm_up, providers.aclose),
@@ -311,6 +324,10 @@ def build_runtime(
         *_history_retention(settings, sessionmaker, metrics),
         Component("group committer", committer.start, committer.stop),
         Component("reconciler", reconciler.start, reconciler.stop),  # first pass: at boot
+        # Both fire through the fire path, which creates runs and executions: after the
+        # TaskEngine (an execution's tasks) and the group committer.
+        Component("scheduler", scheduler.start, scheduler.stop),
+        Component("chain relay", chain_relay.start, chain_relay.stop),
     ]
     if workers is not None:
         pool = workers

@@ -188,7 +188,8 @@ class IdempotencySettings(BaseModel):
 
 
 class TriggerSettings(BaseModel):
-    """Triggers: how inbound webhook deliveries are authenticated."""
+    """Triggers: how inbound webhook deliveries are authenticated, and how often schedules
+    and chains are looked at."""
 
     signature_tolerance_s: int = Field(
         300,
@@ -197,6 +198,16 @@ class TriggerSettings(BaseModel):
         description="A webhook signature's timestamp may differ from the server's clock by "
         "at most this much, either way; an accepted signature is refused if it comes again "
         "while it could still pass this check.",
+    )
+
+    scheduler_interval_s: float = Field(
+        1.0,
+        gt=0,
+        lt=60,  # under a fire's grace period, or an on-time fire could be missed
+        description="How often the scheduler looks for schedules that are due.",
+    )
+    chain_relay_interval_s: float = Field(
+        1.0, gt=0, le=60, description="How often settled runs and executions fire chains."
     )
 
     @property

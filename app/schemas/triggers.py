@@ -273,6 +273,12 @@ class TriggerRead(_TriggerReadFields):
             raise ValueError(f"trigger {self.id} is a {self.kind.value} trigger")
         return ScheduleConfig.model_validate(self.config)
 
+    def chain(self) -> ChainConfig:
+        """The config of a chain (ValueError for another kind)."""
+        if self.kind is not TriggerKind.CHAIN:
+            raise ValueError(f"trigger {self.id} is a {self.kind.value} trigger")
+        return ChainConfig.model_validate(self.config)
+
     def webhook(self) -> WebhookConfig:
         """The config of a webhook (ValueError for another kind)."""
         if self.kind is not TriggerKind.WEBHOOK:

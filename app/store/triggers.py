@@ -77,6 +77,12 @@ async def delete_trigger(session: AsyncSession, trigger_id: str, *, read_version
     return bool((await session.execute(stmt.returning(TRIGGERS.c.id))).first())
 
 
+async def lock_chains(session: AsyncSession) -> None:
+    """Serialise the saves of chain triggers until the transaction ends (the graph check
+    reads every enabled chain)."""
+    await session.execute(text("SELECT pg_advisory_xact_lock(hashtext('triggers:chains'))"))
+
+
 async def mark_fired(session: AsyncSession, trigger_id: str, fired_at: datetime) -> None:
     """`last_fired_at` moves forward only; the version stays (a fire is not an edit, and a
     client's `If-Match` must not fail because the trigger fired)."""
@@ -116,6 +122,19 @@ async def insert_fire(session: AsyncSession, values: dict[str, Any]) -> FireRead
         await session.execute(TRIGGER_FIRES.insert().values(**values).returning(*TRIGGER_FIRES.c))
     ).one()
     return FireRead.model_validate(row)
+
+
+async def last_started_fire(session: AsyncSession, trigger_id: str) -> FireRead | None:
+    """The trigger's latest fire that started a run or an execution."""
+    row = (
+        await session.execute(
+            select(TRIGGER_FIRES)
+            .where(TRIGGER_FIRES.c.trigger_id == trigger_id, TRIGGER_FIRES.c.status == "started")
+            .order_by(TRIGGER_FIRES.c.fired_at.desc(), TRIGGER_FIRES.c.id.desc())
+            .limit(1)
+        )
+    ).first()
+    return FireRead.model_validate(row) if row else None
 
 
 async def list_fires(

@@ -221,13 +221,41 @@ async def test_the_target_must_exist(client: httpx.AsyncClient) -> None:
     assert (await client.get("/v1/triggers")).json()["items"] == []
 
 
-async def test_a_chain_is_stored(client: httpx.AsyncClient) -> None:
-    agent_id = await agent(client)
-    body = {
+def chain(source: str, target: str, **fields: Any) -> dict[str, Any]:
+    return {
         "kind": "chain",
-        "name": "follow-up",
-        "config": {"source": "run", "agent_id": agent_id, "statuses": ["failed"]},
-        "target": {"kind": "run", "agent_id": agent_id, "input": "Why: {{ source.error }}"},
+        "name": f"{source} then {target}",
+        "config": {"source": "run", "agent_id": source, "statuses": ["failed"]},
+        "target": {"kind": "run", "agent_id": target, "input": "Why: {{ source.error }}"},
+        **fields,
     }
-    created = await create(client, body)
-    assert created["config"]["statuses"] == ["failed"] and created["secret"] is None
+
+
+async def test_a_chain_cycle_is_refused_at_save(client: httpx.AsyncClient) -> None:
+    first, second = await agent(client), await agent(client)
+    forward = await create(client, chain(first, second))
+    assert forward["config"]["statuses"] == ["failed"] and forward["secret"] is None
+
+    back = await client.post("/v1/triggers", json=chain(second, first))
+    problem = assert_problem(back, 422, "validation_error")
+    assert problem["errors"][0]["field"] == "body.target"
+    assert "cycle" in problem["errors"][0]["message"]
+    assert_problem(
+        await client.post("/v1/triggers", json=chain(first, first)), 422, "validation_error"
+    )
+
+    # A disabled chain is no link until it is enabled, and then the check applies.
+    parked = await create(client, chain(second, first, enabled=False))
+    url = f"/v1/triggers/{parked['id']}"
+    assert_problem(await client.post(f"{url}/enable"), 422, "validation_error")
+    # An enabled chain patched into a cycle is refused too; patched elsewhere it is not.
+    third = await agent(client)
+    onward = await create(client, chain(second, third))
+    into_cycle = {"kind": "run", "agent_id": first, "input": "again"}
+    patch = await client.patch(f"/v1/triggers/{onward['id']}", json={"target": into_cycle})
+    assert_problem(patch, 422, "validation_error")
+    renamed = await client.patch(f"/v1/triggers/{onward['id']}", json={"name": "x"})
+    assert renamed.status_code == 200
+    rewired = {"source": "workflow", "workflow_id": "wf_any"}
+    moved = await client.patch(f"/v1/triggers/{onward['id']}", json={"config": rewired})
+    assert moved.status_code == 200, moved.text

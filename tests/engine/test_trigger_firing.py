@@ -26,12 +26,12 @@ from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
 from app.engine.triggers import templates
 from app.engine.triggers.commands import TriggerCommands, TriggerDisabled
-from app.engine.triggers.firing import TriggerFiring
+from app.engine.triggers.firing import FireResult, TriggerFiring
 from app.engine.triggers.hooks import TriggerHooks
 from app.engine.workflows import WorkflowCommands
 from app.models import HookSignature, Run, TriggerFire
 from app.schemas.agents import AgentCreate
-from app.schemas.runs import RunCreate
+from app.schemas.runs import RunCreate, RunRead
 from app.schemas.triggers import TriggerCreate, TriggerRead
 from app.store import events as event_store
 from app.store import runs as run_store
@@ -374,3 +374,98 @@ async def test_a_firing_without_metrics_and_a_schema_that_cannot_resolve(
 
     fired = await firing.fire(trigger.id, {"payload": {"title": "x"}}, fire_key="k")
     assert fired.fire.status is FireStatus.STARTED
+
+
+# -- schedules' overlap policies and chains' depth --------------------------------------------
+
+
+async def schedule_trigger(world: World, overlap: str, target: dict[str, Any]) -> TriggerRead:
+    return await world.trigger(
+        "schedule", config={"interval_s": 60, "overlap": overlap}, target=target
+    )
+
+
+async def run_of(world: World, result: FireResult | None) -> RunRead:
+    assert result is not None and result.fire.run_id is not None, result
+    async with world.sessionmaker() as session:
+        run = await run_store.get_run(session, result.fire.run_id)
+    assert run is not None
+    return run
+
+
+async def test_overlap_skip_records_the_fire_skipped_while_the_last_run_is_unfinished(
+    world: World,
+) -> None:
+    agent_id = await world.agent()
+    trigger = await schedule_trigger(world, "skip", run_target(agent_id, input="{{ fire_time }}"))
+    first_time, second_time, third_time = (NOW + timedelta(minutes=m) for m in (1, 2, 3))
+
+    first = await world.firing.fire_schedule(trigger.id, first_time, NOW)
+    second = await world.firing.fire_schedule(trigger.id, second_time, NOW)
+    run = await run_of(world, first)
+    assert run.input == first_time.isoformat() and run.metadata["trigger"]["fire_time"] == (
+        first_time.isoformat()
+    )
+    assert second is not None and second.fire.status is FireStatus.SKIPPED
+    assert second.fire.error == f"overlap: the previous fire's run {run.id} is queued"
+    assert second.fire.scheduled_for == second_time
+
+    await world.runs.cancel(run.id)  # finished: the next fire starts a run again
+    third = await world.firing.fire_schedule(trigger.id, third_time, NOW)
+    assert third is not None and third.fire.status is FireStatus.STARTED
+
+
+async def test_overlap_enqueue_and_interrupt_take_the_last_runs_lane(world: World) -> None:
+    agent_id = await world.agent()
+    queued = await schedule_trigger(world, "enqueue", run_target(agent_id, input="tick"))
+    cutting = await schedule_trigger(world, "interrupt", run_target(agent_id, input="tick"))
+    later = NOW + timedelta(minutes=1)
+
+    first = await run_of(world, await world.firing.fire_schedule(queued.id, NOW, NOW))
+    behind = await run_of(world, await world.firing.fire_schedule(queued.id, later, NOW))
+    assert behind.lane == first.lane and behind.multitask is Multitask.ENQUEUE
+    assert behind.conversation_id != first.conversation_id  # a lane, not a conversation
+
+    held = await run_of(world, await world.firing.fire_schedule(cutting.id, NOW, NOW))
+    taker = await run_of(world, await world.firing.fire_schedule(cutting.id, later, NOW))
+    assert taker.lane == held.lane and taker.multitask is Multitask.INTERRUPT
+    async with world.sessionmaker() as session:
+        cancelled = await run_store.get_run(session, held.id)
+    assert cancelled is not None and cancelled.status == "cancelled"
+
+
+async def test_overlap_of_a_workflow_target(world: World) -> None:
+    workflow = await world.workflows.create(LINE)
+    target = {"kind": "workflow", "workflow_id": workflow.id}
+    skipping = await schedule_trigger(world, "skip", target)
+    beside = await schedule_trigger(world, "enqueue", target)
+    later = NOW + timedelta(minutes=1)
+
+    assert (await world.firing.fire_schedule(skipping.id, NOW, NOW)) is not None
+    skipped = await world.firing.fire_schedule(skipping.id, later, NOW)
+    assert skipped is not None and skipped.fire.status is FireStatus.SKIPPED
+    assert "execution" in (skipped.fire.error or "")
+    await world.firing.fire_schedule(beside.id, NOW, NOW)
+    both = await world.firing.fire_schedule(beside.id, later, NOW)
+    assert both is not None and both.fire.status is FireStatus.STARTED
+
+
+async def test_a_chain_fire_records_its_depth_and_stops_past_the_limit(world: World) -> None:
+    agent_id = await world.agent()
+    chain = await world.trigger(
+        "chain",
+        config={"source": "workflow", "workflow_id": "wf_any"},
+        target=run_target(agent_id, input="after {{ source.id }}"),
+    )
+    context = {"source": {"id": "wfx_1"}}
+
+    fired = await world.firing.fire_chain(chain.id, context, "workflow:wfx_1:9", 2)
+    run = await run_of(world, fired)
+    assert run.input == "after wfx_1" and run.metadata["trigger"]["depth"] == 2
+    deep = await world.firing.fire_chain(chain.id, context, "workflow:wfx_2:9", 6)
+    assert deep is not None and deep.fire.status is FireStatus.SKIPPED
+    assert deep.fire.error == "chain depth 6 is over the limit of 5"
+
+    await world.triggers.set_enabled(chain.id, False, expected_version=None)
+    assert await world.firing.fire_chain(chain.id, context, "workflow:wfx_3:9", 1) is None
+    assert await world.firing.fire_schedule("trg_gone", NOW, NOW) is None

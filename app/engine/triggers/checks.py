@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronsim import CronSim, CronSimError
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import Draft202012Validator, validator_for
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from app.core.errors import FieldError, ValidationFailed
 from app.core.vocabulary import TriggerKind
+from app.engine.triggers import schedule_times
 from app.engine.triggers.templates import ROOTS, Template, compile_templates
 from app.schemas.triggers import (
     ChainConfig,
@@ -100,7 +99,7 @@ def check_config(
     if isinstance(parsed, WebhookConfig) and parsed.payload_schema is not None:
         _check_payload_schema(parsed.payload_schema, f"{field}.payload_schema")
     if isinstance(parsed, ScheduleConfig):
-        _check_schedule(parsed, field)
+        schedule_times.check(parsed)  # names `body.config.cron` / `.timezone`
     return parsed
 
 
@@ -114,37 +113,7 @@ def _check_payload_schema(schema: dict[str, Any], field: str) -> None:
         ) from None
 
 
-def zone(name: str) -> ZoneInfo:
-    """The IANA time zone `name` (ValueError when there is none of that name)."""
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise ValueError(f"{name!r} is not an IANA time zone") from exc
-
-
-def _check_schedule(config: ScheduleConfig, field: str) -> None:
-    errors: list[FieldError] = []
-    try:
-        tz = zone(config.timezone)
-    except ValueError as exc:
-        errors.append(FieldError(f"{field}.timezone", str(exc)))
-        tz = ZoneInfo("UTC")
-    if config.cron is not None:
-        try:
-            CronSim(config.cron, datetime.now(tz))
-        except CronSimError as exc:
-            errors.append(FieldError(f"{field}.cron", f"is not a cron expression: {exc}"))
-    if errors:
-        raise ValidationFailed(errors)
-
-
 def first_fire_at(config: ScheduleConfig, now: datetime) -> datetime:
-    """A schedule's first fire time after `now` (it is armed when created or enabled).
-
-    A stand-in for the schedule time math of `schedule_times.py`: the cron expression's
-    next time in the schedule's time zone (cronsim keeps wall-clock times across DST), or
-    `interval_s` from now."""
-    if config.cron is None:
-        return now + timedelta(seconds=config.interval_s or 0)
-    local = now.astimezone(zone(config.timezone))
-    return next(iter(CronSim(config.cron, local))).astimezone(now.tzinfo)
+    """A schedule's first fire time after `now` (it is armed when created, enabled, or its
+    config changes): the schedule time math's next fire (`schedule_times.py`)."""
+    return schedule_times.next_fire(config, now)

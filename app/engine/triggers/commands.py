@@ -18,17 +18,20 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.errors import Conflict, NotFound, ProblemCode, VersionConflict
 from app.core.ids import new_id
 from app.core.streams import TRIGGERS_STREAM
-from app.core.vocabulary import TriggerKind
+from app.core.vocabulary import TargetKind, TriggerKind
 from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey, keyed_create
 from app.engine.published import Written, published
+from app.engine.triggers import chain_graph
 from app.engine.triggers.checks import check_config, check_target, first_fire_at
 from app.schemas.triggers import (
+    ChainConfig,
     RunTarget,
     ScheduleConfig,
     TriggerCreate,
     TriggerPatch,
     TriggerRead,
+    WorkflowTarget,
 )
 from app.store import agents as agent_store
 from app.store import conversations, idempotency
@@ -36,6 +39,7 @@ from app.store import triggers as store
 from app.store import workflows as workflow_store
 
 CREATE_SCOPE = "triggers.create"
+MAX_CHAINS = 10_000  # enabled chains read for the graph check
 SECRET_PREFIX = "whsec_"
 
 
@@ -102,8 +106,11 @@ class TriggerCommands:
                     )
                 return found, True
             await _check_target_exists(session, checked.target)
+            trigger_id = new_id("trg")
+            if isinstance(config, ChainConfig) and body.enabled:
+                await _check_chain(session, trigger_id, config, checked.target)
             values = {
-                "id": new_id("trg"),
+                "id": trigger_id,
                 "name": body.name,
                 "description": body.description,
                 "kind": body.kind,
@@ -131,15 +138,19 @@ class TriggerCommands:
             values: dict[str, Any] = {
                 k: v for k, v in changes.items() if k in ("name", "description")
             }
+            target = current.target
             if "target" in changes:
-                checked = check_target(current.kind, changes["target"], "body.target")
-                await _check_target_exists(session, checked.target)
-                values["target"] = checked.target.model_dump(mode="json")
+                target = check_target(current.kind, changes["target"], "body.target").target
+                await _check_target_exists(session, target)
+                values["target"] = target.model_dump(mode="json")
             if "config" in changes:
                 config = check_config(current.kind, changes["config"], "body.config")
                 values["config"] = config.model_dump(mode="json")
                 if current.kind is TriggerKind.SCHEDULE:
                     values["next_fire_at"] = _armed(config, current.enabled, now)
+            if current.kind is TriggerKind.CHAIN and current.enabled:
+                chain = ChainConfig.model_validate(values.get("config", current.config))
+                await _check_chain(session, trigger_id, chain, target)
             updated = await store.update_trigger(
                 session, trigger_id, read_version=current.version, values=values, now=now
             )
@@ -168,6 +179,8 @@ class TriggerCommands:
             values: dict[str, Any] = {"enabled": enabled}
             if current.kind is TriggerKind.SCHEDULE:
                 values["next_fire_at"] = _armed(current.schedule(), enabled, now)
+            if current.kind is TriggerKind.CHAIN and enabled:
+                await _check_chain(session, trigger_id, current.chain(), current.target)
             updated = await store.update_trigger(
                 session, trigger_id, read_version=current.version, values=values, now=now
             )
@@ -216,6 +229,38 @@ async def _check_target_exists(session: AsyncSession, target: Any) -> None:
             raise NotFound("conversation", conversation)
     elif await workflow_store.get_workflow(session, target.workflow_id) is None:
         raise NotFound("workflow", target.workflow_id)
+
+
+async def _check_chain(
+    session: AsyncSession, trigger_id: str, config: ChainConfig, target: RunTarget | WorkflowTarget
+) -> None:
+    """An enabled chain must not close a cycle, or make a path over `MAX_CHAIN_DEPTH`
+    chains, with the other enabled chains (422 naming `body.target`). Chains are checked
+    one at a time (an advisory lock until commit), so two saved at once cannot close a
+    cycle that neither sees."""
+    await store.lock_chains(session)
+    others = await store.list_triggers(
+        session,
+        after_id=None,
+        limit=MAX_CHAINS,
+        filters={"kind": TriggerKind.CHAIN.value, "enabled": True},
+    )
+    chain_graph.check(
+        _edge(trigger_id, config, target),
+        [_edge(t.id, t.chain(), t.target) for t in others],
+    )
+
+
+def _edge(
+    trigger_id: str, config: ChainConfig, target: RunTarget | WorkflowTarget
+) -> chain_graph.ChainEdge:
+    source = config.agent_id if config.source is TargetKind.RUN else config.workflow_id
+    aim = target.agent_id if isinstance(target, RunTarget) else target.workflow_id
+    return chain_graph.ChainEdge(
+        trigger_id,
+        chain_graph.Node(config.source, source or ""),
+        chain_graph.Node(target.kind, aim),
+    )
 
 
 def _armed(config: Any, enabled: bool, now: datetime) -> datetime | None:

@@ -34,12 +34,18 @@ caller adds (`about`, e.g. a chain's depth).
 A template context holds `trigger` ({id, name, kind}) and `fired_at` (ISO 8601) besides
 what the caller gives (a webhook: `payload`, `headers`; a schedule: `fire_time`; a
 chain: `source`).
+
+A schedule's overlap policy is read in step 2, under the trigger's lock: while the run its
+previous fire started is unfinished, the fire is recorded `skipped`, or its run takes that
+run's lane (`enqueue`, `interrupt`). `fire_schedule` and `fire_chain` are the scheduler's
+and the chain relay's entries (their callables' signatures); they return None for a
+trigger disabled or deleted since it was found due, instead of raising into their pass.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -49,12 +55,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.errors import AppError, NotFound
 from app.core.ids import new_id
+from app.core.states import ExecutionStatus, RunStatus
 from app.core.streams import TRIGGERS_STREAM
-from app.core.vocabulary import FireStatus, Multitask
+from app.core.vocabulary import FireStatus, Multitask, OverlapPolicy, TriggerKind
 from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey
 from app.engine.published import Written, published
 from app.engine.runs import RunCommands, RunCreated
+from app.engine.triggers.chain_graph import MAX_CHAIN_DEPTH
 from app.engine.triggers.checks import check_target
 from app.engine.triggers.commands import TriggerDisabled
 from app.engine.triggers.templates import TemplateTooLarge, as_text, render
@@ -63,7 +71,9 @@ from app.schemas.runs import RunCreate
 from app.schemas.triggers import FireRead, RunTarget, TriggerRead
 from app.schemas.workflows import ActivateRequest
 from app.store import events as event_store
+from app.store import runs as run_store
 from app.store import triggers as store
+from app.store import workflows as workflow_store
 from app.store.triggers import FireRow
 from app.telemetry.metrics import Metrics
 
@@ -76,6 +86,8 @@ _EVENTS = {
     FireStatus.FAILED: "trigger.fire_failed",
     FireStatus.SKIPPED: "trigger.fire_skipped",
 }
+# A run of these statuses has not finished (a schedule's overlap policy applies).
+UNFINISHED = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING_ON_HUMAN})
 # Who fires a workflow target (the actor of its tasks' audit trail).
 ACTOR = "trigger:{trigger_id}"
 
@@ -151,17 +163,70 @@ class TriggerFiring:
             if found is not None:
                 return FireResult(found.fire, replayed=True, response=found.response)
             trigger = await self.enabled_trigger(session, trigger_id)
-            fired = await self.fire_in(
-                session,
-                trigger,
-                context,
-                fire_key=fire_key,
-                fired_at=fired_at,
-                scheduled_for=scheduled_for,
-                multitask=multitask,
-                about=about,
-            )
+            overlap = await _overlap(session, trigger)
+            if overlap.skip is not None:
+                fired = await self._record(
+                    session,
+                    trigger,
+                    new_id("fire"),
+                    FireStatus.SKIPPED,
+                    fire_key=fire_key,
+                    fired_at=fired_at,
+                    scheduled_for=scheduled_for,
+                    error=overlap.skip,
+                )
+            else:
+                fired = await self.fire_in(
+                    session,
+                    trigger,
+                    context,
+                    fire_key=fire_key,
+                    fired_at=fired_at,
+                    scheduled_for=scheduled_for,
+                    multitask=multitask or overlap.multitask,
+                    lane=overlap.lane,
+                    about=about,
+                )
         return await self.published(fired)
+
+    async def fire_schedule(
+        self, trigger_id: str, fire_time: datetime, fired_at: datetime
+    ) -> FireResult | None:
+        """A schedule's fire time (the scheduler's `Fire`): the occasion is the fire time,
+        the template context's `fire_time` too. None when the schedule was disabled or
+        deleted since it was found due."""
+        at = fire_time.astimezone(UTC)
+        return await self._quietly(
+            self.fire(
+                trigger_id,
+                {"fire_time": at.isoformat()},
+                fire_key=at.isoformat(),
+                fired_at=fired_at,
+                scheduled_for=at,
+            )
+        )
+
+    async def fire_chain(
+        self, trigger_id: str, context: dict[str, Any], fire_key: str, depth: int
+    ) -> FireResult | None:
+        """A chain's fire (the chain relay's `FireChain`): `depth` chains led to it, and it
+        goes into the run's `metadata.trigger.depth`. Past `MAX_CHAIN_DEPTH` the fire is
+        skipped, so a cascade the save-time check could not see (through a workflow's
+        tasks) stops. None when the chain was disabled or deleted since it was matched."""
+        if depth > MAX_CHAIN_DEPTH:
+            reason = f"chain depth {depth} is over the limit of {MAX_CHAIN_DEPTH}"
+            return await self._quietly(self.skip(trigger_id, fire_key=fire_key, reason=reason))
+        return await self._quietly(
+            self.fire(trigger_id, context, fire_key=fire_key, about={"depth": depth})
+        )
+
+    @staticmethod
+    async def _quietly(firing: Awaitable[FireResult]) -> FireResult | None:
+        try:
+            return await firing
+        except (NotFound, TriggerDisabled) as exc:
+            log.info("a due trigger did not fire: %s", exc)
+            return None
 
     async def skip(
         self,
@@ -222,6 +287,7 @@ class TriggerFiring:
         fired_at: datetime,
         scheduled_for: datetime | None = None,
         multitask: Multitask | None = None,
+        lane: str | None = None,
         about: Mapping[str, Any] | None = None,
         response: Callable[[FireRead], dict[str, Any]] | None = None,
     ) -> Fired:
@@ -253,7 +319,8 @@ class TriggerFiring:
             async with session.begin_nested():
                 if isinstance(target.target, RunTarget):
                     body = _run_body(target.target, target.templates, full_context, marker)
-                    body = _with_overrides(body, multitask, fired_at, target.target.delay_s)
+                    delay_s = target.target.delay_s
+                    body = _with_overrides(body, multitask, lane, fired_at, delay_s)
                     run = await self._runs.create_in(session, body, key=key, now=fired_at)
                 else:
                     activation = _activation(target.templates, full_context)
@@ -376,11 +443,17 @@ def _run_body(
 
 
 def _with_overrides(
-    body: RunCreate, multitask: Multitask | None, fired_at: datetime, delay_s: int | None
+    body: RunCreate,
+    multitask: Multitask | None,
+    lane: str | None,
+    fired_at: datetime,
+    delay_s: int | None,
 ) -> RunCreate:
     changes: dict[str, Any] = {}
     if multitask is not None:
         changes["multitask"] = multitask
+    if lane is not None:
+        changes["lane"] = lane
     if delay_s is not None:
         changes["not_before"] = fired_at + timedelta(seconds=delay_s)
     return body.model_copy(update=changes) if changes else body
@@ -406,3 +479,44 @@ def _errors(exc: ValidationError) -> str:
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """What a schedule's overlap policy makes of this fire: `skip` (the reason), or the
+    lane and lane policy its run takes (the previous fire's run's lane)."""
+
+    skip: str | None = None
+    lane: str | None = None
+    multitask: Multitask | None = None
+
+
+_OVERLAP_MULTITASK = {
+    OverlapPolicy.ENQUEUE: Multitask.ENQUEUE,
+    OverlapPolicy.INTERRUPT: Multitask.INTERRUPT,
+}
+
+
+async def _overlap(session: AsyncSession, trigger: TriggerRead) -> Overlap:
+    """A schedule whose previous fire's run is not finished (queued, running, waiting on a
+    person) follows its overlap policy: `skip` records this fire skipped; `enqueue` puts
+    the new run behind it on its lane; `interrupt` cancels it (at its next boundary) and
+    takes its lane. For a workflow target, `skip` skips while the previous execution runs,
+    and the other two start the new execution beside it. Other kinds: no policy."""
+    if trigger.kind is not TriggerKind.SCHEDULE:
+        return Overlap()
+    policy = trigger.schedule().overlap
+    previous = await store.last_started_fire(session, trigger.id)
+    if previous is None:
+        return Overlap()
+    if previous.run_id is not None:
+        run = await run_store.get_run(session, previous.run_id)
+        if run is None or run.status not in UNFINISHED:
+            return Overlap()
+        if policy is OverlapPolicy.SKIP:
+            return Overlap(skip=f"overlap: the previous fire's run {run.id} is {run.status}")
+        return Overlap(lane=run.lane, multitask=_OVERLAP_MULTITASK[policy])
+    execution = await workflow_store.get_execution(session, previous.execution_id or "")
+    if policy is OverlapPolicy.SKIP and execution and execution.status is ExecutionStatus.RUNNING:
+        return Overlap(skip=f"overlap: the previous fire's execution {execution.id} is running")
+    return Overlap()
