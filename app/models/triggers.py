@@ -72,6 +72,12 @@ class TriggerFire(Base):
         one_of("status", FireStatus),
         UniqueConstraint("trigger_id", "fire_key"),
         Index(None, "trigger_id", "fired_at"),
+        # A run's or an execution's page lists the chains its end fired.
+        Index(
+            "ix_trigger_fires_source_id",
+            "source_id",
+            postgresql_where=text("source_id IS NOT NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -82,6 +88,8 @@ class TriggerFire(Base):
     scheduled_for: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     run_id: Mapped[str | None] = mapped_column(Text)
     execution_id: Mapped[str | None] = mapped_column(Text)
+    # A chain's fire: the run or execution whose end fired it.
+    source_id: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     response: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
 

@@ -173,6 +173,9 @@ class TriggerEventData(Stamped):
     status: FireStatus
     run_id: str | None = Field(description="The run it started (a run target).")
     execution_id: str | None = Field(description="The execution it started (a workflow target).")
+    source_id: str | None = Field(
+        None, description="A chain's fire: the run or execution whose end fired it."
+    )
     scheduled_for: datetime | None = Field(description="A schedule's fire time.")
     error: str | None
 

@@ -305,6 +305,9 @@ class FireRead(BaseModel):
     scheduled_for: datetime | None = Field(description="A schedule's fire time.")
     run_id: str | None = Field(description="The run it started (a run target).")
     execution_id: str | None = Field(description="The execution it started (a workflow target).")
+    source_id: str | None = Field(
+        None, description="A chain's fire: the run or execution whose end fired it."
+    )
     error: str | None = Field(description="`failed`: why; `skipped`: the policy that said no.")
 
 

@@ -153,6 +153,17 @@ async def list_fires(
     return [FireRead.model_validate(r) for r in await session.execute(stmt)]
 
 
+async def fires_of_source(session: AsyncSession, source_id: str, *, limit: int) -> list[FireRead]:
+    """The chain fires a run's or an execution's end made, oldest first."""
+    stmt = (
+        select(TRIGGER_FIRES)
+        .where(TRIGGER_FIRES.c.source_id == source_id)
+        .order_by(TRIGGER_FIRES.c.id)
+        .limit(limit)
+    )
+    return [FireRead.model_validate(r) for r in await session.execute(stmt)]
+
+
 @dataclass(frozen=True)
 class FireRow:
     """A fire and the answer its webhook delivery was given (None for other kinds)."""

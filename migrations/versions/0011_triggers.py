@@ -67,6 +67,7 @@ def upgrade() -> None:
         sa.Column("scheduled_for", sa.DateTime(timezone=True), nullable=True),
         sa.Column("run_id", sa.Text(), nullable=True),
         sa.Column("execution_id", sa.Text(), nullable=True),
+        sa.Column("source_id", sa.Text(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("response", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
         sa.CheckConstraint(
@@ -85,6 +86,12 @@ def upgrade() -> None:
     )
     op.create_index(
         op.f("ix_trigger_fires_trigger_id_fired_at"), "trigger_fires", ["trigger_id", "fired_at"]
+    )
+    op.create_index(
+        "ix_trigger_fires_source_id",
+        "trigger_fires",
+        ["source_id"],
+        postgresql_where=sa.text("source_id IS NOT NULL"),
     )
     op.create_table(
         "hook_signatures",

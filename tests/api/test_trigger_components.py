@@ -86,4 +86,55 @@ async def test_a_settled_run_fires_its_chain(client: httpx.AsyncClient) -> None:
     assert run["input"] == "go on: the first answer"
     assert run["metadata"]["trigger"]["depth"] == 1
     assert fired["fire_key"].startswith("runs:")
-    assert source["id"] != run["id"]
+    # The link, both ways: the chained run names its source, the source lists its chains.
+    assert run["metadata"]["trigger"]["source"] == {"kind": "run", "id": source["id"]}
+    assert fired["source_id"] == source["id"]
+    chained = (await client.get(f"/v1/runs/{source['id']}/chained")).json()
+    assert [(f["trigger_id"], f["run_id"], f["source_id"]) for f in chained] == [
+        (chain["id"], run["id"], source["id"])
+    ]
+    assert (await client.get(f"/v1/runs/{run['id']}/chained")).json() == []
+    missing = await client.get("/v1/runs/run_nope/chained")
+    assert missing.status_code == 404
+
+
+async def test_a_finished_execution_fires_its_chain_and_lists_it(
+    client: httpx.AsyncClient,
+) -> None:
+    """A workflow with no task nodes completes on activation: its end fires the chain."""
+    empty = {
+        "name": "empty",
+        "nodes": [{"id": "s", "type": "start"}, {"id": "e", "type": "end"}],
+        "edges": [{"id": "e1", "source": "s", "target": "e"}],
+    }
+    workflow = await client.post("/v1/workflows", json=empty)
+    assert workflow.status_code == 201, workflow.text
+    agent_id = await make_agent(client, scripted({"text": "done"}))
+    chain = await create(
+        client,
+        {
+            "kind": "chain",
+            "name": "after the release",
+            "config": {"source": "workflow", "workflow_id": workflow.json()["id"]},
+            "target": {
+                "kind": "run",
+                "agent_id": agent_id,
+                "input": "the release {{ source.id }} ended {{ source.status }}",
+            },
+        },
+    )
+    activated = await client.post(
+        f"/v1/workflow-executions/activate/{workflow.json()['id']}", json={"context": {}}
+    )
+    assert activated.status_code == 201, activated.text
+    execution = activated.json()
+
+    fired = await next_fire(client)
+
+    assert (fired["trigger_id"], fired["source_id"]) == (chain["id"], execution["id"])
+    run = (await client.get(f"/v1/runs/{fired['run_id']}")).json()
+    assert run["input"] == f"the release {execution['id']} ended completed"
+    assert run["metadata"]["trigger"]["source"] == {"kind": "workflow", "id": execution["id"]}
+    url = f"/v1/workflow-executions/{execution['id']}/chained"
+    assert [f["run_id"] for f in (await client.get(url)).json()] == [run["id"]]
+    assert (await client.get("/v1/workflow-executions/wfx_nope/chained")).status_code == 404

@@ -457,14 +457,16 @@ async def test_a_chain_fire_records_its_depth_and_stops_past_the_limit(world: Wo
         config={"source": "workflow", "workflow_id": "wf_any"},
         target=run_target(agent_id, input="after {{ source.id }}"),
     )
-    context = {"source": {"id": "wfx_1"}}
+    context = {"source": {"kind": "workflow", "id": "wfx_1"}}
 
     fired = await world.firing.fire_chain(chain.id, context, "workflow:wfx_1:9", 2)
     run = await run_of(world, fired)
     assert run.input == "after wfx_1" and run.metadata["trigger"]["depth"] == 2
+    assert run.metadata["trigger"]["source"] == {"kind": "workflow", "id": "wfx_1"}
     deep = await world.firing.fire_chain(chain.id, context, "workflow:wfx_2:9", 6)
     assert deep is not None and deep.fire.status is FireStatus.SKIPPED
     assert deep.fire.error == "chain depth 6 is over the limit of 5"
+    assert deep.fire.source_id == "wfx_1"
 
     await world.triggers.set_enabled(chain.id, False, expected_version=None)
     assert await world.firing.fire_chain(chain.id, context, "workflow:wfx_3:9", 1) is None

@@ -150,13 +150,15 @@ class TriggerFiring:
         scheduled_for: datetime | None = None,
         multitask: Multitask | None = None,
         about: Mapping[str, Any] | None = None,
+        source_id: str | None = None,
     ) -> FireResult:
         """Fire the trigger for the occasion `fire_key`, once: a second call for the same
         occasion (here or in another process) gets the first fire back, `replayed`. A
         target that cannot start is a `failed` fire, not an exception; a trigger that is
         gone or disabled raises (NotFound, TriggerDisabled) and records nothing.
         `multitask` overrides a run target's lane policy (a schedule's overlap policy);
-        `about` is added to the run's `metadata.trigger`."""
+        `about` is added to the run's `metadata.trigger`; `source_id` is a chain's source
+        (the run or execution whose end fired it)."""
         fired_at = fired_at or self._clock()
         async with self._sessionmaker() as session, session.begin():
             found = await self.claim(session, trigger_id, fire_key)
@@ -174,6 +176,7 @@ class TriggerFiring:
                     fired_at=fired_at,
                     scheduled_for=scheduled_for,
                     error=overlap.skip,
+                    source_id=source_id,
                 )
             else:
                 fired = await self.fire_in(
@@ -186,6 +189,7 @@ class TriggerFiring:
                     multitask=multitask or overlap.multitask,
                     lane=overlap.lane,
                     about=about,
+                    source_id=source_id,
                 )
         return await self.published(fired)
 
@@ -213,12 +217,18 @@ class TriggerFiring:
         goes into the run's `metadata.trigger.depth`. Past `MAX_CHAIN_DEPTH` the fire is
         skipped, so a cascade the save-time check could not see (through a workflow's
         tasks) stops. None when the chain was disabled or deleted since it was matched."""
+        source = context["source"]
         if depth > MAX_CHAIN_DEPTH:
             reason = f"chain depth {depth} is over the limit of {MAX_CHAIN_DEPTH}"
-            return await self._quietly(self.skip(trigger_id, fire_key=fire_key, reason=reason))
-        return await self._quietly(
-            self.fire(trigger_id, context, fire_key=fire_key, about={"depth": depth})
+            skipped = self.skip(
+                trigger_id, fire_key=fire_key, reason=reason, source_id=source["id"]
+            )
+            return await self._quietly(skipped)
+        about = {"depth": depth, "source": {"kind": source["kind"], "id": source["id"]}}
+        fired = self.fire(
+            trigger_id, context, fire_key=fire_key, about=about, source_id=source["id"]
         )
+        return await self._quietly(fired)
 
     @staticmethod
     async def _quietly(firing: Awaitable[FireResult]) -> FireResult | None:
@@ -236,6 +246,7 @@ class TriggerFiring:
         reason: str,
         fired_at: datetime | None = None,
         scheduled_for: datetime | None = None,
+        source_id: str | None = None,
     ) -> FireResult:
         """Record that the occasion `fire_key` starts nothing (`skipped`, with the policy's
         `reason`): a schedule's overlap or misfire policy said no. Once per occasion, as a
@@ -255,6 +266,7 @@ class TriggerFiring:
                 fired_at=fired_at,
                 scheduled_for=scheduled_for,
                 error=reason,
+                source_id=source_id,
             )
         return await self.published(fired)
 
@@ -290,6 +302,7 @@ class TriggerFiring:
         lane: str | None = None,
         about: Mapping[str, Any] | None = None,
         response: Callable[[FireRead], dict[str, Any]] | None = None,
+        source_id: str | None = None,
     ) -> Fired:
         """Steps 3 and 4 in the caller's transaction, after `claim` found no fire and the
         trigger was read locked (`enabled_trigger`); `response` makes the answer stored
@@ -342,6 +355,7 @@ class TriggerFiring:
             run_id=run.run.id if run else None,
             execution_id=execution.execution.id if execution else None,
             response=response,
+            source_id=source_id,
         )
         fired.run, fired.execution, fired.activation = run, execution, activation
         return fired
@@ -360,6 +374,7 @@ class TriggerFiring:
         run_id: str | None = None,
         execution_id: str | None = None,
         response: Callable[[FireRead], dict[str, Any]] | None = None,
+        source_id: str | None = None,
     ) -> Fired:
         fire = FireRead(
             id=fire_id,
@@ -370,6 +385,7 @@ class TriggerFiring:
             scheduled_for=scheduled_for,
             run_id=run_id,
             execution_id=execution_id,
+            source_id=source_id,
             error=error,
         )
         answer = response(fire) if response is not None else None
@@ -383,6 +399,7 @@ class TriggerFiring:
             "status": status.value,
             "run_id": run_id,
             "execution_id": execution_id,
+            "source_id": source_id,
             "scheduled_for": scheduled_for.isoformat() if scheduled_for else None,
             "error": error,
         }
