@@ -1,6 +1,6 @@
 """The `loopwright` command. The server: `serve`, `worker`, `migrate`, `openapi`. A client
 of a running server (LOOPWRIGHT_URL, LOOPWRIGHT_API_KEY): `run`, `follow`, `runs`, `show`,
-`cancel`, `resume`, `retry`, `answer`, `approvals`, `agents`, `tools`.
+`cancel`, `resume`, `retry`, `answer`, `approvals`, `agents`, `triggers`, `tools`.
 
 The client verbs start in a fraction of the server's time: the server's stack (settings,
 FastAPI, SQLAlchemy, and pydantic under them) is imported by the server commands only."""
@@ -273,6 +273,9 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     run.add_argument("--agent", help="agent id or name (default: the scripted demo agent)")
     run.add_argument("--conversation", help="continue this conversation")
     run.add_argument("--lane", help="queue on this lane")
+    run.add_argument(
+        "--at", metavar="TIME", help="a delayed run: start no sooner than this ISO 8601 time"
+    )
     run.add_argument("--detach", action="store_true", help="start it and return")
 
     follow = verb("follow", "follow a run's events until it settles", verbs.follow_run)
@@ -329,6 +332,23 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     agents = verb("agents", "list agents, or create one from a YAML or JSON file", verbs.agents)
     agents.add_argument("action", nargs="?", choices=["list", "create"], default="list")
     agents.add_argument("file", nargs="?", help="create: the agent's file")
+
+    triggers = verb(
+        "triggers",
+        "list triggers, or fire a webhook trigger with a signed test delivery",
+        verbs.triggers,
+    )
+    triggers.add_argument("action", nargs="?", choices=["list", "fire"], default="list")
+    triggers.add_argument("id", nargs="?", help="fire: the webhook trigger's id")
+    triggers.add_argument(
+        "--kind", choices=["webhook", "schedule", "chain"], help="list: only this kind"
+    )
+    triggers.add_argument("--payload", default="{}", help="fire: the JSON payload (default {})")
+    triggers.add_argument(
+        "--secret", help=f"fire: the trigger's secret (default: ${verbs.SECRET_ENV})"
+    )
+    triggers.add_argument("--delivery", help="fire: a delivery id (a repeat starts nothing)")
+    triggers.add_argument("--follow", action="store_true", help="fire: then follow the run")
 
     hooks = verb(
         "webhooks", "list webhooks, a webhook's deliveries, or redeliver one", verbs.webhooks

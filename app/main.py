@@ -15,8 +15,10 @@ from app.api import (
     approvals,
     docs,
     health,
+    hooks,
     problems,
     tasks,
+    triggers,
     webhooks,
     workflow_executions,
     workflows,
@@ -91,6 +93,8 @@ def create_app(
     app.include_router(workflows.router)
     app.include_router(workflow_executions.router)
     app.include_router(approvals.router)
+    app.include_router(triggers.router)
+    app.include_router(hooks.router)
     app.include_router(tools_api.router)
     app.include_router(webhooks.router)
     keys_required = bool(settings.auth.api_keys)

@@ -4,10 +4,11 @@ components in order and stops them in reverse, also when start-up fails halfway.
 Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
 workflow observer and the TaskEngine → task runs → review gate → approval sweep →
 idempotency sweep → history retention (only when a window is set) → group committer →
-tokenizer → reconciler (its first pass reconciles at boot) → webhook deliverer → workers.
-Stopping runs the same list backwards, after open streams are told to end: workers stop
-claiming and give running loops their grace period, the deliverer gives its attempts
-theirs, …, the listener stops, the pool is disposed, the embedded server stops.
+tokenizer → reconciler (its first pass reconciles at boot) → scheduler → chain relay →
+webhook deliverer → workers. Stopping runs the same list backwards, after open
+streams are told to end: workers stop claiming and give running loops their grace
+period, the deliverer gives its attempts theirs, …, the listener stops, the pool is
+disposed, the embedded server stops.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
 from app.engine.task_runs import TaskRuns
+from app.engine.triggers.chain_relay import ChainRelay
+from app.engine.triggers.commands import TriggerCommands
+from app.engine.triggers.firing import TriggerFiring
+from app.engine.triggers.hooks import TriggerHooks
+from app.engine.triggers.scheduler import Scheduler
 from app.engine.webhooks.commands import WebhookCommands
 from app.engine.webhooks.deliverer import WebhookDeliverer
 from app.engine.webhooks.policy import DeliveryPolicy
@@ -228,6 +234,8 @@ def build_runtime(
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
     registry = build_tools(settings, sessionmaker, tools, task_engine)
     delivery_policy = DeliveryPolicy.from_settings(settings.webhooks)
+    workflows = WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention)
+    firing = TriggerFiring(sessionmaker, bus, runs, workflows, metrics=metrics)
     services = Services(
         settings=settings,
         sessionmaker=sessionmaker,
@@ -242,7 +250,10 @@ def build_runtime(
         tools=registry.catalogue(),
         runs=runs,
         approvals=approvals,
-        workflows=WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention),
+        workflows=workflows,
+        triggers=TriggerCommands(sessionmaker, bus, idempotency_retention=retention),
+        firing=firing,
+        hooks=TriggerHooks(sessionmaker, firing, settings.triggers),
         webhooks=WebhookCommands(
             sessionmaker, bus, delivery_policy, idempotency_retention=retention
         ),
@@ -293,6 +304,17 @@ def build_runtime(
         metrics=metrics,
     )
 
+    trigger_settings = settings.triggers
+    scheduler = Scheduler(
+        sessionmaker,
+        firing.fire_schedule,
+        interval_s=trigger_settings.scheduler_interval_s,
+        metrics=metrics,
+    )
+    chain_relay = ChainRelay(
+        sessionmaker, firing.fire_chain, interval_s=trigger_settings.chain_relay_interval_s
+    )
+
     components = [
         Component("listener", listener.start, listener.stop),
         Component("model providers", providers.warm_up, providers.aclose),
@@ -310,6 +332,10 @@ def build_runtime(
         *_history_retention(settings, sessionmaker, metrics),
         Component("group committer", committer.start, committer.stop),
         Component("reconciler", reconciler.start, reconciler.stop),  # first pass: at boot
+        # Both fire through the fire path, which creates runs and executions: after the
+        # TaskEngine (an execution's tasks) and the group committer.
+        Component("scheduler", scheduler.start, scheduler.stop),
+        Component("chain relay", chain_relay.start, chain_relay.stop),
         *_webhook_deliverer(settings, sessionmaker, bus, delivery_policy, metrics),
     ]
     if workers is not None:

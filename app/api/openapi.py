@@ -107,9 +107,12 @@ def build_openapi(app: FastAPI, *, keys_required: bool) -> dict[str, Any]:
     for path, operations in schema.get("paths", {}).items():
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
-            for status, description in _PROBLEMS.items():
+            # A route whose refusals mean something else (the webhooks' signatures) says so.
+            own = operation.pop("x-problem-descriptions", {})
+            for status, default in _PROBLEMS.items():
                 if status == "401" and not path.startswith("/v1/"):
                     continue
+                description = own.get(status, default)
                 content = _problem("ValidationProblem" if status == "422" else "Problem")
                 responses[status] = {"description": description, "content": content}
             responses["503"]["headers"] = {

@@ -32,13 +32,18 @@ from app.schemas.common import Order, Page
 from app.schemas.history import RunFork, RunStepRead
 from app.schemas.journal import JournalRead
 from app.schemas.runs import HumanResponse, LaneRead, MessageRead, RunCreate, RunRead
+from app.schemas.triggers import FireRead
 from app.store import conversations, history
 from app.store import events as event_store
 from app.store import journal as journal_store
 from app.store import runs as run_store
+from app.store import triggers as trigger_store
 from app.store.idempotency import request_hash
 
 router = APIRouter(tags=["runs"], dependencies=[Depends(get_principal)])
+# A source's chained fires: one per chain trigger its end matched (or ends: a failed run
+# retried may end twice), so a short list.
+CHAINED_LIMIT = 200
 
 
 async def _run_or_404(session: SessionDep, run_id: str) -> RunRead:
@@ -184,6 +189,20 @@ async def list_run_history(
         )
     steps = await history.steps(session, run_id, after=after, limit=limit + 1)
     return page([history.step_read(step) for step in steps], limit)
+
+
+@router.get(
+    "/v1/runs/{run_id}/chained",
+    response_model=list[FireRead],
+    summary="What a run's end started through chain triggers",
+)
+async def list_run_chained(run_id: str, session: SessionDep) -> list[FireRead]:
+    """The fires of chain triggers this run's end matched, oldest first: each names the
+    run or execution it started (or why it failed or was skipped). The other side of the
+    link: a run a chain started has the chain and this run in `metadata.trigger`
+    (`id`, `source`, `depth`)."""
+    await _run_or_404(session, run_id)
+    return await trigger_store.fires_of_source(session, run_id, limit=CHAINED_LIMIT)
 
 
 @router.post(

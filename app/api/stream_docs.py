@@ -23,6 +23,7 @@ from app.schemas.events import (
     ExecutionEvent,
     NodeChangedEvent,
     TaskEvent,
+    TriggerEvent,
 )
 from app.schemas.run_events import (
     MessageCreatedEvent,
@@ -104,6 +105,7 @@ def _union(stream: EventStream) -> dict[str, Any]:
 
 TASKS = EventStream("TaskEvent", (TaskEvent,))
 APPROVALS = EventStream("ApprovalEvent", (ApprovalEvent,))
+TRIGGERS = EventStream("TriggerEvent", (TriggerEvent,))
 WEBHOOKS = EventStream("WebhookDeliveryEvent", (WebhookDeliveryEvent,))
 WORKFLOW_EXECUTION = EventStream(
     "WorkflowExecutionEvent",
@@ -129,4 +131,13 @@ RUN = EventStream(
     ),
     "One event of `GET /v1/runs/{id}/events`: tell them apart by `event`.",
 )
-EVENT_STREAMS = (TASKS, APPROVALS, WORKFLOW_EXECUTION, RUNS_BOARD, LANE, RUN, WEBHOOKS)
+EVENT_STREAMS = (
+    TASKS,
+    APPROVALS,
+    TRIGGERS,
+    WORKFLOW_EXECUTION,
+    RUNS_BOARD,
+    LANE,
+    RUN,
+    WEBHOOKS,
+)

@@ -10,13 +10,16 @@ from sse_starlette import EventSourceResponse
 from app.api.deps import PrincipalDep, ServicesDep, SessionDep, WorkflowCommandsDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, etag
 from app.api.pagination import CursorQuery, decode_cursor, page
+from app.api.runs import CHAINED_LIMIT
 from app.api.stream_docs import WORKFLOW_EXECUTION
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.core.errors import NotFound
 from app.core.streams import execution_stream
 from app.schemas.common import Page
+from app.schemas.triggers import FireRead
 from app.schemas.workflows import ActivateRequest, ExecutionCancel, ExecutionRead
 from app.store import idempotency
+from app.store import triggers as trigger_store
 from app.store import workflows as store
 
 router = APIRouter(
@@ -24,6 +27,19 @@ router = APIRouter(
     tags=["workflow executions"],
     dependencies=[Depends(get_principal)],
 )
+
+
+@router.get(
+    "/{execution_id}/chained",
+    response_model=list[FireRead],
+    summary="What an execution's end started through chain triggers",
+)
+async def list_execution_chained(execution_id: str, session: SessionDep) -> list[FireRead]:
+    """The fires of chain triggers this execution's end matched, oldest first (see
+    `GET /v1/runs/{id}/chained`)."""
+    if await store.get_execution(session, execution_id) is None:
+        raise NotFound("workflow execution", execution_id)
+    return await trigger_store.fires_of_source(session, execution_id, limit=CHAINED_LIMIT)
 
 
 @router.post(

@@ -49,6 +49,10 @@ class Client:
     def post(self, path: str, body: Any = None) -> Any:
         return self._request("POST", path, json=body)
 
+    def post_raw(self, path: str, content: bytes, headers: dict[str, str]) -> Any:
+        """A body sent as these exact bytes (a signed webhook delivery)."""
+        return self._request("POST", path, content=content, headers=headers)
+
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = self.http.request(method, path, **kwargs)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from app.client.exits import BY_STATUS, Exit
 from app.client.follow import Ask, follow
 from app.client.http import Client, ClientError
 from app.client.render import Printer
+from app.core.signatures import SIGNATURE_HEADER, signature_header
 
 Verb = Callable[[argparse.Namespace, Client], Exit]
 
@@ -86,8 +89,11 @@ def run(args: argparse.Namespace, client: Client) -> Exit:
         body["conversation_id"] = args.conversation
     if args.lane:
         body["lane"] = args.lane
+    if args.at:
+        body["not_before"] = args.at
     started = client.post("/v1/runs", body)
-    print(f"run {started['id']} on lane {started['lane']} ({started['status']})")
+    waits = f", not before {started['not_before']}" if started["not_before"] else ""
+    print(f"run {started['id']} on lane {started['lane']} ({started['status']}{waits})")
     if args.detach:
         return Exit.COMPLETED
     return _followed(client, started["id"])
@@ -368,3 +374,65 @@ def _type(prop: dict[str, Any]) -> str:
         return "|".join(kind) if isinstance(kind, list) else str(kind)
     variants = [_type(v) for v in prop.get("anyOf", [])]
     return "|".join(variants) if variants else "any"
+
+
+SECRET_ENV = "LOOPWRIGHT_TRIGGER_SECRET"
+
+
+def triggers(args: argparse.Namespace, client: Client) -> Exit:
+    if args.action == "fire":
+        return _fire(args, client)
+    rows = [
+        (
+            t["id"],
+            t["kind"],
+            t["name"],
+            "yes" if t["enabled"] else "no",
+            _target(t["target"]),
+            t["next_fire_at"] or "",
+            t["last_fired_at"] or "",
+        )
+        for t in _all(client, "/v1/triggers", kind=args.kind)
+    ]
+    _table(rows, ("TRIGGER", "KIND", "NAME", "ENABLED", "TARGET", "NEXT FIRE", "LAST FIRED"))
+    return Exit.COMPLETED
+
+
+def _target(target: dict[str, Any]) -> str:
+    if target["kind"] == "run":
+        return f"run of {target['agent_id']}"
+    return f"workflow {target['workflow_id']}"
+
+
+def _fire(args: argparse.Namespace, client: Client) -> Exit:
+    """A test delivery to a webhook trigger, signed as a sender would sign it."""
+    if not args.id:
+        raise ClientError("say which trigger: loopwright triggers fire TRIGGER_ID", Exit.USAGE)
+    secret = args.secret or os.environ.get(SECRET_ENV)
+    if not secret:
+        raise ClientError(
+            f"the trigger's secret signs the delivery: pass --secret or set {SECRET_ENV}",
+            Exit.USAGE,
+        )
+    try:
+        payload = json.loads(args.payload)
+    except ValueError as exc:
+        raise ClientError(f"--payload is not JSON: {exc}", Exit.USAGE) from exc
+    body = json.dumps(payload).encode()
+    headers = {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: signature_header(secret, int(time.time()), body),
+    }
+    if args.delivery:
+        headers["Loopwright-Delivery"] = args.delivery
+    answer = client.post_raw(f"/v1/hooks/{args.id}", body, headers)
+    started = answer["run_id"] or answer["execution_id"]
+    what = f"run {started}" if answer["run_id"] else f"execution {started}"
+    if answer["status"] == "started":
+        print(f"fire {answer['fire_id']}: started {what}")
+    else:
+        print(f"fire {answer['fire_id']}: {answer['status']}: {answer['error']}")
+        return Exit.FAILED
+    if args.follow and answer["run_id"]:
+        return _followed(client, answer["run_id"])
+    return Exit.COMPLETED

@@ -188,6 +188,37 @@ class IdempotencySettings(BaseModel):
         return timedelta(seconds=self.retention_s)
 
 
+class TriggerSettings(BaseModel):
+    """Triggers: how inbound webhook deliveries are authenticated, and how often schedules
+    and chains are looked at."""
+
+    signature_tolerance_s: int = Field(
+        300,
+        ge=1,
+        le=86_400,
+        description="A webhook signature's timestamp may differ from the server's clock by "
+        "at most this much, either way; an accepted signature is refused if it comes again "
+        "while it could still pass this check.",
+    )
+
+    scheduler_interval_s: float = Field(
+        1.0,
+        gt=0,
+        lt=60,  # under a fire's grace period, or an on-time fire could be missed
+        description="How often the scheduler looks for schedules that are due.",
+    )
+    chain_relay_interval_s: float = Field(
+        1.0, gt=0, le=60, description="How often settled runs and executions fire chains."
+    )
+
+    @property
+    def signature_memory(self) -> timedelta:
+        """How long an accepted signature is remembered: its timestamp may be up to the
+        tolerance ahead of the clock when it is accepted, and stays valid for the tolerance
+        after that timestamp."""
+        return timedelta(seconds=2 * self.signature_tolerance_s)
+
+
 class HistorySettings(BaseModel):
     """Retention of runs' history (their steps: transcript, checkpoints, events). Off by
     default: kept forever. With a window, the history of a conversation whose runs all
@@ -457,6 +488,7 @@ class Settings(BaseSettings):
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
+    triggers: TriggerSettings = Field(default_factory=TriggerSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)

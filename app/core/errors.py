@@ -3,12 +3,14 @@ renders any of them as an RFC 9457 problem document.
 
     AppError (500 internal)
     ├── Unauthorized (401 unauthorized)
+    │   └── (core/signatures.py) SignatureMissing, SignatureInvalid, SignatureExpired
     ├── NotFound (404 not_found)
     ├── Conflict (409 conflict)
     │   ├── VersionConflict (409 version_conflict: expected, current)
     │   ├── InvalidTransition (409 invalid_transition: current, target, allowed)
     │   │   └── ApprovalExpired (409 approval_expired: expires_at, decision)
-    │   └── IdempotencyKeyReused (409 idempotency_key_reused)
+    │   ├── IdempotencyKeyReused (409 idempotency_key_reused)
+    │   └── (core/signatures.py) SignatureReused; (engine/triggers) TriggerDisabled
     ├── PayloadTooLarge (413 payload_too_large)
     ├── ValidationFailed (422 validation_error: errors[field, message])
     └── Unavailable (503 unavailable)
@@ -43,6 +45,11 @@ class ProblemCode(StrEnum):
     WORKFLOW_IN_USE = "workflow_in_use"  # the workflow has running executions (409)
     RESUME_UNAVAILABLE = "resume_unavailable"  # the run cannot be resumed (409)
     LANE_BUSY = "lane_busy"  # the lane is busy and the run asked not to wait (409)
+    TRIGGER_DISABLED = "trigger_disabled"  # a disabled trigger does not fire (409)
+    SIGNATURE_MISSING = "signature_missing"  # a webhook delivery came unsigned (401)
+    SIGNATURE_INVALID = "signature_invalid"  # its signature does not match its body (401)
+    SIGNATURE_EXPIRED = "signature_expired"  # its timestamp is outside the tolerance (401)
+    SIGNATURE_REUSED = "signature_reused"  # a signature already accepted, replayed (409)
     PAYLOAD_TOO_LARGE = "payload_too_large"  # the body is over the limit (413)
     VALIDATION_ERROR = "validation_error"  # the request is not valid; `errors` says why (422)
     WORKFLOW_INVALID = "workflow_invalid"  # the workflow breaks its rules; `errors` (422)

@@ -36,3 +36,8 @@ def lane_stream(lane: str) -> str:
 def execution_stream(execution_id: str) -> str:
     """One workflow execution's events (`GET /v1/workflow-executions/{id}/events`)."""
     return f"workflow:{execution_id}"
+
+
+def execution_of(stream: str) -> str | None:
+    """The workflow execution whose stream this is, or None for any other stream."""
+    return stream.removeprefix("workflow:") if stream.startswith("workflow:") else None

@@ -123,7 +123,8 @@ def parse(text: str) -> Condition:
     return Condition(left, match.group("op"), right)
 
 
-def _value(operand: Operand, context: Mapping[str, Any]) -> Any:
+def value_of(operand: Operand, context: Mapping[str, Any]) -> Any:
+    """A literal's value, or the value a key names in `context` (null when missing)."""
     if isinstance(operand, Literal):
         return operand.value
     value: Any = context
@@ -142,8 +143,8 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def evaluate(condition: Condition, context: Mapping[str, Any]) -> bool:
-    left = _value(condition.left, context)
+    left = value_of(condition.left, context)
     if condition.op is None or condition.right is None:
         return bool(left)
-    equal = _equal(left, _value(condition.right, context))
+    equal = _equal(left, value_of(condition.right, context))
     return equal if condition.op == "==" else not equal

@@ -6,6 +6,7 @@ compare-and-sets the version and appends its events; the bus hears of it after c
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -70,6 +71,16 @@ class LaneBusy(Conflict):
         return {"lane": self.lane, "holder": self.holder}
 
 
+@dataclass(frozen=True)
+class RunCreated:
+    """What a create did: the run (as it is now, for a replay), whether it is a replay, and
+    the runs an `interrupt` cancelled (or asked to stop)."""
+
+    run: RunRead
+    replayed: bool
+    superseded: list[RunRead] = field(default_factory=list)
+
+
 def _cancel_event(run: RunRead) -> str:
     """What a cancel did to this run: settled it, or asked its loop to stop."""
     return (
@@ -114,53 +125,74 @@ class RunCommands:
         """The queued run, and whether it is an idempotent replay of an earlier create.
         A client's key is remembered for the retention window; a child's (`parent_run_id`:
         made by the parent's tool call) for as long as its parent may run again."""
-        now = self._clock()
-        touched: list[RunRead] = []
         scope = CREATE_SCOPE if parent_run_id is None else SPAWN_SCOPE
         key = CreateKey.of(scope, idempotency_key, request_hash, run_id=parent_run_id)
         async with self._sessionmaker() as session, session.begin():
-            keyed = await keyed_create(session, key, now=now, retention=self._idempotency_retention)
-            if keyed.replay is not None:  # a repeat gets the run as it is now
-                replay = await run_store.get_run(session, keyed.replay.resource_id)
-                if replay is not None:
-                    return replay, True
-            if await agent_store.get_agent(session, body.agent_id) is None:
-                raise NotFound("agent", body.agent_id)
-            conversation_id = body.conversation_id or new_id("conv")
-            if body.conversation_id is None:
-                await conversations.create_conversation(session, conversation_id)
-            elif not await conversations.exists(session, conversation_id):
-                raise NotFound("conversation", conversation_id)
-            lane = body.lane or f"conversation:{conversation_id}"
-            # Serialise creates on one lane, so that `reject` and `interrupt` see each other.
-            await session.execute(
-                text("SELECT pg_advisory_xact_lock(hashtext(:lane))"), {"lane": lane}
+            created = await self.create_in(
+                session, body, key=key, now=self._clock(), parent_run_id=parent_run_id
             )
-            active, queued = await run_store.lane(session, lane)
-            if body.multitask is Multitask.REJECT and (active or queued):
-                raise LaneBusy(lane, (active or queued[0]).id)
-            if body.multitask is Multitask.INTERRUPT:
-                touched += await self._supersede(session, active, queued, now)
-            run = await run_store.insert_run(
-                session,
-                _queued_run(
-                    agent_id=body.agent_id,
-                    conversation_id=conversation_id,
-                    lane=lane,
-                    input_text=body.input,
-                    multitask=body.multitask,
-                    metadata=body.metadata,
-                    now=now,
-                    parent_run_id=parent_run_id,
-                ),
-            )
-            await run_transitions.record(
-                session, run, now, events=[("agent_run.queued", {"lane": lane})]
-            )
-            await keyed.remember(run.id)
-        self._published(run, event="agent_run.queued")
-        self._published(*touched)
-        return run, False
+        self.announce(created)
+        return created.run, created.replayed
+
+    async def create_in(
+        self,
+        session: AsyncSession,
+        body: RunCreate,
+        *,
+        key: CreateKey | None,
+        now: datetime,
+        parent_run_id: str | None = None,
+    ) -> RunCreated:
+        """`create` inside the caller's transaction (a trigger's fire writes its own rows
+        with the run's): the caller commits, then hands the result to `announce`. An error
+        may leave rows written in the session: run it in a savepoint to go on after one."""
+        touched: list[RunRead] = []
+        keyed = await keyed_create(session, key, now=now, retention=self._idempotency_retention)
+        if keyed.replay is not None:  # a repeat gets the run as it is now
+            replay = await run_store.get_run(session, keyed.replay.resource_id)
+            if replay is not None:
+                return RunCreated(replay, replayed=True)
+        if await agent_store.get_agent(session, body.agent_id) is None:
+            raise NotFound("agent", body.agent_id)
+        conversation_id = body.conversation_id or new_id("conv")
+        if body.conversation_id is None:
+            await conversations.create_conversation(session, conversation_id)
+        elif not await conversations.exists(session, conversation_id):
+            raise NotFound("conversation", conversation_id)
+        lane = body.lane or f"conversation:{conversation_id}"
+        # Serialise creates on one lane, so that `reject` and `interrupt` see each other.
+        await session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:lane))"), {"lane": lane})
+        active, queued = await run_store.lane(session, lane)
+        if body.multitask is Multitask.REJECT and (active or queued):
+            raise LaneBusy(lane, (active or queued[0]).id)
+        if body.multitask is Multitask.INTERRUPT:
+            touched += await self._supersede(session, active, queued, now)
+        run = await run_store.insert_run(
+            session,
+            _queued_run(
+                agent_id=body.agent_id,
+                conversation_id=conversation_id,
+                lane=lane,
+                input_text=body.input,
+                multitask=body.multitask,
+                metadata=body.metadata,
+                now=now,
+                parent_run_id=parent_run_id,
+                not_before=body.not_before,
+            ),
+        )
+        delayed = {"not_before": run.not_before.isoformat()} if run.not_before else {}
+        opened: StreamEvent = ("agent_run.queued", {"lane": lane} | delayed)
+        await run_transitions.record(session, run, now, events=[opened])
+        await keyed.remember(run.id)
+        return RunCreated(run, replayed=False, superseded=touched)
+
+    def announce(self, created: RunCreated) -> None:
+        """After the commit of `create_in`: wake the readers (the workers among them)."""
+        if created.replayed:
+            return
+        self._published(created.run, event="agent_run.queued")
+        self._published(*created.superseded)
 
     async def _supersede(
         self,
@@ -410,6 +442,7 @@ def _queued_run(
     now: datetime,
     parent_run_id: str | None = None,
     iteration: int = 0,
+    not_before: datetime | None = None,
 ) -> dict[str, Any]:
     """The row of a new run, queued on its lane."""
     return {
@@ -423,6 +456,7 @@ def _queued_run(
         "iteration": iteration,
         "usage": {"input_tokens": 0, "output_tokens": 0},
         "attempt": 1,
+        "not_before": not_before,
         "parent_run_id": parent_run_id,
         "metadata": metadata,
         "cancel_requested": False,

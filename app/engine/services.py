@@ -16,6 +16,9 @@ from app.engine.runs import RunCommands
 from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
+from app.engine.triggers.commands import TriggerCommands
+from app.engine.triggers.firing import TriggerFiring
+from app.engine.triggers.hooks import TriggerHooks
 from app.engine.webhooks.commands import WebhookCommands
 from app.engine.workflows import WorkflowCommands
 from app.schemas.tools import ToolRead
@@ -32,6 +35,9 @@ class Services:
     runs: RunCommands
     approvals: ApprovalCommands
     workflows: WorkflowCommands
+    triggers: TriggerCommands
+    firing: TriggerFiring  # the one fire path (webhooks, schedules, chains)
+    hooks: TriggerHooks
     webhooks: WebhookCommands
     metrics: Metrics
     shutting_down: anyio.Event  # set first at shutdown: open streams end

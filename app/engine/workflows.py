@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -106,6 +106,16 @@ def node_event(
 class Activation:
     execution: ExecutionRead
     replayed: bool = False
+
+
+@dataclass(frozen=True)
+class Activated:
+    """An execution recorded by `activate_in`, its tasks not made yet (none for a replay)."""
+
+    execution: ExecutionRead
+    replayed: bool
+    planned: Sequence[PlannedTask] = ()
+    node_tasks: dict[str, str] = field(default_factory=dict)
 
 
 def cancel_route(task: TaskRead) -> list[TaskStatus]:
@@ -225,46 +235,67 @@ class WorkflowCommands:
     ) -> Activation:
         """Plan and record an execution, then create its tasks. With a key, a repeat gets
         the execution as it is now."""
-        now = self._clock()
         key = CreateKey.of(ACTIVATE_SCOPE, idempotency_key, request_hash)
         async with self._sessionmaker() as session, session.begin():
-            workflow = await store.get_workflow(session, workflow_id)
-            if workflow is None:
-                raise NotFound("workflow", workflow_id)
-            create = await keyed_create(
-                session, key, now=now, retention=self._idempotency_retention
-            )
-            if create.replay is not None:
-                replay = await store.get_execution(session, create.replay.resource_id)
-                if replay is not None:
-                    return Activation(replay, replayed=True)
-            issues = validate_workflow(workflow.nodes, workflow.edges)
-            if issues:
-                raise _refuse(issues, WorkflowInvalid)
-            plan = plan_execution(Graph.of(workflow.nodes, workflow.edges), body.context)
-            node_tasks = {t.node_id: new_id("task") for t in plan.tasks}
-            values = {
-                "id": new_id("wfx"),
-                "workflow_id": workflow.id,
-                "workflow_version": workflow.version,
-                # With no task on the path taken there is nothing to wait for.
-                "status": ExecutionStatus.RUNNING if plan.tasks else ExecutionStatus.COMPLETED,
-                "context": body.context,
-                "node_status": {n: s.value for n, s in plan.node_status.items()},
-                "waits_for": {t.node_id: t.waits_for for t in plan.tasks},
-                "version": 1,
-                "created_at": now,
-                "updated_at": now,
-                "finished_at": None if plan.tasks else now,
-            }
-            execution = await store.insert_execution(session, values, node_tasks)
-            events = [execution_event("workflow.execution.started", execution)]
-            if not plan.tasks:
-                events.append(execution_event("workflow.execution.completed", execution))
-            await event_store.append_events(session, execution_stream(execution.id), events, now)
-            await create.remember(execution.id)
+            started = await self.activate_in(session, workflow_id, body, key=key, now=self._clock())
+        return await self.complete(started, body, actor)
+
+    async def activate_in(
+        self,
+        session: AsyncSession,
+        workflow_id: str,
+        body: ActivateRequest,
+        *,
+        key: CreateKey | None,
+        now: datetime,
+    ) -> Activated:
+        """The first half of `activate`, inside the caller's transaction: plan the execution
+        and record it (row, events, key). Once the caller has committed, `complete` creates
+        its tasks. An error may leave rows written in the session: run it in a savepoint to
+        go on after one."""
+        workflow = await store.get_workflow(session, workflow_id)
+        if workflow is None:
+            raise NotFound("workflow", workflow_id)
+        create = await keyed_create(session, key, now=now, retention=self._idempotency_retention)
+        if create.replay is not None:
+            replay = await store.get_execution(session, create.replay.resource_id)
+            if replay is not None:
+                return Activated(replay, replayed=True)
+        issues = validate_workflow(workflow.nodes, workflow.edges)
+        if issues:
+            raise _refuse(issues, WorkflowInvalid)
+        plan = plan_execution(Graph.of(workflow.nodes, workflow.edges), body.context)
+        node_tasks = {t.node_id: new_id("task") for t in plan.tasks}
+        values = {
+            "id": new_id("wfx"),
+            "workflow_id": workflow.id,
+            "workflow_version": workflow.version,
+            # With no task on the path taken there is nothing to wait for.
+            "status": ExecutionStatus.RUNNING if plan.tasks else ExecutionStatus.COMPLETED,
+            "context": body.context,
+            "node_status": {n: s.value for n, s in plan.node_status.items()},
+            "waits_for": {t.node_id: t.waits_for for t in plan.tasks},
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+            "finished_at": None if plan.tasks else now,
+        }
+        execution = await store.insert_execution(session, values, node_tasks)
+        events = [execution_event("workflow.execution.started", execution)]
+        if not plan.tasks:
+            events.append(execution_event("workflow.execution.completed", execution))
+        await event_store.append_events(session, execution_stream(execution.id), events, now)
+        await create.remember(execution.id)
+        return Activated(execution, replayed=False, planned=plan.tasks, node_tasks=node_tasks)
+
+    async def complete(self, started: Activated, body: ActivateRequest, actor: str) -> Activation:
+        """After the commit of `activate_in`: wake the execution's readers and create its
+        tasks through the TaskEngine (a failure fails the execution, and is raised)."""
+        if started.replayed:
+            return Activation(started.execution, replayed=True)
+        execution = started.execution
         published(self._bus, [Written(execution_stream(execution.id))])
-        await self._create_tasks(execution, plan.tasks, node_tasks, body, actor)
+        await self._create_tasks(execution, started.planned, started.node_tasks, body, actor)
         async with self._sessionmaker() as session:
             latest = await store.get_execution(session, execution.id)
         if latest is not None and latest.status is ExecutionStatus.CANCELLED:

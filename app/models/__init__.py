@@ -17,9 +17,11 @@ from app.models.runs import (
 )
 from app.models.tasks import TASKS, TRANSITIONS, Task, TaskTransition
 from app.models.triggers import (
+    CHAIN_EVENTS,
     HOOK_SIGNATURES,
     TRIGGER_FIRES,
     TRIGGERS,
+    ChainEvent,
     HookSignature,
     Trigger,
     TriggerFire,
@@ -44,6 +46,7 @@ from app.models.workflows import (
 __all__ = [
     "AGENTS",
     "APPROVALS",
+    "CHAIN_EVENTS",
     "CONVERSATIONS",
     "EVENTS",
     "HOOK_SIGNATURES",
@@ -63,6 +66,7 @@ __all__ = [
     "Agent",
     "Approval",
     "Base",
+    "ChainEvent",
     "Conversation",
     "Event",
     "EventStream",

@@ -6,10 +6,12 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
+    Identity,
     Index,
     Integer,
     Table,
@@ -70,6 +72,12 @@ class TriggerFire(Base):
         one_of("status", FireStatus),
         UniqueConstraint("trigger_id", "fire_key"),
         Index(None, "trigger_id", "fired_at"),
+        # A run's or an execution's page lists the chains its end fired.
+        Index(
+            "ix_trigger_fires_source_id",
+            "source_id",
+            postgresql_where=text("source_id IS NOT NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -80,6 +88,8 @@ class TriggerFire(Base):
     scheduled_for: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     run_id: Mapped[str | None] = mapped_column(Text)
     execution_id: Mapped[str | None] = mapped_column(Text)
+    # A chain's fire: the run or execution whose end fired it.
+    source_id: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     response: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
 
@@ -98,6 +108,23 @@ class HookSignature(Base):
     seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class ChainEvent(Base):
+    """A run settling or an execution finishing, copied here from `events` by the database
+    in that event's transaction (the `events_chain_source` trigger of migration 0011) while
+    any chain trigger is enabled: the chain relay fires the chains it matches, then deletes
+    it. So a crash between the source's commit and its chains' fires loses nothing."""
+
+    __tablename__ = "chain_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    stream: Mapped[str] = mapped_column(Text)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    type: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 TRIGGERS = cast(Table, Trigger.__table__)
 TRIGGER_FIRES = cast(Table, TriggerFire.__table__)
 HOOK_SIGNATURES = cast(Table, HookSignature.__table__)
+CHAIN_EVENTS = cast(Table, ChainEvent.__table__)

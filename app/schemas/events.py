@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.states import ApprovalDecision, ApprovalStatus, NodeStatus, TaskStatus
-from app.core.vocabulary import ApprovalKind
+from app.core.vocabulary import ApprovalKind, FireStatus, TriggerKind
 from app.schemas.approvals import ApprovalRead
 from app.schemas.tasks import TaskRead
 from app.schemas.workflows import ExecutionRead
@@ -154,3 +154,34 @@ class NodeChangedEvent(PersistedEvent):
 
     event: Literal["workflow.node.changed"]
     data: NodeChangedData
+
+
+# -- triggers ------------------------------------------------------------------------------
+
+
+class TriggerEventType(StrEnum):
+    FIRED = "trigger.fired"  # its target started
+    FIRE_FAILED = "trigger.fire_failed"  # its target could not start (`error` says why)
+    FIRE_SKIPPED = "trigger.fire_skipped"  # a policy said no (`error` names it)
+
+
+class TriggerEventData(Stamped):
+    trigger_id: str
+    kind: TriggerKind
+    fire_id: str
+    fire_key: str = Field(description="The occasion (see `FireRead.fire_key`).")
+    status: FireStatus
+    run_id: str | None = Field(description="The run it started (a run target).")
+    execution_id: str | None = Field(description="The execution it started (a workflow target).")
+    source_id: str | None = Field(
+        None, description="A chain's fire: the run or execution whose end fired it."
+    )
+    scheduled_for: datetime | None = Field(description="A schedule's fire time.")
+    error: str | None
+
+
+class TriggerEvent(PersistedEvent):
+    """One event of `GET /v1/triggers/events`: a trigger fired, failed to, or skipped."""
+
+    event: TriggerEventType
+    data: TriggerEventData

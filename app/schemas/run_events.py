@@ -6,6 +6,7 @@ the status the change left it in (`app/engine/run_transitions.py`)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
@@ -63,6 +64,9 @@ class RunLifecycleData(RunData):
     )
     error: RunError | None = Field(None, description="`failed`.")
     delay_s: float | None = Field(None, description="`retry_scheduled`: the backoff.")
+    not_before: datetime | None = Field(
+        None, description="`queued`: a delayed run is claimed no sooner than this."
+    )
     attempts: int | None = Field(None, description="`dead_letter`: the attempts made.")
     question: str | None = Field(None, description="`waiting_on_human`.")
     reason: WaitReason | None = Field(

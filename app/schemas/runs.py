@@ -21,6 +21,7 @@ from app.core.messages import Block, Role
 from app.core.schema_variants import published_as
 from app.core.states import ResumeDecision, RunStatus, StopReason, WaitReason
 from app.core.vocabulary import HumanAction, Multitask
+from app.schemas.bounds import StorableDatetime
 
 RunInput = Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
 
@@ -65,6 +66,13 @@ class RunCreate(BaseModel):
         "(`reject`), or cancel what holds or waits on the lane (`interrupt`).",
     )
     metadata: dict[str, Any] = Field(default_factory=dict)
+    not_before: StorableDatetime | None = Field(
+        None,
+        description="A delayed run: queued at once, claimed by no worker before this time "
+        "(a time already past starts it as soon as its lane is free). It keeps its place in "
+        "its lane: later runs on the lane wait behind it.",
+        examples=["2030-01-01T09:00:00Z"],
+    )
 
 
 class Usage(BaseModel):
@@ -131,7 +139,10 @@ class RunRead(BaseModel):
     error: RunError | None
     waiting_for: WaitingFor | None
     attempt: int
-    not_before: datetime | None = Field(description="A retried run waits in line until then.")
+    not_before: datetime | None = Field(
+        description="No worker claims the run before then: a delayed run's start, or a "
+        "retried run's backoff."
+    )
     error_log: list[ErrorLogEntry] = Field(
         description="One entry per failed attempt and per time-out (a lost heartbeat), "
         "with what followed it."

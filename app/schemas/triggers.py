@@ -9,12 +9,22 @@ template runs; a placeholder that does not parse is refused when the trigger is 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from app.core.fields import Name
-from app.core.vocabulary import MisfirePolicy, Multitask, OverlapPolicy, TargetKind
+from app.core.fields import Name, Text
+from app.core.schema_variants import PublishedAs, published_as
+from app.core.vocabulary import (
+    FireStatus,
+    MisfirePolicy,
+    Multitask,
+    OverlapPolicy,
+    TargetKind,
+    TriggerKind,
+)
+from app.schemas.common import PatchBody
 from app.schemas.runs import Lane
 
 TemplateText = Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
@@ -136,3 +146,179 @@ class ChainConfig(BaseModel):
         if self.source is TargetKind.WORKFLOW and (self.workflow_id is None or self.agent_id):
             raise ValueError("a workflow chain names `workflow_id` (and no `agent_id`)")
         return self
+
+
+# -- the trigger resource --------------------------------------------------------------
+
+_SECRET = (
+    "A webhook's signing secret (`whsec_…`): in the responses of its create and of "
+    "`rotate-secret` only, null elsewhere. Sign each delivery with it (see "
+    "`POST /v1/hooks/{trigger_id}`)."
+)
+
+
+class _TriggerCreateFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name = Field(examples=["New issues"])
+    description: Text = ""
+    enabled: bool = Field(True, description="A disabled trigger does not fire.")
+    target: Target
+
+
+class WebhookTriggerCreate(_TriggerCreateFields):
+    """Fired by a signed `POST /v1/hooks/{trigger_id}`; the create's response holds the
+    secret, once."""
+
+    kind: Literal[TriggerKind.WEBHOOK]
+    config: WebhookConfig = Field(default_factory=WebhookConfig)
+
+
+class ScheduleTriggerCreate(_TriggerCreateFields):
+    """Fired by a cron expression in a time zone, or every `interval_s` seconds."""
+
+    kind: Literal[TriggerKind.SCHEDULE]
+    config: ScheduleConfig
+
+
+class ChainTriggerCreate(_TriggerCreateFields):
+    """Fired when a run of an agent settles or an execution of a workflow finishes."""
+
+    kind: Literal[TriggerKind.CHAIN]
+    config: ChainConfig
+
+
+class TriggerCreate(BaseModel):
+    """A new trigger: what fires it (`kind`, with its `config`) and what it starts
+    (`target`). Templates in the target are checked now: a placeholder that does not parse,
+    or reads a root its kind does not provide, is a 422 naming the field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: TriggerKind
+    name: Name
+    description: Text = ""
+    enabled: bool = True
+    # Read by kind (and the target by its own `kind`) in `engine/triggers/commands.py`,
+    # which names the field at fault as `body.config.…` / `body.target.…`.
+    target: dict[str, Any]
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    __get_pydantic_json_schema__ = published_as(
+        WebhookTriggerCreate, ScheduleTriggerCreate, ChainTriggerCreate, tag="kind"
+    )
+
+
+ConfigOfAnyKind = WebhookConfig | ScheduleConfig | ChainConfig
+
+
+class TriggerPatch(PatchBody):
+    """Fields to change; the ones absent stay as they are. `target` and `config` are
+    replaced as a whole (a `config` of the trigger's own kind). None may be null; `kind`
+    cannot change, and `enabled` changes through `enable` and `disable`."""
+
+    name: Name | None = None
+    description: Text | None = None
+    target: Annotated[dict[str, Any], PublishedAs(Target)] | None = None
+    config: Annotated[dict[str, Any], PublishedAs(ConfigOfAnyKind)] | None = None
+
+
+class _TriggerReadFields(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str = Field(examples=["trg_01jd2x7k8m9n0p1q2r3s4t5v6w"])
+    name: str
+    description: str
+    enabled: bool
+    target: Target
+    secret: str | None = Field(None, description=_SECRET)
+    next_fire_at: datetime | None = Field(
+        description="A schedule's next fire time (null while disabled, and for other kinds)."
+    )
+    last_fired_at: datetime | None = Field(description="When it last fired (any outcome).")
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class WebhookTriggerRead(_TriggerReadFields):
+    kind: Literal[TriggerKind.WEBHOOK]
+    config: WebhookConfig
+
+
+class ScheduleTriggerRead(_TriggerReadFields):
+    kind: Literal[TriggerKind.SCHEDULE]
+    config: ScheduleConfig
+
+
+class ChainTriggerRead(_TriggerReadFields):
+    kind: Literal[TriggerKind.CHAIN]
+    config: ChainConfig
+
+
+class TriggerRead(_TriggerReadFields):
+    """A trigger; `config` is its kind's (`WebhookConfig`, `ScheduleConfig`,
+    `ChainConfig`)."""
+
+    kind: TriggerKind
+    config: dict[str, Any]
+
+    __get_pydantic_json_schema__ = published_as(
+        WebhookTriggerRead, ScheduleTriggerRead, ChainTriggerRead, tag="kind"
+    )
+
+    def schedule(self) -> ScheduleConfig:
+        """The config of a schedule (ValueError for another kind)."""
+        if self.kind is not TriggerKind.SCHEDULE:
+            raise ValueError(f"trigger {self.id} is a {self.kind.value} trigger")
+        return ScheduleConfig.model_validate(self.config)
+
+    def chain(self) -> ChainConfig:
+        """The config of a chain (ValueError for another kind)."""
+        if self.kind is not TriggerKind.CHAIN:
+            raise ValueError(f"trigger {self.id} is a {self.kind.value} trigger")
+        return ChainConfig.model_validate(self.config)
+
+    def webhook(self) -> WebhookConfig:
+        """The config of a webhook (ValueError for another kind)."""
+        if self.kind is not TriggerKind.WEBHOOK:
+            raise ValueError(f"trigger {self.id} is a {self.kind.value} trigger")
+        return WebhookConfig.model_validate(self.config)
+
+
+# -- fires -----------------------------------------------------------------------------
+
+
+class FireRead(BaseModel):
+    """One fire of a trigger, as its fire log shows it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str = Field(examples=["fire_01jd2x7k8m9n0p1q2r3s4t5v6w"])
+    trigger_id: str
+    fire_key: str = Field(
+        description="The occasion: a webhook's delivery id (`delivery:<id>`) or signature "
+        "(`signature:<hex>`), a schedule's fire time, a chain's source; unique per trigger."
+    )
+    status: FireStatus
+    fired_at: datetime
+    scheduled_for: datetime | None = Field(description="A schedule's fire time.")
+    run_id: str | None = Field(description="The run it started (a run target).")
+    execution_id: str | None = Field(description="The execution it started (a workflow target).")
+    source_id: str | None = Field(
+        None, description="A chain's fire: the run or execution whose end fired it."
+    )
+    error: str | None = Field(description="`failed`: why; `skipped`: the policy that said no.")
+
+
+class HookAccepted(BaseModel):
+    """A webhook delivery, accepted: what its fire started. A repeat of its delivery id
+    gets this same answer again (`Idempotent-Replayed: true`) and starts nothing."""
+
+    fire_id: str
+    status: FireStatus = Field(
+        description="`started`; `failed` when the target could not start (`error` says why)."
+    )
+    run_id: str | None
+    execution_id: str | None
+    error: str | None

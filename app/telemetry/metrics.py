@@ -158,6 +158,19 @@ class Metrics:
             ["stage"],
             registry=registry,
         )
+        self.trigger_fires = Counter(
+            "loopwright_trigger_fires",
+            "Trigger fires in this process, by the trigger's kind and the fire's status "
+            "(`started`, `failed`: its target could not start, `skipped`: a policy said no).",
+            ["kind", "status"],
+            registry=registry,
+        )
+        self.schedule_misfires = Counter(
+            "loopwright_schedule_misfires",
+            "Fire times of schedules missed while no process was up, left out by their "
+            "misfire policy.",
+            registry=registry,
+        )
         self.webhook_deliveries = Counter(
             "loopwright_webhook_deliveries",
             "Webhook delivery attempts made by this process, by outcome: `succeeded` (2xx), "
@@ -216,6 +229,10 @@ class Metrics:
         """One LLM call ended, after any retries: `outcome` is `ok` or the class it failed
         with (`LLMCallFailed.error_class`)."""
         self.llm_calls.labels(model, outcome).inc()
+
+    def trigger_fired(self, kind: str, status: str) -> None:
+        """A fire committed (a repeat of an occasion that fired already is not one)."""
+        self.trigger_fires.labels(kind, status).inc()
 
     def set_run_counts(self, counts: Mapping[RunStatus, int]) -> None:
         """The runs per status as just read from the database (absent statuses are 0)."""

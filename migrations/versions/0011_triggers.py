@@ -1,4 +1,5 @@
-"""triggers: webhooks in, schedules and chains, their fires, and accepted hook signatures
+"""triggers: webhooks in, schedules and chains, their fires, accepted hook signatures, and
+the chains' outbox filled by the database from `events`
 
 Revision ID: 0011
 Revises: 0010
@@ -66,6 +67,7 @@ def upgrade() -> None:
         sa.Column("scheduled_for", sa.DateTime(timezone=True), nullable=True),
         sa.Column("run_id", sa.Text(), nullable=True),
         sa.Column("execution_id", sa.Text(), nullable=True),
+        sa.Column("source_id", sa.Text(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("response", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
         sa.CheckConstraint(
@@ -85,6 +87,12 @@ def upgrade() -> None:
     op.create_index(
         op.f("ix_trigger_fires_trigger_id_fired_at"), "trigger_fires", ["trigger_id", "fired_at"]
     )
+    op.create_index(
+        "ix_trigger_fires_source_id",
+        "trigger_fires",
+        ["source_id"],
+        postgresql_where=sa.text("source_id IS NOT NULL"),
+    )
     op.create_table(
         "hook_signatures",
         sa.Column("trigger_id", sa.Text(), nullable=False),
@@ -99,9 +107,49 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("trigger_id", "signature", name=op.f("pk_hook_signatures")),
     )
     op.create_index(op.f("ix_hook_signatures_seen_at"), "hook_signatures", ["seen_at"])
+    op.create_table(
+        "chain_events",
+        sa.Column("id", sa.BigInteger(), sa.Identity(always=True), nullable=False),
+        sa.Column("stream", sa.Text(), nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
+        sa.Column("type", sa.Text(), nullable=False),
+        sa.Column("data", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_chain_events")),
+    )
+    # A run settling (its copy on the runs board, not its lane's) or an execution
+    # finishing is copied in its own transaction, while any chain trigger is enabled.
+    op.execute(_CHAIN_SOURCE_FUNCTION)
+    op.execute(_CHAIN_SOURCE_TRIGGER)
+
+
+_CHAIN_SOURCE_FUNCTION = """
+CREATE FUNCTION loopwright_chain_source() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM triggers WHERE kind = 'chain' AND enabled) THEN
+        INSERT INTO chain_events (stream, seq, type, data, created_at)
+        VALUES (NEW.stream, NEW.seq, NEW.type, NEW.data, NEW.created_at);
+    END IF;
+    RETURN NULL;
+END
+$$
+"""
+_CHAIN_SOURCE_TRIGGER = """
+CREATE TRIGGER events_chain_source AFTER INSERT ON events FOR EACH ROW
+WHEN ((NEW.stream = 'runs' AND NEW.type IN (
+          'agent_run.completed', 'agent_run.failed', 'agent_run.cancelled',
+          'agent_run.timed_out', 'agent_run.dead_letter'))
+      OR NEW.type IN (
+          'workflow.execution.completed', 'workflow.execution.failed',
+          'workflow.execution.cancelled'))
+EXECUTE FUNCTION loopwright_chain_source()
+"""
 
 
 def downgrade() -> None:
+    op.execute("DROP TRIGGER events_chain_source ON events")
+    op.execute("DROP FUNCTION loopwright_chain_source()")
+    op.drop_table("chain_events")
     op.drop_table("hook_signatures")
     op.drop_table("trigger_fires")
     op.drop_table("triggers")

@@ -273,3 +273,14 @@ async def test_history_lists_a_runs_steps_and_fork_starts_from_one(
     refused = await cli(base_url, "fork", run_id, "99")
     assert refused.code != 0
     assert "from_seq" in refused.out + refused.err
+
+
+async def test_run_at_a_time_queues_a_delayed_run_and_returns(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    started = await cli(base_url, "run", "later", "--at", "2099-01-01T09:00:00Z", "--detach")
+    assert started.code == 0, started
+    assert started.out.strip().endswith("(queued, not before 2099-01-01T09:00:00Z)")
+    run_id = started.out.split()[1]
+    run = (await client.get(f"/v1/runs/{run_id}")).json()
+    assert (run["status"], run["not_before"]) == ("queued", "2099-01-01T09:00:00Z")

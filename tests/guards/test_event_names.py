@@ -16,7 +16,8 @@ PUBLISHING = {APP / "schemas" / "events.py", APP / "schemas" / "run_events.py"}
 # Written to the logs only, never to a stream.
 LOGGED_ONLY = {"agent_run.dispatch_next_failed", "approval.sweep"}
 
-NAME = re.compile(r"""["']((?:agent_run|task|approval|workflow|message|tool_call)\.[a-z_.]+)["']""")
+STREAMS = "agent_run|task|approval|workflow|message|tool_call|trigger"
+NAME = re.compile(rf"""["']((?:{STREAMS})\.[a-z_.]+)["']""")
 
 
 def test_every_event_name_in_the_code_is_published() -> None:

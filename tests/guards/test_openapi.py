@@ -82,9 +82,11 @@ def test_without_keys_every_operation_may_be_called_without_one() -> None:
 
 
 def test_with_keys_every_operation_requires_one() -> None:
+    """But the webhooks' route, which says it needs none: the trigger's secret signs it."""
     document = create_app(Settings(auth={"api_keys": ["k"]})).openapi()
     assert "security" not in document
     security = _security(document)
+    assert security.pop("POST /v1/hooks/{trigger_id}") == []
     assert security and set(map(str, security.values())) == {str([{"HTTPBearer": []}])}
 
 
@@ -101,6 +103,9 @@ FREE_FORM = {
     "ScriptedToolCall.input": "a scripted tool call's input, as the script's author wrote it",
     "ToolRead.input_schema": "a JSON Schema document, as tools publish it",
     "RunDiagnosticData": "each diagnostic has fields of its own, for people and dashboards",
+    "RunTarget.metadata": "a template of the caller's own JSON (a run's metadata)",
+    "WorkflowTarget.context": "a template of the caller's own JSON (an activation's context)",
+    "WebhookConfig.payload_schema": "a JSON Schema document, as the trigger's author wrote it",
     "WebhookPayload.data": "the delivered event's data: its stream's event schemas say its shape",
 }
 

@@ -21,6 +21,7 @@ from app.core.streams import run_stream
 _STREAMS: list[tuple[re.Pattern[str], EventStream]] = [
     (re.compile(r"^/v1/tasks/events$"), stream_docs.TASKS),
     (re.compile(r"^/v1/approvals/events$"), stream_docs.APPROVALS),
+    (re.compile(r"^/v1/triggers/events$"), stream_docs.TRIGGERS),
     (re.compile(r"^/v1/runs/events$"), stream_docs.RUNS_BOARD),
     (re.compile(r"^/v1/runs/[^/]+/events$"), stream_docs.RUN),
     (re.compile(r"^/v1/lanes/.+/events$"), stream_docs.LANE),

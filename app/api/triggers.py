@@ -1,0 +1,186 @@
+"""`/v1/triggers`: webhooks in, schedules and chains, what they start, and their fire log.
+Changes go to the TriggerCommands; lists and reads go straight to the store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response, status
+from sse_starlette import EventSourceResponse
+
+from app.api.deps import ServicesDep, SessionDep, get_principal
+from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
+from app.api.pagination import CursorQuery, decode_cursor, page
+from app.api.stream_docs import TRIGGERS
+from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
+from app.core.errors import NotFound, ValidationFailed
+from app.core.streams import TRIGGERS_STREAM
+from app.core.vocabulary import TriggerKind
+from app.schemas.common import Page
+from app.schemas.triggers import FireRead, TriggerCreate, TriggerPatch, TriggerRead
+from app.store import triggers as store
+from app.store.idempotency import request_hash
+
+router = APIRouter(prefix="/v1/triggers", tags=["triggers"], dependencies=[Depends(get_principal)])
+
+
+def _respond(response: Response, trigger: TriggerRead) -> TriggerRead:
+    response.headers["ETag"] = etag(trigger.version)
+    return trigger
+
+
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=TriggerRead, summary="Create a trigger"
+)
+async def create_trigger(
+    body: TriggerCreate,
+    request: Request,
+    response: Response,
+    services: ServicesDep,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> TriggerRead:
+    """`config` is read by `kind`, `target` by its own `kind`; their templates are checked
+    now (a placeholder that does not parse, or reads what the trigger's kind does not
+    provide, is a 422 naming the field, e.g. `body.target.input`). The agent or workflow
+    the target starts must exist (404). A webhook trigger's `secret` is in this response
+    only (and in `rotate-secret`'s). With `Idempotency-Key`, a repeat gets the trigger as
+    it is now (`Idempotent-Replayed: true`)."""
+    digest = request_hash(body.model_dump(mode="json")) if idempotency_key else None
+    trigger, replayed = await services.triggers.create(
+        body, idempotency_key=idempotency_key, request_hash=digest
+    )
+    response.headers["Location"] = str(request.url_for("get_trigger", trigger_id=trigger.id))
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return _respond(response, trigger)
+
+
+@router.get("", response_model=Page[TriggerRead], summary="List triggers")
+async def list_triggers(
+    session: SessionDep,
+    kind: TriggerKind | None = None,
+    enabled: bool | None = None,
+    cursor: CursorQuery = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Page[TriggerRead]:
+    """Oldest first."""
+    filters: dict[str, object] = {}
+    if kind is not None:
+        filters["kind"] = kind.value
+    if enabled is not None:
+        filters["enabled"] = enabled
+    rows = await store.list_triggers(
+        session, after_id=decode_cursor(cursor), limit=limit + 1, filters=filters
+    )
+    return page(rows, limit)
+
+
+@router.get(
+    "/events",
+    response_class=EventSourceResponse,
+    summary="Stream trigger fires (SSE)",
+    responses={200: TRIGGERS.response()},
+)
+async def stream_trigger_events(
+    services: ServicesDep,
+    last_event_id: LastEventIdHeader = None,
+    last_event_id_query: LastEventIdQuery = None,
+) -> EventSourceResponse:
+    """Events `trigger.fired`, `trigger.fire_failed` and `trigger.fire_skipped`, one per
+    fire of any trigger, with what it started; the `id` is the event's sequence number.
+    Without a resume point only new events are sent."""
+    after = resume_point(last_event_id, last_event_id_query)
+    return await open_stream(services, TRIGGERS_STREAM, after)
+
+
+@router.get("/{trigger_id}", response_model=TriggerRead, summary="Get a trigger")
+async def get_trigger(trigger_id: str, session: SessionDep, response: Response) -> TriggerRead:
+    trigger = await store.get_trigger(session, trigger_id)
+    if trigger is None:
+        raise NotFound("trigger", trigger_id)
+    return _respond(response, trigger)
+
+
+@router.patch("/{trigger_id}", response_model=TriggerRead, summary="Update a trigger")
+async def update_trigger(
+    trigger_id: str,
+    body: TriggerPatch,
+    response: Response,
+    services: ServicesDep,
+    if_match: IfMatchHeader = None,
+) -> TriggerRead:
+    """The fields sent replace the trigger's (`target` and `config` as a whole, checked as
+    at create). A schedule whose `config` changes is armed again from now. A stale
+    `If-Match` is a 409 `version_conflict`."""
+    if not body.model_fields_set:
+        raise ValidationFailed.field("body", "names no field to change")
+    trigger = await services.triggers.update(
+        trigger_id, body, expected_version=expected_version(if_match)
+    )
+    return _respond(response, trigger)
+
+
+@router.delete("/{trigger_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a trigger")
+async def delete_trigger(
+    trigger_id: str, services: ServicesDep, if_match: IfMatchHeader = None
+) -> Response:
+    """Its fire log goes with it; the runs and executions it started stay."""
+    await services.triggers.delete(trigger_id, expected_version=expected_version(if_match))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{trigger_id}/enable", response_model=TriggerRead, summary="Enable a trigger")
+async def enable_trigger(
+    trigger_id: str, response: Response, services: ServicesDep, if_match: IfMatchHeader = None
+) -> TriggerRead:
+    """It fires again; a schedule is armed: its `next_fire_at` is its next time from now
+    (the times it missed while disabled are not fired)."""
+    trigger = await services.triggers.set_enabled(
+        trigger_id, True, expected_version=expected_version(if_match)
+    )
+    return _respond(response, trigger)
+
+
+@router.post("/{trigger_id}/disable", response_model=TriggerRead, summary="Disable a trigger")
+async def disable_trigger(
+    trigger_id: str, response: Response, services: ServicesDep, if_match: IfMatchHeader = None
+) -> TriggerRead:
+    """It fires no more until enabled: a webhook delivery is refused (409
+    `trigger_disabled`), a schedule's `next_fire_at` becomes null."""
+    trigger = await services.triggers.set_enabled(
+        trigger_id, False, expected_version=expected_version(if_match)
+    )
+    return _respond(response, trigger)
+
+
+@router.post(
+    "/{trigger_id}/rotate-secret",
+    response_model=TriggerRead,
+    summary="Rotate a webhook trigger's secret",
+)
+async def rotate_trigger_secret(
+    trigger_id: str, response: Response, services: ServicesDep, if_match: IfMatchHeader = None
+) -> TriggerRead:
+    """A new `secret`, in this response only; deliveries signed with the old one are
+    refused from now on. 409 for a trigger that is not a webhook."""
+    trigger = await services.triggers.rotate_secret(
+        trigger_id, expected_version=expected_version(if_match)
+    )
+    return _respond(response, trigger)
+
+
+@router.get("/{trigger_id}/fires", response_model=Page[FireRead], summary="List a trigger's fires")
+async def list_trigger_fires(
+    trigger_id: str,
+    session: SessionDep,
+    cursor: CursorQuery = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Page[FireRead]:
+    """The fire log, newest first: each fire's occasion (`fire_key`), status, what it
+    started, or why it failed or was skipped."""
+    if await store.get_trigger(session, trigger_id) is None:
+        raise NotFound("trigger", trigger_id)
+    rows = await store.list_fires(
+        session, trigger_id, before_id=decode_cursor(cursor), limit=limit + 1
+    )
+    return page(rows, limit)

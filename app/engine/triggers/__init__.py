@@ -1,0 +1,2 @@
+"""Triggers: what starts runs and workflow executions without a client's call (webhooks
+in, schedules, chains), and the one path every fire takes to start its target."""

@@ -1,0 +1,44 @@
+"""The scheduler's SQL: the schedules whose next fire time has passed, and moving a
+schedule's next fire time on (compare-and-set, so two schedulers never move it twice)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import TRIGGERS
+
+
+@dataclass(frozen=True)
+class DueSchedule:
+    id: str
+    config: dict[str, Any]
+    next_fire_at: datetime
+
+
+async def due(session: AsyncSession, now: datetime, *, limit: int) -> list[DueSchedule]:
+    """Enabled schedules whose next fire time is at or before `now`, most overdue first
+    (only enabled schedules have one: disabling clears it)."""
+    rows = await session.execute(
+        select(TRIGGERS.c.id, TRIGGERS.c.config, TRIGGERS.c.next_fire_at)
+        .where(TRIGGERS.c.next_fire_at <= now)
+        .order_by(TRIGGERS.c.next_fire_at)
+        .limit(limit)
+    )
+    return [DueSchedule(r.id, r.config, r.next_fire_at) for r in rows]
+
+
+async def move_on(session: AsyncSession, trigger_id: str, *, was: datetime, to: datetime) -> bool:
+    """Set the next fire time to `to` if it still is `was`; False when another scheduler
+    (or an edit, a pause) moved it first."""
+    moved = (
+        update(TRIGGERS)
+        .where(TRIGGERS.c.id == trigger_id, TRIGGERS.c.next_fire_at == was)
+        .values(next_fire_at=to)
+        .returning(TRIGGERS.c.id)
+    )
+    return (await session.execute(moved)).first() is not None

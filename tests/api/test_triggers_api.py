@@ -1,0 +1,261 @@
+"""`/v1/triggers` through real HTTP: create (the secret once), list, get, patch with
+If-Match, delete, enable and disable (a schedule armed and disarmed), rotate a secret,
+idempotent creates, and every refusal at save naming its field."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from tests.api.test_runs_api import make_agent, scripted
+from tests.support.api import assert_problem
+
+
+async def agent(client: httpx.AsyncClient) -> str:
+    return await make_agent(client, scripted({"text": "done"}))
+
+
+def webhook(agent_id: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "kind": "webhook",
+        "name": "issues",
+        "target": {"kind": "run", "agent_id": agent_id, "input": "New: {{ payload.title }}"},
+        **fields,
+    }
+
+
+def schedule(agent_id: str, **config: Any) -> dict[str, Any]:
+    return {
+        "kind": "schedule",
+        "name": "nightly",
+        "config": {"cron": "0 3 * * *", "timezone": "Europe/Berlin", **config},
+        "target": {"kind": "run", "agent_id": agent_id, "input": "Report for {{ fire_time }}"},
+    }
+
+
+async def create(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+    response = await client.post("/v1/triggers", json=body)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    assert response.headers["ETag"] == f'"{created["version"]}"'
+    return created
+
+
+async def test_a_webhook_trigger_shows_its_secret_once(client: httpx.AsyncClient) -> None:
+    agent_id = await agent(client)
+    created = await create(client, webhook(agent_id, description="from the tracker"))
+    assert created["secret"].startswith("whsec_") and created["kind"] == "webhook"
+    assert created["config"] == {"payload_schema": None}
+    assert created["enabled"] and created["next_fire_at"] is None
+
+    got = await client.get(f"/v1/triggers/{created['id']}")
+    assert got.status_code == 200 and got.json()["secret"] is None
+    assert got.json() == {**created, "secret": None}
+
+    rotated = await client.post(f"/v1/triggers/{created['id']}/rotate-secret")
+    assert rotated.status_code == 200
+    assert rotated.json()["secret"] not in (None, created["secret"])
+    assert rotated.json()["version"] == 2
+
+
+async def test_list_filters_and_pages(client: httpx.AsyncClient) -> None:
+    agent_id = await agent(client)
+    first = await create(client, webhook(agent_id))
+    second = await create(client, schedule(agent_id))
+    third = await create(client, webhook(agent_id, enabled=False))
+
+    page = (await client.get("/v1/triggers", params={"limit": 2})).json()
+    assert [t["id"] for t in page["items"]] == [first["id"], second["id"]]
+    rest = (await client.get("/v1/triggers", params={"cursor": page["next_cursor"]})).json()
+    assert [t["id"] for t in rest["items"]] == [third["id"]] and rest["next_cursor"] is None
+    webhooks = (await client.get("/v1/triggers", params={"kind": "webhook"})).json()
+    assert [t["id"] for t in webhooks["items"]] == [first["id"], third["id"]]
+    off = (await client.get("/v1/triggers", params={"enabled": "false"})).json()
+    assert [t["id"] for t in off["items"]] == [third["id"]]
+    assert all(t["secret"] is None for t in webhooks["items"])
+
+
+async def test_patch_with_if_match(client: httpx.AsyncClient) -> None:
+    agent_id = await agent(client)
+    created = await create(client, webhook(agent_id))
+    url = f"/v1/triggers/{created['id']}"
+
+    renamed = await client.patch(url, json={"name": "renamed"}, headers={"If-Match": '"1"'})
+    assert renamed.status_code == 200, renamed.text
+    assert renamed.json()["name"] == "renamed" and renamed.headers["ETag"] == '"2"'
+
+    stale = await client.patch(url, json={"description": "x"}, headers={"If-Match": '"1"'})
+    problem = assert_problem(stale, 409, "version_conflict")
+    assert problem["current_version"] == 2
+
+    target = {"kind": "workflow", "workflow_id": "wf_missing", "context": {}}
+    assert_problem(await client.patch(url, json={"target": target}), 404, "not_found")
+    retargeted = {"kind": "run", "agent_id": agent_id, "input": "{{ payload }}", "delay_s": 60}
+    moved = await client.patch(url, json={"target": retargeted})
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["target"]["delay_s"] == 60 and moved.json()["version"] == 3
+    schema = {"type": "object", "required": ["title"]}
+    changed = await client.patch(url, json={"config": {"payload_schema": schema}})
+    assert changed.json()["config"] == {"payload_schema": schema}
+    assert changed.json()["next_fire_at"] is None  # a webhook is never armed
+    wrong_kind = await client.patch(url, json={"config": {"interval_s": 60}})
+    problem = assert_problem(wrong_kind, 422, "validation_error")
+    assert problem["errors"][0]["field"] == "body.config.interval_s"
+    assert_problem(await client.patch(url, json={}), 422, "validation_error")
+    assert_problem(await client.patch(url, json={"name": None}), 422, "validation_error")
+    assert_problem(
+        await client.patch("/v1/triggers/trg_missing", json={"name": "x"}), 404, "not_found"
+    )
+
+
+async def test_delete(client: httpx.AsyncClient) -> None:
+    created = await create(client, webhook(await agent(client)))
+    url = f"/v1/triggers/{created['id']}"
+    assert_problem(await client.delete(url, headers={"If-Match": '"7"'}), 409, "version_conflict")
+    assert (await client.delete(url, headers={"If-Match": '"1"'})).status_code == 204
+    assert_problem(await client.get(url), 404, "not_found")
+    assert_problem(await client.get(f"{url}/fires"), 404, "not_found")
+    assert_problem(await client.delete(url), 404, "not_found")
+
+
+async def test_enable_and_disable_arm_and_disarm_a_schedule(client: httpx.AsyncClient) -> None:
+    created = await create(client, schedule(await agent(client)))
+    url = f"/v1/triggers/{created['id']}"
+    armed = datetime.fromisoformat(created["next_fire_at"])
+    assert armed.astimezone().minute == 0 and armed > datetime.now(armed.tzinfo)
+
+    disabled = (await client.post(f"{url}/disable")).json()
+    assert disabled["enabled"] is False and disabled["next_fire_at"] is None
+    again = (await client.post(f"{url}/disable")).json()
+    assert again["version"] == disabled["version"]  # already so: unchanged
+
+    enabled = await client.post(f"{url}/enable", headers={"If-Match": f'"{again["version"]}"'})
+    assert enabled.status_code == 200
+    assert enabled.json()["enabled"] and enabled.json()["next_fire_at"] == created["next_fire_at"]
+
+    every = await client.patch(url, json={"config": {"interval_s": 120}})
+    assert every.status_code == 200, every.text
+    assert every.json()["next_fire_at"] != created["next_fire_at"]
+
+    problem = assert_problem(await client.post(f"{url}/rotate-secret"), 409, "conflict")
+    assert "no secret" in problem["detail"]
+    assert_problem(await client.post("/v1/triggers/trg_missing/enable"), 404, "not_found")
+
+
+async def test_an_idempotent_create_replays_the_trigger(client: httpx.AsyncClient) -> None:
+    body = webhook(await agent(client))
+    headers = {"Idempotency-Key": "create-1"}
+    first = await client.post("/v1/triggers", json=body, headers=headers)
+    second = await client.post("/v1/triggers", json=body, headers=headers)
+    assert first.status_code == second.status_code == 201
+    assert second.headers["Idempotent-Replayed"] == "true"
+    assert second.json() == first.json()  # the secret included: the client may have lost it
+    other = await client.post("/v1/triggers", json={**body, "name": "x"}, headers=headers)
+    assert_problem(other, 409, "idempotency_key_reused")
+    assert len((await client.get("/v1/triggers")).json()["items"]) == 1
+    # Once the trigger is gone, its key has nothing to replay.
+    await client.delete(f"/v1/triggers/{first.json()['id']}")
+    gone = await client.post("/v1/triggers", json=body, headers=headers)
+    assert "was deleted" in assert_problem(gone, 409, "conflict")["detail"]
+
+
+async def fields_refused(client: httpx.AsyncClient, body: dict[str, Any]) -> list[str]:
+    problem = assert_problem(await client.post("/v1/triggers", json=body), 422, "validation_error")
+    return [e["field"] for e in problem["errors"]]
+
+
+async def test_bad_templates_are_refused_naming_the_field(client: httpx.AsyncClient) -> None:
+    agent_id = await agent(client)
+    bad_input = webhook(agent_id)
+    bad_input["target"]["input"] = "New: {{ payload.title"
+    assert await fields_refused(client, bad_input) == ["body.target.input"]
+
+    wrong_root = schedule(agent_id)
+    wrong_root["target"]["metadata"] = {"who": ["{{ payload.user }}"]}
+    assert await fields_refused(client, wrong_root) == ["body.target.metadata.who[0]"]
+
+    workflow = webhook(agent_id)
+    workflow["target"] = {
+        "kind": "workflow",
+        "workflow_id": "wf_x",
+        "context": {"ticket": "{{ payload.a == 1 }}"},
+    }
+    assert await fields_refused(client, workflow) == ["body.target.context.ticket"]
+
+    no_kind = webhook(agent_id)
+    del no_kind["target"]["kind"]
+    assert await fields_refused(client, no_kind) == ["body.target.kind"]
+
+
+async def test_bad_configs_are_refused_naming_the_field(client: httpx.AsyncClient) -> None:
+    agent_id = await agent(client)
+    schema = {"type": "object", "properties": {"n": {"type": 5}}}
+    assert await fields_refused(client, webhook(agent_id, config={"payload_schema": schema})) == [
+        "body.config.payload_schema.properties.n.type"
+    ]
+    assert await fields_refused(client, schedule(agent_id, cron="every day")) == [
+        "body.config.cron"
+    ]
+    assert await fields_refused(client, schedule(agent_id, timezone="Europe/Atlantis")) == [
+        "body.config.timezone"
+    ]
+    assert await fields_refused(client, schedule(agent_id, interval_s=600)) == ["body.config"]
+    fields = await fields_refused(client, {**webhook(agent_id), "kind": "cron"})
+    assert fields == ["kind"]
+
+
+async def test_the_target_must_exist(client: httpx.AsyncClient) -> None:
+    problem = assert_problem(
+        await client.post("/v1/triggers", json=webhook("agent_missing")), 404, "not_found"
+    )
+    assert problem["resource"] == "agent" and problem["id"] == "agent_missing"
+    body = webhook(await agent(client))
+    body["target"]["conversation_id"] = "conv_missing"
+    problem = assert_problem(await client.post("/v1/triggers", json=body), 404, "not_found")
+    assert problem["resource"] == "conversation"
+    body["target"] = {"kind": "workflow", "workflow_id": "wf_missing"}
+    problem = assert_problem(await client.post("/v1/triggers", json=body), 404, "not_found")
+    assert problem["resource"] == "workflow"
+    assert (await client.get("/v1/triggers")).json()["items"] == []
+
+
+def chain(source: str, target: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "kind": "chain",
+        "name": f"{source} then {target}",
+        "config": {"source": "run", "agent_id": source, "statuses": ["failed"]},
+        "target": {"kind": "run", "agent_id": target, "input": "Why: {{ source.error }}"},
+        **fields,
+    }
+
+
+async def test_a_chain_cycle_is_refused_at_save(client: httpx.AsyncClient) -> None:
+    first, second = await agent(client), await agent(client)
+    forward = await create(client, chain(first, second))
+    assert forward["config"]["statuses"] == ["failed"] and forward["secret"] is None
+
+    back = await client.post("/v1/triggers", json=chain(second, first))
+    problem = assert_problem(back, 422, "validation_error")
+    assert problem["errors"][0]["field"] == "body.target"
+    assert "cycle" in problem["errors"][0]["message"]
+    assert_problem(
+        await client.post("/v1/triggers", json=chain(first, first)), 422, "validation_error"
+    )
+
+    # A disabled chain is no link until it is enabled, and then the check applies.
+    parked = await create(client, chain(second, first, enabled=False))
+    url = f"/v1/triggers/{parked['id']}"
+    assert_problem(await client.post(f"{url}/enable"), 422, "validation_error")
+    # An enabled chain patched into a cycle is refused too; patched elsewhere it is not.
+    third = await agent(client)
+    onward = await create(client, chain(second, third))
+    into_cycle = {"kind": "run", "agent_id": first, "input": "again"}
+    patch = await client.patch(f"/v1/triggers/{onward['id']}", json={"target": into_cycle})
+    assert_problem(patch, 422, "validation_error")
+    renamed = await client.patch(f"/v1/triggers/{onward['id']}", json={"name": "x"})
+    assert renamed.status_code == 200
+    rewired = {"source": "workflow", "workflow_id": "wf_any"}
+    moved = await client.patch(f"/v1/triggers/{onward['id']}", json={"config": rewired})
+    assert moved.status_code == 200, moved.text

@@ -1,0 +1,124 @@
+"""`loopwright triggers`, run as a person runs it against a real server: the list, and a
+signed test delivery to a webhook trigger that prints (and follows) the run it started."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.api.test_hooks_api import webhook_trigger
+from tests.api.test_triggers_api import create
+from tests.api.test_workflows_api import create as create_workflow
+from tests.engine.test_workflow_observer import LINE
+from tests.support.cli import cli
+
+
+async def test_triggers_lists_them(client: httpx.AsyncClient, base_url: str) -> None:
+    hook = await webhook_trigger(client)
+    agent_id = hook["target"]["agent_id"]
+    timer = await create(
+        client,
+        {
+            "kind": "schedule",
+            "name": "timer",
+            "config": {"interval_s": 600},
+            "target": {"kind": "run", "agent_id": agent_id, "input": "tick"},
+        },
+    )
+    workflow = await create_workflow(client, LINE.model_dump(mode="json"))
+    flow = await create(
+        client,
+        {
+            "kind": "webhook",
+            "name": "flow",
+            "target": {"kind": "workflow", "workflow_id": workflow["id"]},
+        },
+    )
+
+    listed = await cli(base_url, "triggers")
+
+    assert listed.code == 0, listed
+    header, *rows = listed.out.splitlines()
+    assert header.split()[:5] == ["TRIGGER", "KIND", "NAME", "ENABLED", "TARGET"]
+    assert [row.split()[:4] for row in rows] == [
+        [hook["id"], "webhook", "issues", "yes"],
+        [timer["id"], "schedule", "timer", "yes"],
+        [flow["id"], "webhook", "flow", "yes"],
+    ]
+    assert f"run of {agent_id}" in rows[0] and timer["next_fire_at"] in rows[1]
+    assert f"workflow {workflow['id']}" in rows[2]
+    fired = await cli(base_url, "triggers", "fire", flow["id"], "--secret", flow["secret"])
+    assert fired.code == 0, fired
+    assert ": started execution wfx_" in fired.out
+    only = await cli(base_url, "triggers", "list", "--kind", "schedule")
+    assert [row.split()[0] for row in only.out.splitlines()[1:]] == [timer["id"]]
+
+
+async def test_fire_sends_a_signed_delivery_and_follows_its_run(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    hook = await webhook_trigger(client)
+    payload = '{"issue": {"number": 3, "title": "Slow"}}'
+
+    fired = await cli(
+        base_url,
+        "triggers",
+        "fire",
+        hook["id"],
+        "--payload",
+        payload,
+        "--delivery",
+        "cli-1",
+        "--follow",
+        env={"LOOPWRIGHT_TRIGGER_SECRET": hook["secret"]},
+    )
+
+    assert fired.code == 0, fired
+    first = fired.out.splitlines()[0]
+    assert first.startswith("fire fire_") and ": started run run_" in first
+    run_id = first.rsplit(" ", 1)[1]
+    run = (await client.get(f"/v1/runs/{run_id}")).json()
+    assert run["input"] == "New issue #3: Slow" and run["status"] == "completed"
+    assert fired.out.splitlines()[-1] == "[completed] end_turn"
+
+    again = await cli(
+        base_url,
+        "triggers",
+        "fire",
+        hook["id"],
+        "--payload",
+        payload,
+        "--delivery",
+        "cli-1",
+        "--secret",
+        hook["secret"],
+    )
+    assert again.out.splitlines() == [first]  # the same delivery: the first answer
+
+
+async def test_fire_refusals(client: httpx.AsyncClient, base_url: str) -> None:
+    hook = await webhook_trigger(client)
+
+    no_secret = await cli(base_url, "triggers", "fire", hook["id"])
+    assert no_secret.code == 2 and "LOOPWRIGHT_TRIGGER_SECRET" in no_secret.err
+    no_id = await cli(base_url, "triggers", "fire", "--secret", "s")
+    assert no_id.code == 2 and "say which trigger" in no_id.err
+    bad_json = await cli(
+        base_url, "triggers", "fire", hook["id"], "--secret", "s", "--payload", "{"
+    )
+    assert bad_json.code == 2 and "--payload is not JSON" in bad_json.err
+    wrong = await cli(base_url, "triggers", "fire", hook["id"], "--secret", "whsec_wrong")
+    assert wrong.code == 6 and "401 signature_invalid" in wrong.err
+
+    await client.delete(f"/v1/agents/{hook['target']['agent_id']}")
+    failed = await cli(
+        base_url,
+        "triggers",
+        "fire",
+        hook["id"],
+        "--secret",
+        hook["secret"],
+        "--payload",
+        '{"issue": {"number": 1}}',
+    )
+    assert failed.code == 1, failed
+    assert ": failed: agent" in failed.out and "does not exist" in failed.out
