@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
+from tests.api.test_hooks_api import ISSUE, body_of, deliver, webhook_trigger
 from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
 from tests.support.cli import cli
@@ -308,3 +309,18 @@ async def test_webhooks_and_their_deliveries_from_the_command_line(
     for args in (("deliveries",), ("redeliver", webhook["id"])):
         usage = await cli(base_url, "webhooks", *args)
         assert usage.code == 2 and "say which" in usage.err, usage
+
+
+async def test_a_fired_trigger_is_delivered_with_its_fire(
+    client: httpx.AsyncClient, hooks: Receiver
+) -> None:
+    webhook = await subscribe(client, hooks.hook(), "trigger.fired")
+    trigger = await webhook_trigger(client)
+    fired = await deliver(client, trigger, body_of(ISSUE))
+    assert fired.status_code == 202, fired.text
+
+    [got] = await hooks.wait_for(1)
+    assert got.signed_by(webhook["secret"])
+    assert (got.json["type"], got.json["stream"]) == ("trigger.fired", "triggers")
+    assert got.json["data"]["trigger_id"] == trigger["id"]
+    assert got.json["data"]["run_id"] == fired.json()["run_id"]
