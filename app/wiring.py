@@ -19,7 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -34,6 +34,7 @@ from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.history_retention import HistoryRetention
 from app.engine.idempotency_sweep import IdempotencySweep
+from app.engine.log_retention import LogRetention
 from app.engine.pg_listener import PgListener
 from app.engine.reconciler import Reconciler
 from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
@@ -337,6 +338,7 @@ def build_runtime(
         Component("scheduler", scheduler.start, scheduler.stop),
         Component("chain relay", chain_relay.start, chain_relay.stop),
         *_webhook_deliverer(settings, sessionmaker, bus, delivery_policy, metrics),
+        *_log_retention(settings, sessionmaker),
     ]
     if workers is not None:
         pool = workers
@@ -362,6 +364,21 @@ def _history_retention(
         metrics=metrics,
     )
     return [Component("history retention", pruner.start, pruner.stop)]
+
+
+def _log_retention(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
+) -> list[Component]:
+    """The delivery and fire logs kept for their windows (none when both keep all)."""
+    deliveries, fires = settings.webhooks.retention_s, settings.triggers.fire_retention_s
+    pruner = LogRetention(
+        sessionmaker,
+        deliveries=None if deliveries is None else timedelta(seconds=deliveries),
+        fires=None if fires is None else timedelta(seconds=fires),
+    )
+    return (
+        [] if pruner.keeps_everything else [Component("log retention", pruner.start, pruner.stop)]
+    )
 
 
 def _webhook_deliverer(

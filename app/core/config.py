@@ -210,6 +210,12 @@ class TriggerSettings(BaseModel):
     chain_relay_interval_s: float = Field(
         1.0, gt=0, le=60, description="How often settled runs and executions fire chains."
     )
+    fire_retention_s: int | None = Field(
+        30 * 86_400,
+        ge=3_600,
+        description="Fires are deleted from the fire log this long after they were made "
+        "(a webhook delivery id repeated later fires anew); null keeps them.",
+    )
 
     @property
     def signature_memory(self) -> timedelta:
@@ -359,6 +365,12 @@ class WebhookSettings(BaseModel):
         "mid-attempt leaves it to another after that. Longer than `timeout_s`.",
     )
     concurrency: int = Field(4, ge=1, le=256, description="Deliveries sent at once.")
+    retention_s: int | None = Field(
+        30 * 86_400,
+        ge=3_600,
+        description="Settled deliveries (and their attempts) are deleted this long after "
+        "they were made; null keeps them.",
+    )
     response_excerpt_chars: int = Field(
         1_000, ge=0, le=65_536, description="How much of a receiver's answer the log keeps."
     )

@@ -164,6 +164,23 @@ async def fires_of_source(session: AsyncSession, source_id: str, *, limit: int) 
     return [FireRead.model_validate(r) for r in await session.execute(stmt)]
 
 
+async def prune_fires(session: AsyncSession, *, before_id: str, limit: int) -> int:
+    """Delete up to `limit` fires made before `before_id` (an `id_floor`), oldest first;
+    the number deleted."""
+    deleted = await session.execute(
+        text(
+            """
+            DELETE FROM trigger_fires WHERE id IN (
+                SELECT id FROM trigger_fires WHERE id < :before
+                ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED)
+            RETURNING id
+            """
+        ),
+        {"before": before_id, "limit": limit},
+    )
+    return len(deleted.all())
+
+
 @dataclass(frozen=True)
 class FireRow:
     """A fire and the answer its webhook delivery was given (None for other kinds)."""

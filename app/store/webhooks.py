@@ -220,6 +220,24 @@ async def claim_due(
     return sorted(claimed, key=lambda c: c.id)
 
 
+async def prune_settled(session: AsyncSession, *, before_id: str, limit: int) -> int:
+    """Delete up to `limit` settled deliveries (succeeded or dead-lettered) made before
+    `before_id` (an `id_floor`), oldest first, with their attempts; the number deleted."""
+    deleted = await session.execute(
+        text(
+            """
+            DELETE FROM webhook_deliveries WHERE id IN (
+                SELECT id FROM webhook_deliveries
+                WHERE id < :before AND status IN ('succeeded', 'dead_letter')
+                ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED)
+            RETURNING id
+            """
+        ),
+        {"before": before_id, "limit": limit},
+    )
+    return len(deleted.all())
+
+
 async def next_due(session: AsyncSession) -> datetime | None:
     """When the earliest pending delivery is due (or its attempt's lease ends)."""
     due: datetime | None = await session.scalar(
