@@ -21,6 +21,7 @@ renders any of them as an RFC 9457 problem document.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -66,12 +67,13 @@ class AppError(Exception):
     status_code: ClassVar[int] = 500
 
     def __init__(self, detail: str | None = None) -> None:
-        self.detail = detail or (self.__doc__ or self.code).strip()
+        self.detail = detail or _prose(type(self))
         super().__init__(self.detail)
 
     @property
     def title(self) -> str:
-        return (type(self).__doc__ or self.code).strip().splitlines()[0]
+        """The docstring's first sentence (up to a `.` or `;` that ends a clause)."""
+        return re.split(r"(?<=[.;])\s", _prose(type(self)))[0].removesuffix(";").rstrip(".") + "."
 
     def extensions(self) -> dict[str, Any]:
         """Typed fields a client may act on, added to the problem document."""
@@ -79,6 +81,11 @@ class AppError(Exception):
 
     def headers(self) -> dict[str, str]:
         return {}
+
+
+def _prose(error: type[AppError]) -> str:
+    """An error class's docstring as one line of text."""
+    return " ".join((error.__doc__ or error.code).split())
 
 
 class Unauthorized(AppError):
