@@ -473,13 +473,13 @@ async def test_the_idle_pass_is_a_lookup_on_the_partial_index(world: World) -> N
         statement = schedules.due_statement(NOW, limit=100)
         sql = str(statement.compile(dialect=session.get_bind().dialect))
         await session.execute(text(f"PREPARE due_probe AS {sql}"))
-        plans = []
+        plans: list[str] = []
         for mode in ("force_custom_plan", "force_generic_plan"):  # asyncpg prepares it
             await session.execute(text(f"SET plan_cache_mode = {mode}"))
-            plan = await session.execute(
+            lines = await session.execute(
                 text(f"EXPLAIN EXECUTE due_probe('{NOW.isoformat()}', 100)")
             )
-            plans.append("\n".join(row[0] for row in plan))
+            plans.append("\n".join(line[0] for line in lines))
         assert await schedules.due(session, NOW + timedelta(hours=2), limit=100) != []
 
     for plan in plans:
