@@ -333,6 +333,12 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     agents.add_argument("action", nargs="?", choices=["list", "create"], default="list")
     agents.add_argument("file", nargs="?", help="create: the agent's file")
 
+    verb(
+        "schedules",
+        "schedule triggers: cron or interval, zone, enabled, and their next fire times",
+        verbs.schedules,
+    )
+
     triggers = verb(
         "triggers",
         "list triggers, or fire a webhook trigger with a signed test delivery",

@@ -1,8 +1,10 @@
 """`/v1/triggers`: webhooks in, schedules and chains, what they start, and their fire log.
-Changes go to the TriggerCommands; lists and reads go straight to the store."""
+Changes go to the TriggerCommands; lists and reads go straight to the store. Every trigger
+a response holds is shown with a schedule's next fire times, computed as it is sent."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
@@ -16,17 +18,34 @@ from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, re
 from app.core.errors import NotFound, ValidationFailed
 from app.core.streams import TRIGGERS_STREAM
 from app.core.vocabulary import TriggerKind
+from app.engine.triggers import schedule_times
 from app.schemas.common import Page
-from app.schemas.triggers import FireRead, TriggerCreate, TriggerPatch, TriggerRead
+from app.schemas.triggers import (
+    NEXT_FIRES_SHOWN,
+    FireRead,
+    TriggerCreate,
+    TriggerPatch,
+    TriggerRead,
+)
 from app.store import triggers as store
 from app.store.idempotency import request_hash
 
 router = APIRouter(prefix="/v1/triggers", tags=["triggers"], dependencies=[Depends(get_principal)])
 
 
+def _shown(trigger: TriggerRead, now: datetime) -> TriggerRead:
+    """A schedule with its next fire times after `now` (none while it is disabled)."""
+    if trigger.kind is not TriggerKind.SCHEDULE:
+        return trigger
+    times = []
+    if trigger.enabled:
+        times = schedule_times.upcoming(trigger.schedule(), now, NEXT_FIRES_SHOWN)
+    return trigger.model_copy(update={"next_fire_times": times})
+
+
 def _respond(response: Response, trigger: TriggerRead) -> TriggerRead:
     response.headers["ETag"] = etag(trigger.version)
-    return trigger
+    return _shown(trigger, datetime.now(UTC))
 
 
 @router.post(
@@ -72,7 +91,8 @@ async def list_triggers(
     rows = await store.list_triggers(
         session, after_id=decode_cursor(cursor), limit=limit + 1, filters=filters
     )
-    return page(rows, limit)
+    now = datetime.now(UTC)
+    return page([_shown(row, now) for row in rows], limit)
 
 
 @router.get(
@@ -129,24 +149,34 @@ async def delete_trigger(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{trigger_id}/enable", response_model=TriggerRead, summary="Enable a trigger")
+@router.post(
+    "/{trigger_id}/enable",
+    response_model=TriggerRead,
+    summary="Enable a trigger (resume a schedule)",
+)
 async def enable_trigger(
     trigger_id: str, response: Response, services: ServicesDep, if_match: IfMatchHeader = None
 ) -> TriggerRead:
-    """It fires again; a schedule is armed: its `next_fire_at` is its next time from now
-    (the times it missed while disabled are not fired)."""
+    """It fires again. For a schedule this is **resume**: it is armed, its `next_fire_at`
+    its next time from now; the times it passed while paused are not fired, whatever its
+    misfire policy (that policy is for times missed while no process was up)."""
     trigger = await services.triggers.set_enabled(
         trigger_id, True, expected_version=expected_version(if_match)
     )
     return _respond(response, trigger)
 
 
-@router.post("/{trigger_id}/disable", response_model=TriggerRead, summary="Disable a trigger")
+@router.post(
+    "/{trigger_id}/disable",
+    response_model=TriggerRead,
+    summary="Disable a trigger (pause a schedule)",
+)
 async def disable_trigger(
     trigger_id: str, response: Response, services: ServicesDep, if_match: IfMatchHeader = None
 ) -> TriggerRead:
     """It fires no more until enabled: a webhook delivery is refused (409
-    `trigger_disabled`), a schedule's `next_fire_at` becomes null."""
+    `trigger_disabled`). For a schedule this is **pause**: its `next_fire_at` becomes null
+    and `next_fire_times` empty; a fire already under way finishes."""
     trigger = await services.triggers.set_enabled(
         trigger_id, False, expected_version=expected_version(if_match)
     )

@@ -404,6 +404,44 @@ def _target(target: dict[str, Any]) -> str:
     return f"workflow {target['workflow_id']}"
 
 
+def schedules(args: argparse.Namespace, client: Client) -> Exit:
+    """Schedule triggers, each with its next fire times (as the server computed them) in
+    its own zone, one a line; a paused (disabled) schedule has none."""
+    rows: list[tuple[str, ...]] = []
+    for t in _all(client, "/v1/triggers", kind="schedule"):
+        config = t["config"]
+        when = config["cron"] or f"every {_every(config['interval_s'])}"
+        times = [_local(at, config["timezone"]) for at in t["next_fire_times"] or []]
+        first = times[0] if times else ("paused" if not t["enabled"] else "")
+        head = (t["id"], t["name"], when, config["timezone"], "yes" if t["enabled"] else "no")
+        rows.append((*head, first))
+        rows += [("",) * len(head) + (at,) for at in times[1:]]
+    _table(rows, ("TRIGGER", "NAME", "SCHEDULE", "ZONE", "ENABLED", "NEXT FIRES"))
+    return Exit.COMPLETED
+
+
+def _every(seconds: int) -> str:
+    """An interval in short: `1h30m`, `2d`, `90s` is `1m30s`."""
+    parts = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
+def _local(at: str, zone: str) -> str:
+    """A fire time in the schedule's zone with its abbreviation (`2026-03-29 03:00 CEST`),
+    or as the server sent it if this machine does not know the zone."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return datetime.fromisoformat(at).astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M %Z")
+    except (ZoneInfoNotFoundError, ValueError):
+        return at
+
+
 def _fire(args: argparse.Namespace, client: Client) -> Exit:
     """A test delivery to a webhook trigger, signed as a sender would sign it."""
     if not args.id:

@@ -223,6 +223,16 @@ class TriggerPatch(PatchBody):
     config: Annotated[dict[str, Any], PublishedAs(ConfigOfAnyKind)] | None = None
 
 
+# How many of a schedule's next fire times a trigger read through the API shows.
+NEXT_FIRES_SHOWN = 5
+_NEXT_FIRES = (
+    "A schedule's next fire times after the moment it is read (at most "
+    f"{NEXT_FIRES_SHOWN}, oldest first, computed then from its config; empty while it is "
+    "disabled: a paused schedule fires nothing). `next_fire_at` is the time the scheduler "
+    "waits for, which is earlier only while that time is due and not yet fired."
+)
+
+
 class _TriggerReadFields(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -235,6 +245,9 @@ class _TriggerReadFields(BaseModel):
     next_fire_at: datetime | None = Field(
         description="A schedule's next fire time (null while disabled, and for other kinds)."
     )
+    next_fire_times: list[datetime] | None = Field(
+        None, description=f"{_NEXT_FIRES} Null for other kinds."
+    )
     last_fired_at: datetime | None = Field(description="When it last fired (any outcome).")
     version: int
     created_at: datetime
@@ -244,16 +257,19 @@ class _TriggerReadFields(BaseModel):
 class WebhookTriggerRead(_TriggerReadFields):
     kind: Literal[TriggerKind.WEBHOOK]
     config: WebhookConfig
+    next_fire_times: None = Field(description="Null: a webhook has no fire times.")
 
 
 class ScheduleTriggerRead(_TriggerReadFields):
     kind: Literal[TriggerKind.SCHEDULE]
     config: ScheduleConfig
+    next_fire_times: list[datetime] = Field(max_length=NEXT_FIRES_SHOWN, description=_NEXT_FIRES)
 
 
 class ChainTriggerRead(_TriggerReadFields):
     kind: Literal[TriggerKind.CHAIN]
     config: ChainConfig
+    next_fire_times: None = Field(description="Null: a chain has no fire times.")
 
 
 class TriggerRead(_TriggerReadFields):

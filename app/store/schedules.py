@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Select, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import TRIGGERS
@@ -20,15 +20,22 @@ class DueSchedule:
     next_fire_at: datetime
 
 
-async def due(session: AsyncSession, now: datetime, *, limit: int) -> list[DueSchedule]:
-    """Enabled schedules whose next fire time is at or before `now`, most overdue first
-    (only enabled schedules have one: disabling clears it)."""
-    rows = await session.execute(
+def due_statement(now: datetime, *, limit: int) -> Select[tuple[str, dict[str, Any], datetime]]:
+    """The scheduler's query: a range scan of the partial index `ix_triggers_next_fire_at`
+    (`next_fire_at <= now` implies the index's `next_fire_at IS NOT NULL`), which holds the
+    armed schedules only, so an idle pass reads nothing else."""
+    return (
         select(TRIGGERS.c.id, TRIGGERS.c.config, TRIGGERS.c.next_fire_at)
         .where(TRIGGERS.c.next_fire_at <= now)
         .order_by(TRIGGERS.c.next_fire_at)
         .limit(limit)
     )
+
+
+async def due(session: AsyncSession, now: datetime, *, limit: int) -> list[DueSchedule]:
+    """Enabled schedules whose next fire time is at or before `now`, most overdue first
+    (only enabled schedules have one: disabling clears it)."""
+    rows = await session.execute(due_statement(now, limit=limit))
     return [DueSchedule(r.id, r.config, r.next_fire_at) for r in rows]
 
 

@@ -1,14 +1,19 @@
 """`/v1/triggers` through real HTTP: create (the secret once), list, get, patch with
-If-Match, delete, enable and disable (a schedule armed and disarmed), rotate a secret,
-idempotent creates, and every refusal at save naming its field."""
+If-Match, delete, enable and disable (a schedule armed and disarmed), a schedule's next
+fire times, rotate a secret, idempotent creates, and every refusal at save naming its
+field."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import itertools
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 
+from app.engine.triggers.schedule_times import next_fires
+from app.schemas.triggers import ScheduleConfig
 from tests.api.test_runs_api import make_agent, scripted
 from tests.support.api import assert_problem
 
@@ -142,6 +147,60 @@ async def test_enable_and_disable_arm_and_disarm_a_schedule(client: httpx.AsyncC
     problem = assert_problem(await client.post(f"{url}/rotate-secret"), 409, "conflict")
     assert "no secret" in problem["detail"]
     assert_problem(await client.post("/v1/triggers/trg_missing/enable"), 404, "not_found")
+
+
+async def read_between(
+    client: httpx.AsyncClient, method: str, url: str, **kwargs: Any
+) -> tuple[dict[str, Any], datetime, datetime]:
+    """A trigger read through the API, and moments just before and after the request."""
+    before = datetime.now(UTC)
+    response = await client.request(method, url, **kwargs)
+    assert response.status_code in (200, 201), response.text
+    return response.json(), before, datetime.now(UTC)
+
+
+def shown_times(trigger: dict[str, Any]) -> list[datetime]:
+    return [datetime.fromisoformat(t) for t in trigger["next_fire_times"]]
+
+
+def expected_times(config: dict[str, Any], before: datetime, after: datetime) -> list[Any]:
+    """What the server may have computed at some moment between `before` and `after`."""
+    parsed = ScheduleConfig.model_validate(config)
+    return [next_fires(parsed, moment, 5) for moment in (before, after)]
+
+
+async def test_a_schedule_shows_its_next_fire_times(client: httpx.AsyncClient) -> None:
+    agent_id = await agent(client)
+    created, before, after = await read_between(
+        client, "POST", "/v1/triggers", json=schedule(agent_id, cron="30 2 * * *")
+    )
+    url = f"/v1/triggers/{created['id']}"
+    times = shown_times(created)
+    assert times in expected_times(created["config"], before, after) and len(times) == 5
+    assert times[0] == datetime.fromisoformat(created["next_fire_at"])
+    berlin = [t.astimezone(ZoneInfo("Europe/Berlin")) for t in times]
+    assert all((t.hour, t.minute) in ((2, 30), (3, 0)) for t in berlin)  # 03:00: spring
+
+    got, before, after = await read_between(client, "GET", url)
+    assert shown_times(got) in expected_times(got["config"], before, after)
+    listed = (await client.get("/v1/triggers", params={"kind": "schedule"})).json()["items"]
+    assert [len(t["next_fire_times"]) for t in listed] == [5]
+
+    paused = (await client.post(f"{url}/disable")).json()
+    assert paused["next_fire_times"] == [] and paused["next_fire_at"] is None
+    resumed = (await client.post(f"{url}/enable")).json()
+    assert len(resumed["next_fire_times"]) == 5
+
+    every, before, after = await read_between(
+        client, "PATCH", url, json={"config": {"interval_s": 7200}}
+    )
+    times = shown_times(every)
+    assert times in expected_times(every["config"], before, after)
+    assert {b - a for a, b in itertools.pairwise(times)} == {timedelta(hours=2)}
+
+    hook = await create(client, webhook(agent_id))
+    assert hook["next_fire_times"] is None
+    assert (await client.get(f"/v1/triggers/{hook['id']}")).json()["next_fire_times"] is None
 
 
 async def test_an_idempotent_create_replays_the_trigger(client: httpx.AsyncClient) -> None:

@@ -1,12 +1,16 @@
 """`loopwright triggers`, run as a person runs it against a real server: the list, and a
-signed test delivery to a webhook trigger that prints (and follows) the run it started."""
+signed test delivery to a webhook trigger that prints (and follows) the run it started;
+and `loopwright schedules`, with their next fire times."""
 
 from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import httpx
 
 from tests.api.test_hooks_api import webhook_trigger
-from tests.api.test_triggers_api import create
+from tests.api.test_triggers_api import create, schedule
 from tests.api.test_workflows_api import create as create_workflow
 from tests.engine.test_workflow_observer import LINE
 from tests.support.cli import cli
@@ -122,3 +126,40 @@ async def test_fire_refusals(client: httpx.AsyncClient, base_url: str) -> None:
     )
     assert failed.code == 1, failed
     assert ": failed: agent" in failed.out and "does not exist" in failed.out
+
+
+async def test_schedules_lists_them_with_their_next_fire_times(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    hook = await webhook_trigger(client)  # not a schedule: not listed
+    agent_id = hook["target"]["agent_id"]
+    nightly = await create(client, schedule(agent_id, cron="30 2 * * *"))
+    timer = await create(
+        client,
+        {
+            "kind": "schedule",
+            "name": "timer",
+            "config": {"interval_s": 5400},
+            "target": {"kind": "run", "agent_id": agent_id, "input": "tick"},
+        },
+    )
+    paused = await create(client, schedule(agent_id, cron="0 9 * * MON-FRI") | {"name": "off"})
+    await client.post(f"/v1/triggers/{paused['id']}/disable")
+
+    listed = await cli(base_url, "schedules")
+
+    assert listed.code == 0, listed
+    header, *lines = listed.out.splitlines()
+    assert header.split() == ["TRIGGER", "NAME", "SCHEDULE", "ZONE", "ENABLED", "NEXT", "FIRES"]
+    # Each schedule's five times: its first on its row, the others on the lines below it.
+    assert len(lines) == 5 + 5 + 1 and all(line.startswith(" ") for line in lines[1:5])
+    first, timer_row, off_row = (line.split() for line in (lines[0], lines[5], lines[10]))
+    assert first[:9] == [nightly["id"], "nightly", "30", "2", "*", "*", "*", "Europe/Berlin", "yes"]
+    assert timer_row[:6] == [timer["id"], "timer", "every", "1h30m", "UTC", "yes"]
+    assert off_row[0] == paused["id"] and off_row[-2:] == ["no", "paused"]
+    berlin = ZoneInfo("Europe/Berlin")
+    shown = [datetime.fromisoformat(t).astimezone(berlin) for t in nightly["next_fire_times"]]
+    assert [line.split()[-3:] for line in lines[0:5]] == [
+        [t.strftime("%Y-%m-%d"), t.strftime("%H:%M"), t.strftime("%Z")] for t in shown
+    ]
+    assert all(line.split()[-1] == "UTC" for line in lines[5:10])

@@ -21,6 +21,7 @@ from app.engine.triggers.schedule_times import (
     due,
     next_fire,
     next_fires,
+    upcoming,
 )
 from app.schemas.triggers import ScheduleConfig
 
@@ -160,6 +161,12 @@ def test_next_fires_gives_n_increasing_times() -> None:
     assert next_fires(hourly, NOW, 0) == []
     with pytest.raises(ValueError, match="negative"):
         next_fires(hourly, NOW, -1)
+
+
+def test_upcoming_stops_short_instead_of_raising() -> None:
+    hourly = cron("0 * * * *")
+    assert upcoming(hourly, NOW, 5) == next_fires(hourly, NOW, 5)
+    assert upcoming(cron("0 0 */30 4 MON#5"), NOW, 5) == []  # never fires (not saved)
 
 
 # --- cron across daylight-saving changes ---

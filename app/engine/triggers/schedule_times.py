@@ -109,6 +109,18 @@ def next_fires(config: ScheduleConfig, after: datetime, n: int) -> list[datetime
     return list(islice(_fires_after(config, after), n))
 
 
+def upcoming(config: ScheduleConfig, after: datetime, n: int) -> list[datetime]:
+    """`next_fires`, stopping short instead of raising `NeverFires` (what the API shows:
+    a saved expression fires within 50 years, but its fifth time may be further off)."""
+    times: list[datetime] = []
+    try:
+        for at in islice(_fires_after(config, after), n):
+            times.append(at)
+    except NeverFires:
+        pass
+    return times
+
+
 def due(
     config: ScheduleConfig,
     next_fire_at: datetime,

@@ -7,7 +7,15 @@ whose key is the trigger and the fire time: the database makes one fire of each 
 however many schedulers try), and only then moves `next_fire_at` on, compare-and-set. A
 crash between the fires and the move makes the next pass fire the same times again, which
 the keys turn into the fires already made; so a fire time is never lost and never doubled,
-and several processes may run schedulers side by side.
+and several processes may run schedulers side by side. The misfires a plan leaves out are
+counted by the scheduler whose move wins, so a fleet counts each once.
+
+One schedule whose fire fails (other than the database being away, which ends the pass)
+is logged and left due, and the pass goes on with the others: the most overdue schedule
+comes first in every pass, and must not hold the rest back.
+
+Idle, a pass is one query on the partial index `ix_triggers_next_fire_at` (only armed
+schedules are in it) every `interval_s`.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from app.engine.periodic import Periodic
 from app.engine.triggers import schedule_times
 from app.schemas.triggers import ScheduleConfig
 from app.store import schedules
+from app.store.errors import is_connectivity_error
 from app.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -67,15 +76,27 @@ class Scheduler:
             due = await schedules.due(session, now, limit=self._batch)
         fired = 0
         for schedule in due:
-            config = ScheduleConfig.model_validate(schedule.config)
-            plan = schedule_times.due(config, schedule.next_fire_at, now, grace_s=self._grace_s)
-            for fire_time in plan.fire_times:
-                await self._fire(schedule.id, fire_time, now)
-                fired += 1
-            if plan.skipped and self._metrics is not None:
-                self._metrics.schedule_misfires.inc(plan.skipped)
-            async with self._sessionmaker() as session, session.begin():
-                await schedules.move_on(
-                    session, schedule.id, was=schedule.next_fire_at, to=plan.next_fire_at
+            try:
+                fired += await self._fire_due(schedule, now)
+            except Exception as exc:
+                if is_connectivity_error(exc):
+                    raise
+                log.exception(
+                    "schedule %s did not fire; the next pass tries again",
+                    schedule.id,
+                    extra={"fields": {"trigger_id": schedule.id}},
                 )
         return fired
+
+    async def _fire_due(self, schedule: schedules.DueSchedule, now: datetime) -> int:
+        config = ScheduleConfig.model_validate(schedule.config)
+        plan = schedule_times.due(config, schedule.next_fire_at, now, grace_s=self._grace_s)
+        for fire_time in plan.fire_times:
+            await self._fire(schedule.id, fire_time, now)
+        async with self._sessionmaker() as session, session.begin():
+            moved = await schedules.move_on(
+                session, schedule.id, was=schedule.next_fire_at, to=plan.next_fire_at
+            )
+        if moved and plan.skipped and self._metrics is not None:
+            self._metrics.schedule_misfires.inc(plan.skipped)
+        return len(plan.fire_times)
