@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -22,7 +22,7 @@ from app.engine.bus import EventBus
 from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
 from app.engine.triggers.firing import TriggerFiring
-from app.engine.triggers.scheduler import Scheduler
+from app.engine.triggers.scheduler import Fire, Scheduler
 from app.engine.workflows import WorkflowCommands
 from app.models import Run, TriggerFire
 from app.schemas.runs import RunRead
@@ -239,11 +239,12 @@ async def test_misfire_run_all_fires_each_missed_time_oldest_first_up_to_max_cat
     assert sample(world.metrics, MISFIRES) == 3
 
 
-async def test_run_all_under_overlap_skip_starts_one_run_for_the_missed_times(
+async def test_run_all_under_overlap_skip_runs_each_missed_time_one_after_another(
     world: World,
 ) -> None:
-    """The overlap policy applies to catch-up fires as to any: fired in one pass, each
-    finds the run of the one before it still queued. `run_all` wants `enqueue`."""
+    """`run_all` asks for every missed time to run: fired in one pass, each waits behind
+    the run of the one before it on its lane, whatever the overlap policy. The policy
+    holds again for the next fire on time, while those runs are unfinished."""
     trigger_id = await schedule(world, interval_s=3600, misfire="run_all", overlap="skip")
 
     world.clock.now = NOW + timedelta(hours=3, minutes=10)
@@ -251,8 +252,15 @@ async def test_run_all_under_overlap_skip_starts_one_run_for_the_missed_times(
 
     fires = await fires_of(world, trigger_id)
     assert [f.scheduled_for for f in fires] == hours(1, 2, 3)
-    assert [f.status for f in fires] == [FireStatus.STARTED, *[FireStatus.SKIPPED] * 2]
-    assert all((f.error or "").startswith("overlap: the previous fire's run") for f in fires[1:])
+    assert [f.status for f in fires] == [FireStatus.STARTED] * 3
+    runs = await runs_of(world, fires)
+    assert len({r.lane for r in runs}) == 1  # one lane: they run in order, never at once
+
+    world.clock.now = NOW + timedelta(hours=4)
+    assert await scheduler_of(world).run_once() == 1
+    on_time = (await fires_of(world, trigger_id))[-1]
+    assert on_time.status is FireStatus.SKIPPED
+    assert (on_time.error or "").startswith("overlap: the previous fire's run")
 
 
 # -- daylight saving time ---------------------------------------------------------------
@@ -409,9 +417,13 @@ async def test_a_schedule_disabled_after_it_was_found_due_does_not_fire(
 ) -> None:
     trigger_id = await schedule(world, interval_s=60)
 
-    async def pause_first(trigger_id: str, fire_time: datetime, fired_at: datetime) -> object:
+    async def pause_first(
+        trigger_id: str, fire_time: datetime, fired_at: datetime, *, catching_up: bool
+    ) -> object:
         await world.triggers.set_enabled(trigger_id, False, expected_version=None)
-        return await world.firing.fire_schedule(trigger_id, fire_time, fired_at)
+        return await world.firing.fire_schedule(
+            trigger_id, fire_time, fired_at, catching_up=catching_up
+        )
 
     scheduler = Scheduler(world.sessionmaker, pause_first, clock=world.clock)
     world.clock.now = NOW + timedelta(minutes=1)
@@ -432,11 +444,15 @@ async def test_a_schedule_that_cannot_fire_does_not_hold_back_the_others(
     fine = await schedule(world, interval_s=120)
     failures: list[BaseException] = [RuntimeError("a bug"), OSError("the database is away")]
 
-    def failing_for(trigger_id: str) -> Callable[[str, datetime, datetime], Any]:
-        async def fire(which: str, fire_time: datetime, fired_at: datetime) -> object:
-            if which == trigger_id:
+    def failing_for(broken_id: str) -> Fire:
+        async def fire(
+            trigger_id: str, fire_time: datetime, fired_at: datetime, *, catching_up: bool
+        ) -> object:
+            if trigger_id == broken_id:
                 raise failures[0]
-            return await world.firing.fire_schedule(which, fire_time, fired_at)
+            return await world.firing.fire_schedule(
+                trigger_id, fire_time, fired_at, catching_up=catching_up
+            )
 
         return fire
 

@@ -151,6 +151,7 @@ class TriggerFiring:
         multitask: Multitask | None = None,
         about: Mapping[str, Any] | None = None,
         source_id: str | None = None,
+        catching_up: bool = False,
     ) -> FireResult:
         """Fire the trigger for the occasion `fire_key`, once: a second call for the same
         occasion (here or in another process) gets the first fire back, `replayed`. A
@@ -165,7 +166,7 @@ class TriggerFiring:
             if found is not None:
                 return FireResult(found.fire, replayed=True, response=found.response)
             trigger = await self.enabled_trigger(session, trigger_id)
-            overlap = await _overlap(session, trigger)
+            overlap = await _overlap(session, trigger, catching_up=catching_up)
             if overlap.skip is not None:
                 fired = await self._record(
                     session,
@@ -194,11 +195,18 @@ class TriggerFiring:
         return await self.published(fired)
 
     async def fire_schedule(
-        self, trigger_id: str, fire_time: datetime, fired_at: datetime
+        self,
+        trigger_id: str,
+        fire_time: datetime,
+        fired_at: datetime,
+        *,
+        catching_up: bool = False,
     ) -> FireResult | None:
         """A schedule's fire time (the scheduler's `Fire`): the occasion is the fire time,
-        the template context's `fire_time` too. None when the schedule was disabled or
-        deleted since it was found due."""
+        the template context's `fire_time` too. A fire `catching_up` (a missed time after
+        the first of a `run_all` pass) waits behind the previous fire's run whatever the
+        overlap policy. None when the schedule was disabled or deleted since it was found
+        due."""
         at = fire_time.astimezone(UTC)
         return await self._quietly(
             self.fire(
@@ -207,6 +215,7 @@ class TriggerFiring:
                 fire_key=at.isoformat(),
                 fired_at=fired_at,
                 scheduled_for=at,
+                catching_up=catching_up,
             )
         )
 
@@ -514,15 +523,18 @@ _OVERLAP_MULTITASK = {
 }
 
 
-async def _overlap(session: AsyncSession, trigger: TriggerRead) -> Overlap:
+async def _overlap(
+    session: AsyncSession, trigger: TriggerRead, *, catching_up: bool = False
+) -> Overlap:
     """A schedule whose previous fire's run is not finished (queued, running, waiting on a
     person) follows its overlap policy: `skip` records this fire skipped; `enqueue` puts
     the new run behind it on its lane; `interrupt` cancels it (at its next boundary) and
     takes its lane. For a workflow target, `skip` skips while the previous execution runs,
-    and the other two start the new execution beside it. Other kinds: no policy."""
+    and the other two start the new execution beside it. A fire `catching_up` enqueues
+    (or starts beside) whatever the policy. Other kinds: no policy."""
     if trigger.kind is not TriggerKind.SCHEDULE:
         return Overlap()
-    policy = trigger.schedule().overlap
+    policy = OverlapPolicy.ENQUEUE if catching_up else trigger.schedule().overlap
     previous = await store.last_started_fire(session, trigger.id)
     if previous is None:
         return Overlap()

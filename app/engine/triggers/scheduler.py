@@ -24,6 +24,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -36,8 +37,16 @@ from app.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
+
 # fire(trigger_id, fire_time, fired_at): start the schedule's target for that fire time.
-Fire = Callable[[str, datetime, datetime], Awaitable[object]]
+class Fire(Protocol):
+    """Start the schedule's target for one fire time. `catching_up`: a missed time after
+    the first of one pass (`run_all`), which waits behind the one before it on its lane
+    whatever the overlap policy: the misfire policy asked for each of them to run."""
+
+    async def __call__(
+        self, trigger_id: str, fire_time: datetime, fired_at: datetime, *, catching_up: bool
+    ) -> object: ...
 
 
 class Scheduler:
@@ -91,8 +100,8 @@ class Scheduler:
     async def _fire_due(self, schedule: schedules.DueSchedule, now: datetime) -> int:
         config = ScheduleConfig.model_validate(schedule.config)
         plan = schedule_times.due(config, schedule.next_fire_at, now, grace_s=self._grace_s)
-        for fire_time in plan.fire_times:
-            await self._fire(schedule.id, fire_time, now)
+        for i, fire_time in enumerate(plan.fire_times):
+            await self._fire(schedule.id, fire_time, now, catching_up=i > 0)
         async with self._sessionmaker() as session, session.begin():
             moved = await schedules.move_on(
                 session, schedule.id, was=schedule.next_fire_at, to=plan.next_fire_at
