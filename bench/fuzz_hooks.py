@@ -20,6 +20,7 @@ from schemathesis import Case, HookContext
 SOFT_LIMIT_DEFAULT_S = 900.0  # app/schemas/agents.py Limits
 URL_MAX_CHARS = 2_000  # app/schemas/webhooks.py
 HARD_LIMIT_DEFAULT_S = 1_200.0
+EXECUTION_ENDS = ("completed", "failed", "cancelled")  # app/core/states.py ExecutionStatus
 # What `GET /v1/tools` listed on the server under test (bench/fuzz.py asks it).
 KNOWN_TOOLS = sorted(filter(None, os.environ.get("LOOPWRIGHT_FUZZ_TOOLS", "").split(",")))
 
@@ -98,23 +99,63 @@ def _version_matches_header(case: Case[Any], body: dict[str, Any]) -> None:
         del body["version"]
 
 
+def _trigger_configs(body: dict[str, Any]) -> None:
+    """Triggers (POST, PATCH): a run chain names `agent_id` (no `workflow_id`), a workflow
+    chain `workflow_id` (no `agent_id`) and ends an execution can end in; a schedule has
+    exactly one of `cron` (a 5-field expression) and `interval_s`, in an IANA zone."""
+    config = body.get("config")
+    if not isinstance(config, dict):
+        return
+    if config.get("source") == "run":
+        config["agent_id"] = config.get("agent_id") or "agent"
+        config.pop("workflow_id", None)
+    elif config.get("source") == "workflow":
+        config["workflow_id"] = config.get("workflow_id") or "workflow"
+        config.pop("agent_id", None)
+        statuses = [s for s in config.get("statuses") or [] if s in EXECUTION_ENDS]
+        config["statuses"] = statuses or ["completed"]
+    if "cron" in config or "interval_s" in config or body.get("kind") == "schedule":
+        if config.get("cron") is not None:
+            config["cron"] = "0 9 * * MON-FRI"
+            config.pop("interval_s", None)
+        else:
+            config["interval_s"] = config.get("interval_s") or 3_600
+            config.pop("cron", None)
+        if "timezone" in config:
+            config["timezone"] = "Europe/Berlin"
+
+
+def _without_nul_keys(value: Any) -> Any:
+    """`--generation-allow-x00=false` keeps NUL out of generated strings but not out of
+    generated object keys (`metadata`'s); the API refuses NUL in both, as documented."""
+    if isinstance(value, dict):
+        return {k: _without_nul_keys(v) for k, v in value.items() if "\x00" not in k}
+    if isinstance(value, list):
+        return [_without_nul_keys(v) for v in value]
+    return value
+
+
 def _keep_rules(context: HookContext, case: Case[Any]) -> Case[Any]:
     meta = case.meta
     positive = meta is None or meta.generation.mode.is_positive
     operation = context.operation
     if not positive or operation is None or not isinstance(case.body, dict):
         return case
+    body: dict[str, Any] = _without_nul_keys(case.body)
+    case.body = body
     path, method = operation.path, operation.method.upper()
     if path in ("/v1/agents", "/v1/agents/{agent_id}") and method in ("POST", "PATCH"):
-        _soft_below_hard(case.body)
-        _tools_known(case.body)
+        _soft_below_hard(body)
+        _tools_known(body)
     elif path == "/v1/workflows" and method == "POST":
-        _graph_holds(case.body, patch=False)
+        _graph_holds(body, patch=False)
+    elif path in ("/v1/triggers", "/v1/triggers/{trigger_id}") and method in ("POST", "PATCH"):
+        _trigger_configs(body)
     elif path in ("/v1/webhooks", "/v1/webhooks/{webhook_id}") and method in ("POST", "PATCH"):
-        _public_url(case.body)
+        _public_url(body)
     elif path == "/v1/workflows/{workflow_id}" and method == "PATCH":
-        _graph_holds(case.body, patch=True)
-        _version_matches_header(case, case.body)
+        _graph_holds(body, patch=True)
+        _version_matches_header(case, body)
     return case
 
 

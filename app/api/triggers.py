@@ -60,7 +60,11 @@ async def create_trigger(
 ) -> TriggerRead:
     """`config` is read by `kind`, `target` by its own `kind`; their templates are checked
     now (a placeholder that does not parse, or reads what the trigger's kind does not
-    provide, is a 422 naming the field, e.g. `body.target.input`). The agent or workflow
+    provide, is a 422 naming the field, e.g. `body.target.input`). Rules the schema cannot
+    state: a schedule has exactly one of `cron` (a 5-field expression that fires) and
+    `interval_s`, and `timezone` is an IANA zone; a run chain names `agent_id` and no
+    `workflow_id`, a workflow chain the reverse, with `statuses` an execution can end in
+    (`completed`, `failed`, `cancelled`). The agent or workflow
     the target starts must exist (404). A webhook trigger's `secret` is in this response
     only (and in `rotate-secret`'s). With `Idempotency-Key`, a repeat gets the trigger as
     it is now (`Idempotent-Replayed: true`)."""

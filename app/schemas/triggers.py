@@ -41,9 +41,11 @@ class RunTarget(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal[TargetKind.RUN] = TargetKind.RUN
+    kind: Literal[TargetKind.RUN]
     agent_id: Name
-    input: TemplateText = Field(examples=["New issue: {{ payload.issue.title }}"])
+    # Examples read only what every kind of trigger has (`trigger`, `fired_at`): a
+    # webhook's `payload`, a schedule's `fire_time`, a chain's `source` are each one kind's.
+    input: TemplateText = Field(examples=["{{ trigger.name }} fired at {{ fired_at }}"])
     conversation_id: Name | None = Field(
         None,
         description="Every fire continues this conversation; without it each fire starts a "
@@ -68,12 +70,12 @@ class WorkflowTarget(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal[TargetKind.WORKFLOW] = TargetKind.WORKFLOW
+    kind: Literal[TargetKind.WORKFLOW]
     workflow_id: Name
     context: dict[str, Any] = Field(
         default_factory=dict,
         description="A template: the activation context.",
-        examples=[{"ticket": "{{ payload.ticket }}"}],
+        examples=[{"requested_at": "{{ fired_at }}", "by": "{{ trigger.name }}"}],
     )
 
 
