@@ -97,7 +97,7 @@ def render(
     response = TEMPLATES.TemplateResponse(
         request,
         template,
-        {"viewer": viewer, **(context or {})},
+        {"viewer": viewer, "section": "", **(context or {})},
         status_code=status_code,
         headers=_HEADERS,
     )

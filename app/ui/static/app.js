@@ -21,10 +21,11 @@
       const at = new Date(el.getAttribute("datetime"));
       if (Number.isNaN(at.getTime())) continue;
       el.title = el.getAttribute("datetime");
-      el.textContent = at.toLocaleString(undefined, {
-        year: "numeric", month: "short", day: "numeric",
-        hour: "2-digit", minute: "2-digit", second: "2-digit",
-      });
+      const options = {
+        month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit",
+      };
+      if (at.getFullYear() !== new Date().getFullYear()) options.year = "numeric";
+      el.textContent = at.toLocaleString(undefined, options);
       el.dataset.local = "1";
     }
   }
