@@ -37,6 +37,7 @@ async def test_a_run_started_over_the_api_appears_and_completes_without_a_reload
     assert "UTC" not in await created.inner_text()
 
 
+@pytest.mark.screenshots
 async def test_the_board_keeps_to_its_filters_as_runs_change(
     page: Page, server: str, api: httpx.AsyncClient
 ) -> None:

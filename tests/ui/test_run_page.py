@@ -56,6 +56,7 @@ async def test_cancel_from_the_run_page(page: Page, server: str, api: httpx.Asyn
     assert (await wait_for(api, run_id))["status"] == "cancelled"
 
 
+@pytest.mark.screenshots
 async def test_a_question_is_answered_from_the_run_page_and_the_run_forked(
     page: Page, server: str, api: httpx.AsyncClient
 ) -> None:
