@@ -69,6 +69,7 @@ bench: $(DEV)
 	$(BIN)/python bench/agent_loop.py
 	$(BIN)/python bench/sse_fanout.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/ui_transcript.py
 
 # Schemathesis against a live server on a scratch database: fails on any server error.
 # Bounded (fixed seed, examples per operation, a time limit); not part of `make test`.

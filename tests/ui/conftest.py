@@ -50,7 +50,8 @@ async def browser() -> AsyncIterator[Browser]:
 @pytest_asyncio.fixture(loop_scope="session")
 async def page(browser: Browser, request: pytest.FixtureRequest) -> AsyncIterator[Page]:
     """A fresh page at 1280 × 800 in a zone that is not UTC, so local times show; its
-    screenshot is saved when the test ends, passed or failed."""
+    screenshot is saved when the test ends, passed or failed (name the server before the
+    page among a test's arguments: the page is then closed while the server still runs)."""
     context = await browser.new_context(
         viewport=VIEWPORT,  # type: ignore[arg-type]
         locale="en-GB",

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 async def test_an_approval_answered_in_the_inbox_lets_its_run_go_on(
-    page: Page, server: str, api: httpx.AsyncClient
+    server: str, api: httpx.AsyncClient, page: Page
 ) -> None:
     await page.goto(f"{server}/ui/approvals")
     await expect(page.get_by_text("Nothing waits for a decision.")).to_be_visible()
@@ -45,7 +45,7 @@ async def test_an_approval_answered_in_the_inbox_lets_its_run_go_on(
 
 
 async def test_a_refused_decision_is_shown_with_the_problem(
-    page: Page, server: str, api: httpx.AsyncClient
+    server: str, api: httpx.AsyncClient, page: Page
 ) -> None:
     """The API's refusal (a reason of blanks is none) is shown in the item, which stays."""
     post = {"method": "POST", "url": f"{server}/healthz", "body": "{}"}

@@ -13,14 +13,12 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 async def test_a_run_started_over_the_api_appears_and_completes_without_a_reload(
-    page: Page, server: str, api: httpx.AsyncClient
+    server: str, api: httpx.AsyncClient, page: Page
 ) -> None:
     await page.goto(f"{server}/ui/runs")
     await expect(page.get_by_text("No runs yet.")).to_be_visible()
     await page.evaluate("window.sameDocument = true")  # gone if the page were reloaded
-    agent_id = await make_agent(
-        api, scripted("writer", {"text": "All done.", "latency_ms": 1_500})
-    )
+    agent_id = await make_agent(api, scripted("writer", {"text": "All done.", "latency_ms": 1_500}))
 
     run_id = await start(api, agent_id)
     row = page.locator(f"#run-{run_id}")
@@ -39,7 +37,7 @@ async def test_a_run_started_over_the_api_appears_and_completes_without_a_reload
 
 @pytest.mark.screenshots
 async def test_the_board_keeps_to_its_filters_as_runs_change(
-    page: Page, server: str, api: httpx.AsyncClient
+    server: str, api: httpx.AsyncClient, page: Page
 ) -> None:
     """A board filtered on `waiting_on_human` takes a run in when it starts waiting, and
     lets it go once it is answered; the README's picture of the board is taken here."""
@@ -76,3 +74,21 @@ async def test_the_board_keeps_to_its_filters_as_runs_change(
     await expect(page.locator("tbody#runs tr")).to_have_count(5)
     await expect(page.locator(".stream-state")).to_have_text("Live.")
     await readme_shot(page, "runs-board")
+
+
+async def test_the_board_and_a_run_read_on_a_phone(
+    server: str, api: httpx.AsyncClient, page: Page
+) -> None:
+    """At 390 px the tables become cards of labelled fields; nothing runs off the side."""
+    agent_id = await make_agent(api, scripted("writer", {"text": "A short answer."}))
+    run_id = await start(api, agent_id)
+    await wait_for(api, run_id)
+    await page.set_viewport_size({"width": 390, "height": 844})
+    for path in ("/ui/runs", f"/ui/runs/{run_id}", f"/ui/runs/{run_id}/history"):
+        await page.goto(f"{server}{path}")
+        await expect(page.locator("main h1")).to_be_visible()
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{path} is {width} px wide"
+    await page.goto(f"{server}/ui/runs")
+    status = page.locator(f"#run-{run_id} td[data-label=Status]")
+    assert await status.evaluate("td => getComputedStyle(td).display") == "flex"

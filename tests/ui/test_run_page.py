@@ -20,7 +20,7 @@ STORY = (
 
 
 async def test_text_streams_into_the_page_while_the_model_writes(
-    page: Page, server: str, api: httpx.AsyncClient
+    server: str, api: httpx.AsyncClient, page: Page
 ) -> None:
     agent_id = await make_agent(
         api, scripted("writer", {"text": STORY, "latency_ms": 300, "stream_interval_ms": 120})
@@ -43,7 +43,7 @@ async def test_text_streams_into_the_page_while_the_model_writes(
     await expect(timeline).to_contain_text("message.created")
 
 
-async def test_cancel_from_the_run_page(page: Page, server: str, api: httpx.AsyncClient) -> None:
+async def test_cancel_from_the_run_page(server: str, api: httpx.AsyncClient, page: Page) -> None:
     agent_id = await make_agent(api, scripted("slow", {"text": "late", "latency_ms": 60_000}))
     run_id = await start(api, agent_id)
     await page.goto(f"{server}/ui/runs/{run_id}")
@@ -58,7 +58,7 @@ async def test_cancel_from_the_run_page(page: Page, server: str, api: httpx.Asyn
 
 @pytest.mark.screenshots
 async def test_a_question_is_answered_from_the_run_page_and_the_run_forked(
-    page: Page, server: str, api: httpx.AsyncClient
+    server: str, api: httpx.AsyncClient, page: Page
 ) -> None:
     agent_id = await make_agent(
         api,
@@ -101,7 +101,7 @@ async def test_a_question_is_answered_from_the_run_page_and_the_run_forked(
 
 
 async def test_a_gated_call_is_rejected_from_the_run_page(
-    page: Page, server: str, api: httpx.AsyncClient
+    server: str, api: httpx.AsyncClient, page: Page
 ) -> None:
     post = {"method": "POST", "url": f"{server}/healthz", "body": "{}"}
     agent_id = await make_agent(
