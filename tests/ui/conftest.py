@@ -37,19 +37,24 @@ WAIT_MS = 15_000  # for a page to show what the server did: only reached when br
 expect.set_options(timeout=WAIT_MS)
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def browser() -> AsyncIterator[Browser]:
+@pytest.fixture(scope="session")
+def chromium() -> Path:
     if not CHROMIUM.exists():
         pytest.fail(f"no browser at {CHROMIUM}: `make browser` installs Debian's chromium")
+    return CHROMIUM
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def browser(chromium: Path) -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        launched = await playwright.chromium.launch(executable_path=str(chromium), headless=True)
         yield launched
         await launched.close()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def page(browser: Browser, request: pytest.FixtureRequest) -> AsyncIterator[Page]:
-    """A fresh page at 1280 × 800 in a zone that is not UTC, so local times show; its
+    """A fresh page at 1280 x 800 in a zone that is not UTC, so local times show; its
     screenshot is saved when the test ends, passed or failed (name the server before the
     page among a test's arguments: the page is then closed while the server still runs)."""
     context = await browser.new_context(
