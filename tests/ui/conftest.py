@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
 from sqlalchemy import text
 
 from app.core.config import Settings
@@ -65,6 +65,12 @@ async def page(browser: Browser, request: pytest.FixtureRequest) -> AsyncIterato
     opened = await context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
+
+    def console(message: ConsoleMessage) -> None:
+        if "Content Security Policy" in message.text:  # the pages keep to their own policy
+            errors.append(message.text)
+
+    opened.on("console", console)
     try:
         yield opened
     finally:

@@ -23,7 +23,7 @@ async def test_text_streams_into_the_page_while_the_model_writes(
     server: str, api: httpx.AsyncClient, page: Page
 ) -> None:
     agent_id = await make_agent(
-        api, scripted("writer", {"text": STORY, "latency_ms": 300, "stream_interval_ms": 120})
+        api, scripted("writer", {"text": STORY, "latency_ms": 300, "stream_interval_ms": 150})
     )
     run_id = await start(api, agent_id)
     await page.goto(f"{server}/ui/runs/{run_id}")
