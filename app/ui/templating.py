@@ -67,6 +67,11 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+def _compact(value: Any) -> str:
+    """JSON on one line, as text (autoescaped where it is put, unlike `tojson`'s escapes)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=PackageLoader("app.ui", "templates"),
@@ -77,6 +82,7 @@ def _environment() -> Environment:
     )
     env.filters["when"] = _when
     env.filters["pretty"] = _pretty
+    env.filters["compact"] = _compact
     env.globals["static"] = static_url
     env.globals["nav"] = NAV
     return env
