@@ -39,6 +39,8 @@ TIMELINE_STEPS = 200  # steps of history the timeline replays (all: `?events=all
 HISTORY_PAGE = 50
 
 Position = Annotated[int | None, Query(ge=0, le=POSITION_MAX)]
+# The last position a page shows: -1 before the first message.
+After = Annotated[int | None, Query(ge=-1, le=POSITION_MAX)]
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,7 @@ async def run_messages(
     request: Request,
     viewer: ViewerDep,
     db: DbDep,
-    after: Position = None,
+    after: After = None,
     before: Position = None,
 ) -> Response:
     """Transcript items: the messages after position `after` (live), or the window before

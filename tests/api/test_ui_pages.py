@@ -116,6 +116,8 @@ async def test_the_transcript_pages_in_windows_and_follows_by_position(
     assert "From step" in page.text  # the timeline replays the last step only
     earlier = await client.get(f"/ui/runs/{run['id']}/messages", params={"before": 2})
     assert _ids(earlier.text, "msg") == ["0", "1"]
+    everything = await client.get(f"/ui/runs/{run['id']}/messages", params={"after": -1})
+    assert _ids(everything.text, "msg") == ["0", "1", "2", "3"]  # a page that showed none
     later = await client.get(f"/ui/runs/{run['id']}/messages", params={"after": 1})
     assert _ids(later.text, "msg") == ["2", "3"]
     # The answer names its call's tool, read from the message before the window.

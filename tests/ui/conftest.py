@@ -67,7 +67,8 @@ async def page(browser: Browser, request: pytest.FixtureRequest) -> AsyncIterato
     opened.on("pageerror", lambda error: errors.append(str(error)))
 
     def console(message: ConsoleMessage) -> None:
-        if "Content Security Policy" in message.text:  # the pages keep to their own policy
+        # The pages keep to their own policy; their scripts warn when an update failed.
+        if "Content Security Policy" in message.text or message.type == "warning":
             errors.append(message.text)
 
     opened.on("console", console)

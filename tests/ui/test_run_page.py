@@ -124,3 +124,25 @@ async def test_a_gated_call_is_rejected_from_the_run_page(
     await expect(page.locator("#transcript")).to_contain_text("ok, not sent")
     approvals = (await api.get("/v1/approvals", params={"run_id": run_id})).json()["items"]
     assert [(a["status"], a["reason"]) for a in approvals] == [("rejected", "Not on a Friday.")]
+
+
+async def test_a_queued_run_s_page_fills_in_as_it_runs(
+    server: str, api: httpx.AsyncClient, page: Page
+) -> None:
+    """A page opened before the run has a message: its transcript is filled from the
+    stream once the run gets its lane."""
+    slow = await make_agent(api, scripted("slow", {"text": "late", "latency_ms": 60_000}))
+    quick = await make_agent(api, scripted("quick", {"text": "My turn at last."}))
+    ahead, behind = [
+        (await api.post("/v1/runs", json={"agent_id": a, "input": "go", "lane": "shared"})).json()
+        for a in (slow, quick)
+    ]
+    await page.goto(f"{server}/ui/runs/{behind['id']}")
+    await expect(page.locator("#summary .status")).to_have_text("queued")
+    await expect(page.get_by_text("No messages yet.")).to_be_visible()
+
+    assert (await api.post(f"/v1/runs/{ahead['id']}/cancel")).status_code == 200
+    await expect(page.locator("#summary .status")).to_have_text("completed")
+    await expect(page.locator("#transcript .msg-assistant .text")).to_have_text("My turn at last.")
+    await expect(page.locator("#transcript .msg")).to_have_count(2)
+    await expect(page.get_by_text("No messages yet.")).to_be_hidden()
