@@ -9,7 +9,7 @@ PIP := $(BIN)/pip install --quiet -c constraints.txt
 RUNTIME := $(VENV)/.runtime-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: serve test lint openapi sdk bench fuzz lock
+.PHONY: serve test lint openapi sdk bench fuzz lock browser screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,15 @@ test: lint
 	$(BIN)/coverage report --format=total >/dev/null || \
 	{ echo "Coverage failure: $$total% is under fail_under in pyproject.toml"; exit 2; }
 
+# Debian's Chromium, which the browser tests (tests/ui) drive through Playwright (whose own
+# browser download is not used). Needs root (CI runs as root) unless it is installed.
+browser:
+	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
+
+# The README's pictures of the dashboard, taken by the browser tests marked `screenshots`.
+screenshots: $(DEV) browser
+	LOOPWRIGHT_README_SCREENSHOTS=docs/screenshots $(BIN)/pytest -q -m screenshots tests/ui
+
 openapi: $(DEV)
 	$(BIN)/loopwright openapi --output openapi/openapi.json
 
@@ -60,6 +69,7 @@ bench: $(DEV)
 	$(BIN)/python bench/agent_loop.py
 	$(BIN)/python bench/sse_fanout.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/ui_transcript.py
 
 # Schemathesis against a live server on a scratch database: fails on any server error.
 # Bounded (fixed seed, examples per operation, a time limit); not part of `make test`.

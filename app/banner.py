@@ -1,5 +1,6 @@
-"""What `loopwright serve` says once it is ready: where to go, where its data lives and how
-to start afresh, which model providers can be used, and how to stop."""
+"""What `loopwright serve` says once it is ready: where to go (the dashboard, the API docs),
+where its data lives and how to start afresh, which model providers can be used, and how
+to stop."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def banner(settings: Settings) -> str:
     running = f"{workers.capacity} runs at a time" if workers.enabled else "off in this process"
     lines = [
         f"Loopwright is ready at {base}",
+        f"  dashboard  {base}/ui{' (log in with an API key)' if settings.auth.api_keys else ''}",
         f"  API docs   {base}/docs",
         f"  data       {data}",
         f"  models     {providers}",

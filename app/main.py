@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
+from app import ui
 from app.api import (
     agents,
     approvals,
@@ -84,7 +85,6 @@ def create_app(
     _outside_everything(app, ConnectionAborts)
     app.include_router(health.router)
     app.include_router(docs.router)
-    app.include_router(docs.home)
     app.mount(docs.ASSETS_URL, docs.assets(), name="docs-assets")
     app.include_router(metrics_api.router)
     app.include_router(tasks.router)
@@ -97,6 +97,7 @@ def create_app(
     app.include_router(hooks.router)
     app.include_router(tools_api.router)
     app.include_router(webhooks.router)
+    ui.install(app)  # the dashboard at /ui; / leads there
     keys_required = bool(settings.auth.api_keys)
     app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]
     return app

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.api.streams import read_stream, stream_end
 from app.core.breakers import Breakers, CircuitBreakerPolicy
 from app.core.config import Settings
+from app.core.sessions import Sessions
 from app.engine.agents import AgentCommands
 from app.engine.approval_timeouts import ApprovalTimeoutScheduler
 from app.engine.approvals import ApprovalCommands
@@ -135,6 +136,15 @@ def build_tools(
             *extra_tools,
         ]
     )
+
+
+def _sessions(settings: Settings) -> Sessions:
+    """The dashboard's sessions, signed with the configured secret or, without one, with a
+    random secret of this process (its sessions end when it stops)."""
+    auth = settings.auth
+    secret = auth.session_secret.get_secret_value().encode() if auth.session_secret else None
+    keys = [key.get_secret_value() for key in auth.api_keys]
+    return Sessions(keys, secret=secret, ttl_s=auth.session_ttl_s)
 
 
 def build_workers(
@@ -264,6 +274,7 @@ def build_runtime(
         stream_tails=StreamTails(
             sessionmaker, settings.streams.replay_batch, read_stream, stream_end
         ),
+        sessions=_sessions(settings),
     )
     providers = Providers(settings.llm)
     committer = boundary_committer(sessionmaker)

@@ -1,8 +1,8 @@
-"""Request dependencies: the process's services, a short session, the caller's identity."""
+"""Request dependencies: the process's services, a short session, the caller's identity
+(a bearer API key, or the dashboard's session cookie with its CSRF token)."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -10,7 +10,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.errors import Unauthorized
+from app.core.errors import CsrfFailed, Unauthorized
+from app.core.sessions import CSRF_HEADER, SESSION_COOKIE, UNSAFE_METHODS
 from app.engine.approvals import ApprovalCommands
 from app.engine.services import Services
 from app.engine.task_engine import TaskEngine
@@ -48,21 +49,31 @@ def get_workflow_commands(services: ServicesDep) -> WorkflowCommands:
 
 
 def get_principal(
+    request: Request,
     services: ServicesDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> str:
-    """Who is calling: `key-<n>` for the n-th configured API key, `local` when the server
+    """Who is calling: `key-<n>` for the n-th configured API key, sent as a bearer token
+    or logged in to the dashboard (its session cookie; a request that changes anything
+    must then carry the session's CSRF token in `X-CSRF-Token`); `local` when the server
     runs without keys (it then listens on loopback only)."""
-    keys = services.settings.auth.api_keys
-    if not keys:
+    sessions = services.sessions
+    if not sessions.required:
         return "local"
-    if credentials is None:
-        raise Unauthorized()
-    offered = credentials.credentials.encode()
-    for index, key in enumerate(keys):
-        if hmac.compare_digest(offered, key.get_secret_value().encode()):
-            return f"key-{index}"
-    raise Unauthorized("the API key is not valid")
+    if credentials is not None:
+        index = sessions.key_index(credentials.credentials)
+        if index is None:
+            raise Unauthorized("the API key is not valid")
+        return f"key-{index}"
+    cookie = request.cookies.get(SESSION_COOKIE)
+    session = sessions.read(cookie)
+    if session is None:
+        raise Unauthorized("the dashboard session has ended: log in again" if cookie else None)
+    if request.method in UNSAFE_METHODS and not session.csrf_matches(
+        request.headers.get(CSRF_HEADER)
+    ):
+        raise CsrfFailed()
+    return session.principal
 
 
 SessionDep = Annotated[AsyncSession, Depends(get_session)]

@@ -5,7 +5,8 @@ document names every operation and shape of the service), unless
 
 The pages' scripts and styles are served here, from the `fastapi-offline` package (pinned
 with the other dependencies), not from a CDN: the docs work on a machine with no internet.
-They are the libraries' own files, so they need no key. `/` leads to the docs."""
+They are the libraries' own files, so they need no key. A browser logged in to the
+dashboard reads them with its session."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials
 from fastapi.staticfiles import StaticFiles
 
@@ -30,20 +31,15 @@ def assets() -> StaticFiles:
 
 
 def may_read_docs(
+    request: Request,
     services: ServicesDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> None:
     if not services.settings.auth.public_docs:
-        get_principal(services, credentials)
+        get_principal(request, services, credentials)
 
 
 router = APIRouter(dependencies=[Depends(may_read_docs)], include_in_schema=False)
-home = APIRouter(include_in_schema=False)
-
-
-@home.get("/")
-async def to_the_docs() -> RedirectResponse:
-    return RedirectResponse("/docs")
 
 
 @router.get(OPENAPI_URL)

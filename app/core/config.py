@@ -481,6 +481,18 @@ class AuthSettings(BaseModel):
         False,
         description="Serve /openapi.json, /docs and /redoc without a key when keys are set.",
     )
+    session_secret: SecretStr | None = Field(
+        None,
+        min_length=32,
+        description=(
+            "Signs the dashboard's session cookies (HMAC-SHA256). Unset: a random one made "
+            "at each start, so sessions end at a restart and are not shared between "
+            "processes; set the same one on every process behind one address."
+        ),
+    )
+    session_ttl_s: int = Field(
+        43_200, ge=60, le=30 * 86_400, description="How long a dashboard login lasts."
+    )
 
 
 class Settings(BaseSettings):

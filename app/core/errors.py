@@ -4,6 +4,7 @@ renders any of them as an RFC 9457 problem document.
     AppError (500 internal)
     ├── Unauthorized (401 unauthorized)
     │   └── (core/signatures.py) SignatureMissing, SignatureInvalid, SignatureExpired
+    ├── CsrfFailed (403 csrf_failed)
     ├── NotFound (404 not_found)
     ├── Conflict (409 conflict)
     │   ├── VersionConflict (409 version_conflict: expected, current)
@@ -34,6 +35,7 @@ class ProblemCode(StrEnum):
 
     INTERNAL = "internal"  # a bug or an unexpected failure (500)
     UNAUTHORIZED = "unauthorized"  # no valid API key (401)
+    CSRF_FAILED = "csrf_failed"  # a session's unsafe request without its CSRF token (403)
     NOT_FOUND = "not_found"  # no such resource, or no route for the path (404)
     METHOD_NOT_ALLOWED = "method_not_allowed"  # the path has no such method (405; `Allow`)
     HTTP_ERROR = "http_error"  # any other HTTP-level refusal
@@ -96,6 +98,14 @@ class Unauthorized(AppError):
 
     def headers(self) -> dict[str, str]:
         return {"WWW-Authenticate": "Bearer"}
+
+
+class CsrfFailed(AppError):
+    """A request made with the dashboard's session cookie must send the session's CSRF
+    token in the `X-CSRF-Token` header to change anything."""
+
+    code = ProblemCode.CSRF_FAILED
+    status_code = 403
 
 
 class NotFound(AppError):

@@ -85,6 +85,13 @@ class _TurnFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     latency_ms: int = Field(0, ge=0, le=600_000)
+    stream_interval_ms: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="A text turn's pause between the chunks of its text (16 characters "
+        "each) as they stream, to watch the text arrive.",
+    )
     fault: ScriptedFault | None = None
 
 

@@ -9,6 +9,7 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.config import Settings
+from app.core.sessions import Sessions
 from app.engine.agents import AgentCommands
 from app.engine.approvals import ApprovalCommands
 from app.engine.bus import EventBus
@@ -44,3 +45,4 @@ class Services:
     stream_slots: StreamSlots
     stream_tails: StreamTails
     tools: list[ToolRead]  # the tools agents may name
+    sessions: Sessions  # the dashboard's login cookies (with API keys configured)

@@ -181,6 +181,28 @@ class RunDiagnosticData(RunData):
     model_config = ConfigDict(extra="allow")
 
 
+# The diagnostics the loop writes today, by name: a client that must subscribe to each event
+# type by name (a browser's EventSource) reads this list. tests/guards/test_event_names.py
+# holds it to the names the code writes.
+DIAGNOSTIC_EVENTS = (
+    "agent.breaker.closed",
+    "agent.breaker.opened",
+    "agent.compaction.run",
+    "agent.exhaustion.soft_time_limit",
+    "agent.llm.abandoned",
+    "agent.llm.credentials_refreshed",
+    "agent.llm.fallback",
+    "agent.llm.max_tokens_adjusted",
+    "agent.llm.retry",
+    "agent.loop.detected",
+    "agent.recovery.fired",
+    "agent.stagnation.detected",
+    "agent.tool.degraded",
+    "agent.tool.fallback",
+    "agent.tool.retry",
+)
+
+
 class RunDiagnosticEvent(StepEvent):
     """What the agent loop did to keep going: `agent.llm.retry`, `agent.llm.fallback`,
     `agent.tool.retry`, `agent.tool.fallback`, `agent.breaker.opened`,

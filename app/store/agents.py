@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
@@ -59,3 +60,11 @@ async def has_runs(session: AsyncSession, agent_id: str) -> bool:
     return bool(
         await session.scalar(select(select(Run.id).where(Run.agent_id == agent_id).exists()))
     )
+
+
+async def names(session: AsyncSession, agent_ids: Iterable[str] | None = None) -> dict[str, str]:
+    """Agents' names by id: of `agent_ids`, or of every agent (a list's labels)."""
+    stmt = select(Agent.id, Agent.name).order_by(Agent.name, Agent.id)
+    if agent_ids is not None:
+        stmt = stmt.where(Agent.id.in_(set(agent_ids)))
+    return {row.id: row.name for row in await session.execute(stmt)}

@@ -93,6 +93,7 @@ def test_on_a_terminal_serve_writes_plain_lines_and_says_where_to_go(
 
     text = seen.decode()
     assert f"Loopwright is ready at http://127.0.0.1:{port}" in text
+    assert f"dashboard  http://127.0.0.1:{port}/ui" in text
     assert f"API docs   http://127.0.0.1:{port}/docs" in text
     assert "LOOPWRIGHT_LLM__ANTHROPIC__API_KEY" in text  # how to use a real model
     assert not any(line.lstrip().startswith("{") for line in text.splitlines())  # not JSON

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from app.api.stream_docs import EVENT_STREAMS, event_names
+from app.schemas.run_events import DIAGNOSTIC_EVENTS
 
 APP = Path(__file__).resolve().parents[2] / "app"
 # Where the names are published: they are found there by definition.
@@ -30,3 +31,18 @@ def test_every_event_name_in_the_code_is_published() -> None:
     }
     assert written, "the pattern finds no event names: has their spelling changed?"
     assert written - LOGGED_ONLY <= published, sorted(written - LOGGED_ONLY - published)
+
+
+DIAGNOSTIC = re.compile(r"""["'](agent\.[a-z_]+\.[a-z_.]+)["']""")
+
+
+def test_every_diagnostic_the_loop_writes_is_listed_by_name() -> None:
+    """The dashboard's EventSource subscribes to each diagnostic by its name."""
+    written = {
+        name
+        for path in APP.rglob("*.py")
+        if path not in PUBLISHING
+        for name in DIAGNOSTIC.findall(path.read_text())
+    }
+    assert written, "the pattern finds no diagnostics: has their spelling changed?"
+    assert written <= set(DIAGNOSTIC_EVENTS), sorted(written - set(DIAGNOSTIC_EVENTS))

@@ -47,6 +47,8 @@ BREAKS = [
     ("app/core/states.py", "app.schemas.runs"),  # the vocabulary imported an app module
     ("app/loop/prompt.py", "app.api.deps"),  # the loop reached the API
     ("app/api/runs.py", "app.main"),  # a router reached the composition root
+    ("app/ui/runs.py", "app.api.deps"),  # the dashboard borrowed the API's dependencies
+    ("app/api/deps.py", "app.ui.deps"),  # and the other way round
 ]
 
 

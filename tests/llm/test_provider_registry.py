@@ -151,3 +151,29 @@ def test_a_setting_in_the_old_flat_layout_is_refused_not_ignored(
     monkeypatch.setenv("LOOPWRIGHT_LLM__ANTHROPIC_API_KEY", "sk-old-name")
     with pytest.raises(ValidationError, match="anthropic_api_key"):
         Settings()
+
+
+async def test_a_scripted_turn_streams_its_text_at_its_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`stream_interval_ms` spaces the chunks of a text turn (the dashboard's live text is
+    tested with it); the text comes back whole."""
+    pauses: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+
+    monkeypatch.setattr("app.llm.providers.scripted.asyncio.sleep", sleep)
+    turn = ScriptedTurn(text="x" * 40, latency_ms=200, stream_interval_ms=50)
+    chunks: list[str] = []
+
+    async def on_text(delta: str) -> None:
+        chunks.append(delta)
+
+    request = LLMRequest(
+        model="s", system="", messages=[Message.user_text("go")], max_tokens=10, tools=[], turn=0
+    )
+    response = await ScriptedProvider([turn]).complete(request, on_text)
+    assert chunks == ["x" * 16, "x" * 16, "x" * 8]
+    assert pauses == [0.2, 0.05, 0.05]  # the latency, then one pause between chunks
+    assert response.content == [TextBlock(text="x" * 40)]

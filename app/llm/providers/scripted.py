@@ -71,6 +71,8 @@ class ScriptedProvider:
         text = "".join(b.text for b in content if isinstance(b, TextBlock))
         if on_text is not None and text:
             for start in range(0, len(text), 16):  # a few deltas, like a real stream
+                if start and turn is not None and turn.stream_interval_ms:
+                    await asyncio.sleep(turn.stream_interval_ms / 1000)
                 await on_text(text[start : start + 16])
         return LLMResponse(
             content=content,

@@ -1,0 +1,39 @@
+"""The web dashboard, served at `/ui`: pages rendered on the server (Jinja2, autoescaped),
+kept live by small scripts that follow the API's event streams and call its routes.
+
+It sits beside `api/` (it imports none of it): it reads through the store and reaches the
+engine through the API's routes, called from the browser."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from app.ui import approvals, auth, runs
+from app.ui.deps import LoginRequired, login_url
+from app.ui.templating import STATIC_URL
+
+
+async def _login_first(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, LoginRequired)
+    if exc.fragment:  # the page's script goes to the login form itself
+        return Response("log in first", status_code=401, media_type="text/plain")
+    return RedirectResponse(login_url(exc.next_path), status_code=303)
+
+
+def install(app: FastAPI) -> None:
+    """The dashboard's routes under `/ui`, its static files under `/ui/static`, and `/`
+    leading to it."""
+    app.mount(STATIC_URL, StaticFiles(directory=str(files("app.ui") / "static")), name="ui-static")
+    app.add_exception_handler(LoginRequired, _login_first)
+    app.include_router(auth.router)
+    app.include_router(runs.router)
+    app.include_router(approvals.router)
+    app.add_api_route("/", _to_the_dashboard, include_in_schema=False)
+
+
+async def _to_the_dashboard() -> RedirectResponse:
+    return RedirectResponse("/ui", status_code=307)
