@@ -22,20 +22,32 @@ STORY = (
 async def test_text_streams_into_the_page_while_the_model_writes(
     server: str, api: httpx.AsyncClient, page: Page
 ) -> None:
+    """Text previews reach only the pages connected while they are written, so the run
+    first waits for a question, answered once the page follows its stream."""
     agent_id = await make_agent(
-        api, scripted("writer", {"text": STORY, "latency_ms": 300, "stream_interval_ms": 150})
+        api,
+        scripted(
+            "writer",
+            {"tool_calls": [{"name": "ask_human", "input": {"question": "Ready?"}}]},
+            {"text": STORY, "stream_interval_ms": 150},
+            tools=["ask_human"],
+        ),
     )
     run_id = await start(api, agent_id)
     await page.goto(f"{server}/ui/runs/{run_id}")
+    await expect(page.locator(".waiting")).to_contain_text("Ready?")
+    await expect(page.locator(".stream-state")).to_have_text("Live.")
+    answered = await api.post(f"/v1/runs/{run_id}/human-response", json={"response": "yes"})
+    assert answered.status_code == 200, answered.text
 
     bubble = page.locator("#live-text")
-    assistant = page.locator("#transcript .msg-assistant")
+    written = page.locator("#transcript .msg-assistant .text")
     # Part of the text is on the page while the rest is still being written.
     await expect(bubble.locator(".text")).to_contain_text(STORY[:48])
-    assert await assistant.count() == 0
+    assert await written.count() == 0
     assert len(await bubble.locator(".text").inner_text()) < len(STORY)
     # Once the message is recorded it replaces the preview.
-    await expect(assistant.locator(".text")).to_have_text(STORY)
+    await expect(written).to_have_text(STORY)
     await expect(bubble).to_be_hidden()
     await expect(page.locator("#summary .status")).to_have_text("completed")
     timeline = page.locator("#timeline")
