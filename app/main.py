@@ -30,6 +30,7 @@ from app.api import tools as tools_api
 from app.api.body_limit import BodyLimit
 from app.api.connections import ConnectionAborts
 from app.api.input_guard import InputGuard
+from app.api.local_guard import LocalGuard
 from app.api.openapi import build_openapi, operation_id
 from app.api.request_ids import install_request_ids
 from app.banner import banner
@@ -81,6 +82,9 @@ def create_app(
     # Outermost last: request ids see every response; the guard reads the bounded body.
     app.add_middleware(InputGuard)
     app.add_middleware(BodyLimit, max_body_bytes=settings.server.max_body_bytes)
+    keys_required = bool(settings.auth.api_keys)
+    if not keys_required:  # the key's stand-in, against other sites' pages
+        app.add_middleware(LocalGuard, allowed_hosts=settings.server.allowed_hosts)
     install_request_ids(app)
     _outside_everything(app, ConnectionAborts)
     app.include_router(health.router)
@@ -98,7 +102,6 @@ def create_app(
     app.include_router(tools_api.router)
     app.include_router(webhooks.router)
     ui.install(app)  # the dashboard at /ui; / leads there
-    keys_required = bool(settings.auth.api_keys)
     app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]
     return app
 

@@ -15,6 +15,11 @@ from app.schemas.common import Problem, ValidationProblem
 
 _PROBLEMS = {
     "401": "Missing or invalid API key.",
+    "403": (
+        "A dashboard session's change without its CSRF token (`csrf_failed`); on a service "
+        "without keys, a Host that is not loopback (`host_refused`) or a change asked for by "
+        "another site's page (`cross_origin_refused`)."
+    ),
     "404": "The resource does not exist.",
     "409": "Version conflict, invalid transition, reused idempotency key or expired approval.",
     "413": "The request body is too large.",
@@ -110,7 +115,7 @@ def build_openapi(app: FastAPI, *, keys_required: bool) -> dict[str, Any]:
             # A route whose refusals mean something else (the webhooks' signatures) says so.
             own = operation.pop("x-problem-descriptions", {})
             for status, default in _PROBLEMS.items():
-                if status == "401" and not path.startswith("/v1/"):
+                if status in ("401", "403") and not path.startswith("/v1/"):
                     continue
                 description = own.get(status, default)
                 content = _problem("ValidationProblem" if status == "422" else "Problem")

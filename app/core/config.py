@@ -30,6 +30,14 @@ class ServerSettings(BaseModel):
     max_body_bytes: int = Field(
         1_048_576, ge=1024, le=64 * 1_048_576, description="Largest request body accepted."
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description=(
+            "Without API keys, Host names answered besides loopback ones (e.g. a container's "
+            "name); with keys every Host is answered."
+        ),
+    )
 
 
 class DatabaseSettings(BaseModel):
@@ -537,7 +545,8 @@ class Settings(BaseSettings):
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
+    """`localhost`, a name under `.localhost` (RFC 6761), or a loopback address."""
+    if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
         return ipaddress.ip_address(host).is_loopback

@@ -5,6 +5,7 @@ renders any of them as an RFC 9457 problem document.
     ├── Unauthorized (401 unauthorized)
     │   └── (core/signatures.py) SignatureMissing, SignatureInvalid, SignatureExpired
     ├── CsrfFailed (403 csrf_failed)
+    ├── HostRefused (403 host_refused), CrossOriginRefused (403 cross_origin_refused)
     ├── NotFound (404 not_found)
     ├── Conflict (409 conflict)
     │   ├── VersionConflict (409 version_conflict: expected, current)
@@ -36,6 +37,8 @@ class ProblemCode(StrEnum):
     INTERNAL = "internal"  # a bug or an unexpected failure (500)
     UNAUTHORIZED = "unauthorized"  # no valid API key (401)
     CSRF_FAILED = "csrf_failed"  # a session's unsafe request without its CSRF token (403)
+    HOST_REFUSED = "host_refused"  # keyless service, Host not a loopback name (403)
+    CROSS_ORIGIN_REFUSED = "cross_origin_refused"  # keyless service, another site's page (403)
     NOT_FOUND = "not_found"  # no such resource, or no route for the path (404)
     METHOD_NOT_ALLOWED = "method_not_allowed"  # the path has no such method (405; `Allow`)
     HTTP_ERROR = "http_error"  # any other HTTP-level refusal
@@ -105,6 +108,24 @@ class CsrfFailed(AppError):
     token in the `X-CSRF-Token` header to change anything."""
 
     code = ProblemCode.CSRF_FAILED
+    status_code = 403
+
+
+class HostRefused(AppError):
+    """A service without API keys answers only requests addressed to a loopback name
+    (`localhost`, `127.0.0.1`, `[::1]`) or to a name in `LOOPWRIGHT_SERVER__ALLOWED_HOSTS`:
+    another Host is how a page on a rebinding domain would reach it."""
+
+    code = ProblemCode.HOST_REFUSED
+    status_code = 403
+
+
+class CrossOriginRefused(AppError):
+    """A service without API keys refuses a change requested by another site's page (its
+    `Origin` header names another origin): with no key to ask for, it is the only thing
+    that tells a visited web page from its user."""
+
+    code = ProblemCode.CROSS_ORIGIN_REFUSED
     status_code = 403
 
 
