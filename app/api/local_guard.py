@@ -53,7 +53,8 @@ class LocalGuard:
         if not (is_loopback(host) or host in self.allowed_hosts):
             return HostRefused(f"Host {authority!r} is not a loopback name or an allowed host")
         origin = headers.get("origin")
-        if method in UNSAFE_METHODS and origin is not None:
-            if urlsplit(origin).netloc.lower() != authority.lower():
-                return CrossOriginRefused(f"a page of {origin!r} may not change anything here")
+        if method not in UNSAFE_METHODS or origin is None:
+            return None
+        if urlsplit(origin).netloc.lower() != authority.lower():
+            return CrossOriginRefused(f"a page of {origin!r} may not change anything here")
         return None
