@@ -14,6 +14,7 @@ from app import ui
 from app.api import (
     agents,
     approvals,
+    costs,
     docs,
     health,
     hooks,
@@ -101,6 +102,7 @@ def create_app(
     app.include_router(hooks.router)
     app.include_router(tools_api.router)
     app.include_router(webhooks.router)
+    app.include_router(costs.router)
     ui.install(app)  # the dashboard at /ui; / leads there
     app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]
     return app

@@ -59,6 +59,7 @@ from app.engine.workflow_observer import ExecutionObserver
 from app.engine.workflows import WorkflowCommands
 from app.llm import tokens
 from app.llm.policy import LLMRetryPolicy
+from app.llm.prices import PriceTable
 from app.llm.providers.registry import Providers, provider_warnings
 from app.loop.boundary import BoundaryWrite, boundary_committer
 from app.loop.deps import LoopDeps, ProviderFactory
@@ -183,6 +184,7 @@ def build_workers(
         breakers=breakers,
         llm_policy=LLMRetryPolicy.from_settings(settings.resilience),
         approvals=approvals,
+        prices=PriceTable.from_settings(settings.costs),
     )
     worker_settings = settings.workers
     pool = WorkerPool(

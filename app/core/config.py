@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
@@ -285,6 +286,41 @@ class LLMSettings(BaseModel):
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
 
 
+_USD_PER_MTOK = Field(ge=0, le=10_000, description="USD per million tokens.")
+
+
+class PriceSetting(BaseModel):
+    """A model's price; cache prices unset: 1.25 times the input (writes), a tenth of it
+    (reads), Anthropic's rule."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: Decimal = _USD_PER_MTOK
+    output: Decimal = _USD_PER_MTOK
+    cache_write: Decimal | None = Field(None, ge=0, le=10_000)
+    cache_read: Decimal | None = Field(None, ge=0, le=10_000)
+
+
+class CostSettings(BaseModel):
+    prices: dict[str, PriceSetting] = Field(
+        default_factory=dict,
+        max_length=1_000,
+        description=(
+            "Prices by `provider/model` (JSON), added to the shipped ones or replacing them: "
+            'e.g. `{"anthropic/claude-sonnet-4-5": {"input": 3, "output": 15}}`. A model '
+            "with no price has a cost of null."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _keys_name_provider_and_model(self) -> CostSettings:
+        for key in self.prices:
+            provider, _, model = key.partition("/")
+            if not provider or not model:
+                raise ValueError(f"price key {key!r} is not `provider/model`")
+        return self
+
+
 class ResilienceSettings(BaseModel):
     """How hard one LLM call tries (attempts, backoff, the server's `retry-after`, the
     fallback model after overloads, persistent mode for unattended runs) and the circuit
@@ -522,6 +558,7 @@ class Settings(BaseSettings):
     history: HistorySettings = Field(default_factory=HistorySettings)
     triggers: TriggerSettings = Field(default_factory=TriggerSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    costs: CostSettings = Field(default_factory=CostSettings)
     resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)

@@ -81,6 +81,18 @@ class ScriptedFault(_FaultFields):
         return self
 
 
+class ScriptedUsage(BaseModel):
+    """The tokens a scripted call reports (and is priced by), instead of its estimate
+    from the prompt's and the answer's length."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = Field(0, ge=0, le=10_000_000)
+    output_tokens: int = Field(0, ge=0, le=10_000_000)
+    cache_write_tokens: int = Field(0, ge=0, le=10_000_000)
+    cache_read_tokens: int = Field(0, ge=0, le=10_000_000)
+
+
 class _TurnFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -93,6 +105,7 @@ class _TurnFields(BaseModel):
         "each) as they stream, to watch the text arrive.",
     )
     fault: ScriptedFault | None = None
+    usage: ScriptedUsage | None = None
 
 
 class TextTurn(_TurnFields):

@@ -24,7 +24,7 @@ from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey, keyed_create
 from app.engine.published import published, run_written
 from app.schemas.history import RunFork
-from app.schemas.runs import RunCreate, RunRead
+from app.schemas.runs import RunCreate, RunRead, Usage
 from app.store import agents as agent_store
 from app.store import conversations, history, idempotency
 from app.store import runs as run_store
@@ -421,7 +421,7 @@ class RunCommands:
                 {
                     "opening": [list(e) for e in events],
                     "iteration": state.iteration,
-                    "usage": {"input_tokens": 0, "output_tokens": 0},
+                    "usage": Usage.none_yet(),
                     "loop": state.loop_counters,
                 },
             )
@@ -454,7 +454,7 @@ def _queued_run(
         "multitask": multitask,
         "status": RunStatus.QUEUED,
         "iteration": iteration,
-        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "usage": Usage.none_yet(),
         "attempt": 1,
         "not_before": not_before,
         "parent_run_id": parent_run_id,

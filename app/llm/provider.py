@@ -50,8 +50,13 @@ class LLMRequest:
 
 @dataclass(frozen=True)
 class Usage:
+    """The tokens of one call. `input_tokens` are the ones read afresh; tokens written to
+    or read from the provider's prompt cache are counted apart (priced apart)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
 
 
 UsageSink = Callable[[Usage], None]

@@ -27,7 +27,8 @@ from app.engine.group_commit import GroupCommitter, RideOut
 from app.engine.leases import LeaseTerm
 from app.loop.tool_runner import ToolOutcome
 from app.schemas.runs import RunRead
-from app.store import conversations, history
+from app.store import conversations, costs, history
+from app.store.costs import CallCost
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Boundary:
     opening: list[StreamEvent] = field(default_factory=list)  # events before the messages'
     # A compaction: the new live context, replacing the transcript through this position.
     context: tuple[int, list[Message]] | None = None
+    call: CallCost | None = None  # the LLM call this step counts, added to the cost totals
 
     @property
     def lifecycle(self) -> bool:
@@ -99,6 +101,7 @@ async def write_boundaries(
     steps = [history.LeasedStep(_step(w), w.owner, w.token, w.position) for w in writes]
     cancel_asked = await history.append_leased(session, steps)
     live = [w for w in writes if w.run.id in cancel_asked]
+    await costs.record(session, [w.boundary.call for w in live if w.boundary.call is not None])
     changing = [w for w in live if w.boundary.lifecycle]
     written = await run_transitions.write_leased(
         session, [(w.run.id, w.owner, w.token, _row_values(w)) for w in changing]
@@ -159,6 +162,8 @@ def _step(write: BoundaryWrite) -> history.NewStep:
     if COUNTERS & set(boundary.run_values):
         data["iteration"] = run.iteration
         data["usage"] = run.usage.model_dump()
+    if boundary.call is not None:
+        data["call"] = _call_entry(boundary.call)
     if write.loop_counters is not None:
         data["loop"] = write.loop_counters
     if boundary.kind is StepKind.INPUT:
@@ -167,6 +172,18 @@ def _step(write: BoundaryWrite) -> history.NewStep:
     return history.NewStep(
         run.id, run.conversation_id, boundary.kind, RunStatus(status), write.now, messages, data
     )
+
+
+def _call_entry(call: CallCost) -> dict[str, Any]:
+    """The LLM call as its step records it: the model that answered, tokens and cost."""
+    return {
+        "model": call.model,
+        "input_tokens": call.input_tokens,
+        "output_tokens": call.output_tokens,
+        "cache_write_tokens": call.cache_write_tokens,
+        "cache_read_tokens": call.cache_read_tokens,
+        "cost_usd": None if call.cost_usd is None else float(call.cost_usd),
+    }
 
 
 def _stored(kind: str, data: dict[str, Any]) -> list[Any]:

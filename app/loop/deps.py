@@ -18,6 +18,7 @@ from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.retry import RunRetryPolicy
 from app.llm.policy import LLMRetryPolicy
+from app.llm.prices import PriceTable
 from app.llm.provider import Provider
 from app.loop.boundary import BoundaryWrite
 from app.loop.stagnation import StagnationPolicy
@@ -52,6 +53,7 @@ class LoopDeps:
     max_error_batches: int = MAX_ERROR_BATCHES  # 0: no "too many errors" terminator
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     metrics: Metrics | None = None
+    prices: PriceTable = field(default_factory=PriceTable)
     breakers: Breakers = field(default_factory=Breakers)  # shared with the tool runner
     llm_policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # between LLM attempts

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from datetime import UTC
+from decimal import Decimal
 from typing import Any
 
 from app.core.messages import Message, for_provider
@@ -35,6 +37,7 @@ from app.loop.summary import llm_summariser
 from app.loop.watchers import Watchers
 from app.schemas.agents import AgentRead
 from app.schemas.runs import RunRead
+from app.store.costs import CallCost
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
 
@@ -47,6 +50,7 @@ class ModelCalls:
         deps: LoopDeps,
         agent: AgentRead,
         run_id: str,
+        lane: str,
         conversation_id: str,
         journal: dict[str, Any] | None,
         watchers: Watchers,
@@ -57,6 +61,7 @@ class ModelCalls:
         self.deps = deps
         self.agent = agent
         self.run_id = run_id
+        self.lane = lane
         self.conversation_id = conversation_id
         self._lease_lost = lease_lost
         self._on_event = on_event
@@ -75,6 +80,23 @@ class ModelCalls:
         if self._frame is None:
             self._frame = await read_frame(self.deps.sessionmaker, self.agent, self.conversation_id)
         return self._frame
+
+    def priced(self, model: str, usage: Usage) -> CallCost:
+        """A call of this run's with its tokens and cost: `model` is the one that answered
+        (a fallback model is priced as itself)."""
+        provider = self.agent.model.provider
+        return CallCost(
+            day=self.deps.clock().astimezone(UTC).date(),
+            agent_id=self.agent.id,
+            lane=self.lane,
+            provider=provider,
+            model=model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cost_usd=self.deps.prices.cost(provider, model, usage),
+        )
 
     def journal_changed(self) -> None:
         self._frame = None  # the next call reads the journal again
@@ -197,17 +219,26 @@ class ModelCalls:
         return self.compactor
 
 
-def counted(run: RunRead, response: LLMResponse) -> dict[str, Any]:
-    """The run's counters once this LLM call is counted."""
-    return {"iteration": run.iteration + 1, **with_usage(run, response.usage)}
+def counted(run: RunRead, call: CallCost) -> dict[str, Any]:
+    """The run's counters once this answered LLM call is counted."""
+    return {"iteration": run.iteration + 1, **with_usage(run, call)}
 
 
-def with_usage(run: RunRead, usage: Usage) -> dict[str, Any]:
-    """The run's usage with `usage` added (of an answered call, or one abandoned halfway)."""
+def with_usage(run: RunRead, call: CallCost) -> dict[str, Any]:
+    """The run's usage with `call` added (answered, or abandoned halfway). Its cost is
+    unknown from the first call without a price on."""
+    usage = run.usage
+    cost = None
+    if usage.cost_usd is not None and call.cost_usd is not None:
+        cost = float(round(Decimal(str(usage.cost_usd)) + call.cost_usd, 9))
     return {
         "usage": {
-            "input_tokens": run.usage.input_tokens + usage.input_tokens,
-            "output_tokens": run.usage.output_tokens + usage.output_tokens,
+            "input_tokens": usage.input_tokens + call.input_tokens,
+            "output_tokens": usage.output_tokens + call.output_tokens,
+            "cache_write_tokens": usage.cache_write_tokens + call.cache_write_tokens,
+            "cache_read_tokens": usage.cache_read_tokens + call.cache_read_tokens,
+            "cost_usd": cost,
+            "unpriced_calls": usage.unpriced_calls + (call.cost_usd is None),
         }
     }
 

@@ -122,6 +122,7 @@ class RunLoop(LeasedRun):
             deps,
             agent,
             self.run.id,
+            self.run.lane,
             conversation_id,
             journal,
             self.watchers,
@@ -241,10 +242,17 @@ class RunLoop(LeasedRun):
             )
         )
         response = await self._call_llm(with_tools=False)
+        call = self.model.priced(response.model, response.usage)
         text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
         message = Message(role="assistant", content=[TextBlock(text=text or "(no summary)")])
         await self._settle(
-            replace(stop, result=text, messages=(message,), counters=counted(self.run, response))
+            replace(
+                stop,
+                result=text,
+                messages=(message,),
+                counters=counted(self.run, call),
+                call=call,
+            )
         )
 
     async def _call_llm(self, *, with_tools: bool) -> LLMResponse:
@@ -270,6 +278,7 @@ class RunLoop(LeasedRun):
         """The run was cancelled during an LLM call: it settles at once, and what is known
         of the abandoned call's usage (its input, at least) is counted."""
         usage = self.model.usage_in_flight
+        call = self.model.priced(self.agent.model.name, usage)
         abandoned = {
             "reason": "cancelled",
             "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
@@ -279,7 +288,8 @@ class RunLoop(LeasedRun):
             RunStatus.CANCELLED,
             StopReason.CANCELLED,
             event=("agent.llm.abandoned", abandoned),
-            counters=with_usage(self.run, usage),
+            counters=with_usage(self.run, call),
+            call=call,
         )
 
     async def _recover_context(self) -> None:
@@ -311,7 +321,8 @@ class RunLoop(LeasedRun):
         """Persist the assistant message before any of its tools run; True when it is the
         final answer (and the run is settled)."""
         message = Message(role="assistant", content=response.content)
-        counters = counted(self.run, response)
+        call = self.model.priced(response.model, response.usage)
+        counters = counted(self.run, call)
         if message.tool_uses:
             # The response and the start of its tool calls are durable before any tool runs.
             await self.commit(
@@ -321,11 +332,12 @@ class RunLoop(LeasedRun):
                     run_values=counters,
                     started=message.tool_uses,
                     events=started_events(message.tool_uses),
+                    call=call,
                 )
             )
             return False
         answer = Stop(Ending.SETTLE, RunStatus.COMPLETED, StopReason.END_TURN, message.text)
-        await self._settle(replace(answer, messages=(message,), counters=counters))
+        await self._settle(replace(answer, messages=(message,), counters=counters, call=call))
         return True
 
     async def _went_on(self, end: BatchEnd) -> bool:
@@ -368,7 +380,7 @@ class RunLoop(LeasedRun):
             retryable=stop.retryable,
         )
         crash_point("before_final")
-        await self.commit(boundary, stop.watchers)
+        await self.commit(replace(boundary, call=stop.call), stop.watchers)
 
     async def _quietly(self, stop: Stop) -> None:
         """Settle after a failure, unless the lease is already gone."""

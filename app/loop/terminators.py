@@ -28,6 +28,7 @@ from app.core.streams import StreamEvent
 from app.loop.watchers import ErrorStreak, Watchers
 from app.schemas.agents import Limits
 from app.schemas.runs import RunRead
+from app.store.costs import CallCost
 
 ERROR_LIMIT_EVENT = "agent_run.error_limit"
 
@@ -66,6 +67,7 @@ class Stop:
     watchers: Watchers | None = None  # the state the final checkpoint records, if not the loop's
     messages: tuple[Message, ...] = ()  # the last messages, written with the ending
     counters: dict[str, Any] | None = None  # the run's counters, when a last call counted
+    call: CallCost | None = None  # that call, for the cost totals
 
 
 def failed(reason: StopReason, message: str, *, retryable: bool = True) -> Stop:

@@ -4,6 +4,7 @@ also gives typed handles on its tables (`RUNS`, `TASKS`, …) for Core statement
 
 from app.models.approvals import APPROVALS, Approval
 from app.models.base import Base
+from app.models.costs import LLM_COST_DAYS, LLMCostDay
 from app.models.events import EVENTS, IDEMPOTENCY_KEYS, Event, EventStream, IdempotencyKey
 from app.models.runs import (
     AGENTS,
@@ -51,6 +52,7 @@ __all__ = [
     "EVENTS",
     "HOOK_SIGNATURES",
     "IDEMPOTENCY_KEYS",
+    "LLM_COST_DAYS",
     "RUNS",
     "RUN_HISTORY",
     "TASKS",
@@ -72,6 +74,7 @@ __all__ = [
     "EventStream",
     "HookSignature",
     "IdempotencyKey",
+    "LLMCostDay",
     "Run",
     "RunStep",
     "Task",

@@ -29,6 +29,20 @@ class AnsweredCall(BaseModel):
     result: str
 
 
+class LLMCallRead(BaseModel):
+    """The LLM call a step counts: the model that answered (a fallback one under its own
+    name), its tokens, and its cost (null: the model has no price)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    cost_usd: float | None
+
+
 class RunStepRead(BaseModel):
     """One step of a run: all that one boundary decided."""
 
@@ -46,6 +60,9 @@ class RunStepRead(BaseModel):
     )
     iteration: int | None = Field(description="The run's iteration, when this step moved it.")
     usage: Usage | None = Field(description="The run's usage so far, when this step moved it.")
+    call: LLMCallRead | None = Field(
+        None, description="The LLM call this step counts (a response, or an interrupted call)."
+    )
     events: list[str] = Field(
         description="The types of its events, in order (`GET /v1/runs/{id}/events` has them whole)."
     )

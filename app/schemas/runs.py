@@ -76,8 +76,25 @@ class RunCreate(BaseModel):
 
 
 class Usage(BaseModel):
+    """What the run's LLM calls used and cost, summed over its calls (an interrupted call
+    counts what was billed: its input, at least)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_write_tokens: int = Field(0, description="Prompt tokens written to the cache.")
+    cache_read_tokens: int = Field(0, description="Prompt tokens read from the cache.")
+    cost_usd: float | None = Field(
+        None,
+        description="USD, from the price table (`GET /v1/costs` has the totals). Null when "
+        "a call's model has no price (`unpriced_calls` says how many): then the cost is "
+        "not known, rather than guessed.",
+    )
+    unpriced_calls: int = Field(0, description="Calls whose model has no price.")
+
+    @classmethod
+    def none_yet(cls) -> dict[str, Any]:
+        """A new run's usage, as stored: nothing used, nothing spent."""
+        return cls(cost_usd=0.0).model_dump()
 
 
 class RunError(BaseModel):

@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.messages import Message
 from app.core.states import RunStatus
 from app.core.vocabulary import RESUME_POINTS, StepKind
-from app.schemas.history import AnsweredCall, RunStepRead, StartedCall
+from app.schemas.history import AnsweredCall, LLMCallRead, RunStepRead, StartedCall
 from app.schemas.runs import MessageRead, RunRead, Usage
 from app.store.driver import driver_connection, json_text
 
@@ -471,6 +471,7 @@ def step_read(step: StoredStep) -> RunStepRead:
         forgotten=list(step.data.get("forgotten", ())),
         iteration=step.data.get("iteration"),
         usage=Usage.model_validate(usage) if usage is not None else None,
+        call=LLMCallRead.model_validate(call) if (call := step.data.get("call")) else None,
         events=[kind for kind, _ in step_events(step)],
     )
 

@@ -20,11 +20,17 @@ async def test_an_anthropic_agent_runs_through_the_messages_api(
 ) -> None:
     async with anthropic_wire() as wire:
         wire.plan(
-            Reply.tools(ToolUse("echo", {"city": "Oslo"}, id="toolu_wire_a")),
+            Reply.tools(
+                ToolUse("echo", {"city": "Oslo"}, id="toolu_wire_a"),
+                cache_write_tokens=50,
+                cache_read_tokens=100,
+            ),
             Reply.text("It is sunny in Oslo, says the echo."),
         )
         settings = make_settings(
-            database_url, llm={"anthropic": {"api_key": "sk-test", "base_url": wire.url}}
+            database_url,
+            llm={"anthropic": {"api_key": "sk-test", "base_url": wire.url}},
+            costs={"prices": {"anthropic/claude-wire-test": {"input": 3, "output": 15}}},
         )
         async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
             agent = await http.post(
@@ -54,7 +60,16 @@ async def test_an_anthropic_agent_runs_through_the_messages_api(
 
     assert final["status"] == "completed"
     assert final["result"] == "It is sunny in Oslo, says the echo."
-    assert final["usage"] == {"input_tokens": 24, "output_tokens": 14}
+    # Cache writes at 1.25 times the input's price, reads at a tenth: (12 x 3 + 7 x 15 +
+    # 50 x 3.75 + 100 x 0.30) + (12 x 3 + 7 x 15) = 499.5 USD a million tokens.
+    assert final["usage"] == {
+        "input_tokens": 24,
+        "output_tokens": 14,
+        "cache_write_tokens": 50,
+        "cache_read_tokens": 100,
+        "cost_usd": 0.0004995,
+        "unpriced_calls": 0,
+    }
     first, second = wire.requests
     assert first.body["model"] == "claude-wire-test" and first.body["stream"] is True
     assert first.body["system"] == "Be brief."

@@ -42,6 +42,8 @@ class Reply:
     stop_reason: str | None = None  # None: "tool_use" if a block is one, else "end_turn"
     input_tokens: int = 12
     output_tokens: int = 7
+    cache_write_tokens: int = 0  # `cache_creation_input_tokens`
+    cache_read_tokens: int = 0  # `cache_read_input_tokens`
     chunk_chars: int = 4
     pause_s: float = 0.0  # between stream events: longer than the client's timeout stalls it
 
@@ -195,9 +197,18 @@ def _message_start(reply: Reply, message_id: str, model: str) -> dict[str, Any]:
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1},
+        "usage": _usage(reply, output_tokens=1),
     }
     return {"type": "message_start", "message": message}
+
+
+def _usage(reply: Reply, *, output_tokens: int) -> dict[str, int]:
+    return {
+        "input_tokens": reply.input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": reply.cache_write_tokens,
+        "cache_read_input_tokens": reply.cache_read_tokens,
+    }
 
 
 def _message_shell(message_id: str, model: str) -> dict[str, Any]:
@@ -243,7 +254,7 @@ def _whole_message(reply: Reply, message_id: str, model: str) -> dict[str, Any]:
         else {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
         for b in reply.blocks
     ]
-    usage = {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}
+    usage = _usage(reply, output_tokens=reply.output_tokens)
     return {
         **_message_shell(message_id, model),
         "content": content,

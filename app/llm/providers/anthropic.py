@@ -6,6 +6,7 @@ which reads the key (or the key file) from `settings.llm.anthropic`."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
@@ -110,7 +111,7 @@ class AnthropicProvider:
         self, request: LLMRequest, on_text: TextSink | None, on_usage: UsageSink | None
     ) -> LLMResponse:
         finished = False
-        input_tokens = 0
+        started = Usage()
         async with self._client.messages.stream(
             model=request.model,
             max_tokens=request.max_tokens,
@@ -124,10 +125,11 @@ class AnthropicProvider:
                 if event.type == "text" and on_text is not None:
                     await on_text(event.text)
                 elif event.type == "message_start" and on_usage is not None:
-                    input_tokens = event.message.usage.input_tokens
-                    on_usage(Usage(input_tokens, event.message.usage.output_tokens))
+                    started = _usage(event.message.usage)
+                    on_usage(started)
                 elif event.type == "message_delta" and on_usage is not None:
-                    on_usage(Usage(input_tokens, event.usage.output_tokens))  # a running total
+                    # The output so far (a running total); the input is as it started.
+                    on_usage(replace(started, output_tokens=event.usage.output_tokens))
                 elif event.type == "message_stop":
                     finished = True
             if not finished:
@@ -145,9 +147,19 @@ class AnthropicProvider:
         return LLMResponse(
             content=content,
             stop_reason=message.stop_reason or "end_turn",
-            usage=Usage(message.usage.input_tokens, message.usage.output_tokens),
+            usage=_usage(message.usage),
             model=message.model,
         )
+
+
+def _usage(usage: anthropic.types.Usage) -> Usage:
+    """Anthropic counts cached prompt tokens apart from `input_tokens`; absent, none."""
+    return Usage(
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_creation_input_tokens or 0,
+        usage.cache_read_input_tokens or 0,
+    )
 
 
 class AnthropicProviders:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter, OrderedDict
+from dataclasses import replace
 
 from app.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
-from app.core.model_config import FaultKind, ScriptedFault, ScriptedTurn
+from app.core.model_config import FaultKind, ScriptedFault, ScriptedTurn, ScriptedUsage
 from app.llm.provider import (
     ErrorClass,
     LLMRequest,
@@ -46,6 +47,10 @@ def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def _input_of(usage: ScriptedUsage) -> Usage:
+    return Usage(usage.input_tokens, 0, usage.cache_write_tokens, usage.cache_read_tokens)
+
+
 class ScriptedProvider:
     def __init__(self, script: list[ScriptedTurn]) -> None:
         self._script = script
@@ -60,8 +65,10 @@ class ScriptedProvider:
         position = request.turn
         turn = self._script[position] if position < len(self._script) else None
         prompt = len(request.system) + sum(_size(b) for m in request.messages for b in m.content)
+        scripted = turn.usage if turn is not None else None
+        billed = Usage(prompt // 4) if scripted is None else _input_of(scripted)
         if on_usage is not None:  # the input is known (and billed) as the answer begins
-            on_usage(Usage(input_tokens=prompt // 4))
+            on_usage(billed)
         if turn is not None and turn.latency_ms:
             await asyncio.sleep(turn.latency_ms / 1000)
         if turn is not None and turn.fault and self._faults_raised[position] < turn.fault.times:
@@ -79,7 +86,12 @@ class ScriptedProvider:
             stop_reason="tool_use"
             if any(isinstance(b, ToolUseBlock) for b in content)
             else "end_turn",
-            usage=Usage(input_tokens=prompt // 4, output_tokens=_estimate_tokens(text or "x")),
+            usage=replace(
+                billed,
+                output_tokens=scripted.output_tokens
+                if scripted is not None
+                else _estimate_tokens(text or "x"),
+            ),
             model=request.model,  # a fallback model answers under its own name
         )
 

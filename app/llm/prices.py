@@ -1,0 +1,103 @@
+"""What an LLM call costs: a price per provider and model (USD per million tokens of
+input, output, cache writes and cache reads), shipped for current models and overridden
+or extended in settings (`LOOPWRIGHT_COSTS__PRICES`).
+
+A model without a price costs `None`, never a guess: a local model, a new one, or a
+scripted one until a price is set for it. Dated snapshots take their family's price
+(`claude-sonnet-4-5-20250929` is priced as `claude-sonnet-4-5`) unless they have one of
+their own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from app.core.config import CostSettings
+from app.llm.provider import Usage
+
+_PER_TOKEN = Decimal(1_000_000)
+_SNAPSHOT = re.compile(r"-(?:\d{8}|latest)$")  # `-20250929`, `-latest`
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """USD per million tokens."""
+
+    input: Decimal
+    output: Decimal
+    cache_write: Decimal
+    cache_read: Decimal
+
+    @classmethod
+    def of(
+        cls,
+        input: str,
+        output: str,
+        cache_write: str | None = None,
+        cache_read: str | None = None,
+    ) -> ModelPrice:
+        """Anthropic's rule when the cache prices are not given: a cache write costs
+        1.25 times the input, a cache read a tenth of it."""
+        per_input = Decimal(input)
+        return cls(
+            per_input,
+            Decimal(output),
+            Decimal(cache_write) if cache_write is not None else per_input * Decimal("1.25"),
+            Decimal(cache_read) if cache_read is not None else per_input / 10,
+        )
+
+    def cost(self, usage: Usage) -> Decimal:
+        tokens = (
+            usage.input_tokens * self.input
+            + usage.output_tokens * self.output
+            + usage.cache_write_tokens * self.cache_write
+            + usage.cache_read_tokens * self.cache_read
+        )
+        return tokens / _PER_TOKEN
+
+
+# Anthropic's list prices (5-minute cache writes), keyed `provider/model`.
+DEFAULT_PRICES: dict[str, ModelPrice] = {
+    "anthropic/claude-opus-4-5": ModelPrice.of("5", "25"),
+    "anthropic/claude-opus-4-1": ModelPrice.of("15", "75"),
+    "anthropic/claude-opus-4": ModelPrice.of("15", "75"),
+    "anthropic/claude-sonnet-4-5": ModelPrice.of("3", "15"),
+    "anthropic/claude-sonnet-4": ModelPrice.of("3", "15"),
+    "anthropic/claude-3-7-sonnet": ModelPrice.of("3", "15"),
+    "anthropic/claude-haiku-4-5": ModelPrice.of("1", "5"),
+    "anthropic/claude-3-5-haiku": ModelPrice.of("0.80", "4"),
+    "anthropic/claude-3-haiku": ModelPrice.of("0.25", "1.25", "0.30", "0.03"),
+}
+
+
+class PriceTable:
+    def __init__(self, overrides: Mapping[str, ModelPrice] | None = None) -> None:
+        self._prices = {**DEFAULT_PRICES, **(overrides or {})}
+
+    @classmethod
+    def from_settings(cls, settings: CostSettings) -> PriceTable:
+        return cls(
+            {
+                key: ModelPrice.of(
+                    str(price.input),
+                    str(price.output),
+                    None if price.cache_write is None else str(price.cache_write),
+                    None if price.cache_read is None else str(price.cache_read),
+                )
+                for key, price in settings.prices.items()
+            }
+        )
+
+    def price(self, provider: str, model: str) -> ModelPrice | None:
+        found = self._prices.get(f"{provider}/{model}")
+        if found is None and _SNAPSHOT.search(model):
+            found = self._prices.get(f"{provider}/{_SNAPSHOT.sub('', model)}")
+        return found
+
+    def cost(self, provider: str, model: str, usage: Usage) -> Decimal | None:
+        """The call's cost in USD; None when the model has no price."""
+        price = self.price(provider, model)
+        return None if price is None else price.cost(usage)

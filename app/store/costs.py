@@ -1,0 +1,144 @@
+"""LLM costs: each call added to its day's totals (`llm_cost_days`) in the transaction of
+the step that records it, and the totals read back grouped by agent, project, model or day.
+
+A batch of calls is one statement: calls of one day, agent, project and model are summed
+first (one row each), and the rows are upserted in key order, so two batches touching the
+same rows wait for each other instead of deadlocking."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Numeric, func, literal_column, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import LLM_COST_DAYS, TASKS
+from app.schemas.costs import CostGroupBy, CostLine
+from app.store.task_runs import lane_task
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """One LLM call: whose (the run's agent and lane, for its task's project), the model
+    that answered, its tokens and its cost (None: the model has no price)."""
+
+    day: date
+    agent_id: str
+    lane: str
+    provider: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    cost_usd: Decimal | None
+
+
+_SUMMED = (
+    "calls",
+    "input_tokens",
+    "output_tokens",
+    "cache_write_tokens",
+    "cache_read_tokens",
+    "cost_usd",
+    "unpriced_calls",
+)
+
+
+async def record(session: AsyncSession, calls: Sequence[CallCost]) -> None:
+    if not calls:
+        return
+    tasks = {task for call in calls if (task := lane_task(call.lane)) is not None}
+    projects: dict[str, str] = {}
+    if tasks:
+        found = await session.execute(
+            select(TASKS.c.id, TASKS.c.project).where(TASKS.c.id.in_(tasks))
+        )
+        projects = {row.id: row.project or "" for row in found}
+    totals: dict[tuple[date, str, str, str, str], dict[str, Any]] = defaultdict(
+        lambda: dict.fromkeys(_SUMMED, 0)
+    )
+    for call in calls:
+        task = lane_task(call.lane)
+        project = projects.get(task, "") if task is not None else ""
+        row = totals[(call.day, call.agent_id, project, call.provider, call.model)]
+        row["calls"] += 1
+        row["input_tokens"] += call.input_tokens
+        row["output_tokens"] += call.output_tokens
+        row["cache_write_tokens"] += call.cache_write_tokens
+        row["cache_read_tokens"] += call.cache_read_tokens
+        if call.cost_usd is None:
+            row["unpriced_calls"] += 1
+        else:
+            row["cost_usd"] += call.cost_usd
+    rows = [
+        {
+            "day": day,
+            "agent_id": agent,
+            "project": project,
+            "provider": provider,
+            "model": model,
+            **sums,
+        }
+        for (day, agent, project, provider, model), sums in sorted(totals.items())
+    ]
+    statement = insert(LLM_COST_DAYS).values(rows)
+    table = LLM_COST_DAYS.c
+    await session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[table.day, table.agent_id, table.project, table.provider, table.model],
+            set_={name: table[name] + statement.excluded[name] for name in _SUMMED},
+        )
+    )
+
+
+def _key(group: CostGroupBy) -> Any:
+    table = LLM_COST_DAYS.c
+    if group is CostGroupBy.MODEL:
+        return table.provider + literal_column("'/'") + table.model
+    if group is CostGroupBy.DAY:
+        return func.to_char(table.day, "YYYY-MM-DD")
+    return table.agent_id if group is CostGroupBy.AGENT else table.project
+
+
+async def totals(
+    session: AsyncSession,
+    group: CostGroupBy,
+    *,
+    start: date,
+    end: date,
+    agent_id: str | None = None,
+    project: str | None = None,
+) -> list[CostLine]:
+    """Totals per group over the days `start` to `end` (both included), largest cost
+    first (a day grouping: in date order)."""
+    table = LLM_COST_DAYS.c
+    key = _key(group).label("key")
+    sums = [func.sum(table[name]).label(name) for name in _SUMMED]
+    query = select(key, *sums).where(table.day >= start, table.day <= end).group_by(key)
+    if agent_id is not None:
+        query = query.where(table.agent_id == agent_id)
+    if project is not None:
+        query = query.where(table.project == project)
+    cost = func.sum(table.cost_usd).cast(Numeric)
+    query = query.order_by(key) if group is CostGroupBy.DAY else query.order_by(cost.desc(), key)
+    rows = await session.execute(query)
+    return [
+        CostLine(
+            key=row.key,
+            calls=int(row.calls),
+            input_tokens=int(row.input_tokens),
+            output_tokens=int(row.output_tokens),
+            cache_write_tokens=int(row.cache_write_tokens),
+            cache_read_tokens=int(row.cache_read_tokens),
+            cost_usd=float(row.cost_usd),
+            unpriced_calls=int(row.unpriced_calls),
+        )
+        for row in rows
+    ]

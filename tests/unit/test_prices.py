@@ -1,0 +1,64 @@
+"""The price table's arithmetic: USD per million tokens of each kind, dated snapshots
+priced as their family, overrides from settings, and no price for an unknown model."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from app.core.config import CostSettings
+from app.llm.prices import ModelPrice, PriceTable
+from app.llm.provider import Usage
+
+
+def test_each_kind_of_token_has_its_price() -> None:
+    sonnet = PriceTable().price("anthropic", "claude-sonnet-4-5")
+    assert sonnet == ModelPrice(Decimal(3), Decimal(15), Decimal("3.75"), Decimal("0.3"))
+    usage = Usage(
+        input_tokens=2_000, output_tokens=1_000, cache_write_tokens=4_000, cache_read_tokens=10_000
+    )
+    # 2,000 x 3 + 1,000 x 15 + 4,000 x 3.75 + 10,000 x 0.30 = 39,000 per million
+    assert PriceTable().cost("anthropic", "claude-sonnet-4-5", usage) == Decimal("0.039")
+
+
+def test_a_snapshot_takes_its_family_s_price_unless_it_has_its_own() -> None:
+    table = PriceTable({"anthropic/claude-haiku-4-5-20251001": ModelPrice.of("2", "6")})
+    one_million_in = Usage(input_tokens=1_000_000)
+    assert table.cost("anthropic", "claude-sonnet-4-5-20250929", one_million_in) == 3
+    assert table.cost("anthropic", "claude-3-5-haiku-latest", one_million_in) == Decimal("0.8")
+    assert table.cost("anthropic", "claude-haiku-4-5-20251001", one_million_in) == 2
+    assert table.cost("anthropic", "claude-haiku-4-5", one_million_in) == 1
+
+
+def test_a_model_without_a_price_costs_none_not_zero() -> None:
+    table = PriceTable()
+    assert table.cost("scripted", "s", Usage(input_tokens=10)) is None
+    assert table.cost("anthropic", "claude-unreleased-9", Usage(input_tokens=10)) is None
+    assert table.cost("other", "claude-sonnet-4-5", Usage(input_tokens=10)) is None
+
+
+def test_settings_add_and_replace_prices() -> None:
+    settings = CostSettings.model_validate(
+        {
+            "prices": {
+                "scripted/s": {"input": 1, "output": 2},
+                "anthropic/claude-sonnet-4-5": {"input": 2, "output": 10, "cache_read": 0},
+            }
+        }
+    )
+    table = PriceTable.from_settings(settings)
+    assert table.price("scripted", "s") == ModelPrice.of("1", "2")
+    sonnet = table.price("anthropic", "claude-sonnet-4-5")
+    assert sonnet == ModelPrice(Decimal(2), Decimal(10), Decimal("2.5"), Decimal(0))
+
+
+@pytest.mark.parametrize("key", ["sonnet", "/s", "scripted/", ""])
+def test_a_price_key_names_provider_and_model(key: str) -> None:
+    with pytest.raises(ValueError, match="provider/model"):
+        CostSettings.model_validate({"prices": {key: {"input": 1, "output": 1}}})
+
+
+def test_a_price_is_never_negative() -> None:
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        CostSettings.model_validate({"prices": {"a/b": {"input": -1, "output": 1}}})
