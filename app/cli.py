@@ -369,6 +369,13 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     hooks.add_argument("--limit", type=int, default=20, help="deliveries: how many (default 20)")
 
+    costs = verb("costs", "what LLM calls cost, by agent, project, model or day", verbs.costs)
+    costs.add_argument(
+        "--by", choices=["agent", "project", "model", "day"], default="agent", help="grouping"
+    )
+    costs.add_argument("--start", help="first day, YYYY-MM-DD (default: this month's 1st)")
+    costs.add_argument("--end", help="last day, included (default: today, UTC)")
+
     tools = verb("tools", "the tools agents may use, with their inputs", verbs.tools)
     tools.add_argument("--schemas", action="store_true", help="print full input schemas")
 

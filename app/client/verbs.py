@@ -138,7 +138,8 @@ def show(args: argparse.Namespace, client: Client) -> Exit:
     print(f"run {run['id']}  {run['status']}  lane {run['lane']}  agent {run['agent_id']}")
     print(
         f"iterations {run['iteration']}  tokens in {usage['input_tokens']} "
-        f"out {usage['output_tokens']}  attempt {run['attempt']}"
+        f"out {usage['output_tokens']}  cost {_usd(usage.get('cost_usd'))}  "
+        f"attempt {run['attempt']}"
         + (f"  stop {run['stop_reason']}" if run["stop_reason"] else "")
     )
     if run.get("error"):
@@ -418,6 +419,34 @@ def schedules(args: argparse.Namespace, client: Client) -> Exit:
         rows += [("",) * len(head) + (at,) for at in times[1:]]
     _table(rows, ("TRIGGER", "NAME", "SCHEDULE", "ZONE", "ENABLED", "NEXT FIRES"))
     return Exit.COMPLETED
+
+
+def costs(args: argparse.Namespace, client: Client) -> Exit:
+    """What LLM calls cost between two days, one line per agent, project, model or day,
+    and the total."""
+    report = client.get("/v1/costs", group_by=args.by, start=args.start, end=args.end)
+    names = {a["id"]: a["name"] for a in _all(client, "/v1/agents")} if args.by == "agent" else {}
+    rows = [
+        (
+            names.get(line["key"], line["key"]) or "(none)",
+            str(line["calls"]),
+            str(line["input_tokens"] + line["cache_write_tokens"] + line["cache_read_tokens"]),
+            str(line["output_tokens"]),
+            _usd(line["cost_usd"]),
+            str(line["unpriced_calls"] or ""),
+        )
+        for line in [*report["items"], {"key": "total", **report["total"]}]
+    ]
+    print(f"{report['start']} to {report['end']} (UTC)")
+    _table(rows, (args.by.upper(), "CALLS", "TOKENS IN", "OUT", "USD", "UNPRICED CALLS"))
+    return Exit.COMPLETED
+
+
+def _usd(cost: float | None) -> str:
+    """Dollars to the cent, or to four places under a cent; `?` when not known."""
+    if cost is None:
+        return "?"
+    return f"${cost:,.2f}" if cost >= 0.01 or cost == 0 else f"${cost:.4f}"
 
 
 def _every(seconds: int) -> str:

@@ -81,10 +81,21 @@ class ModelCalls:
             self._frame = await read_frame(self.deps.sessionmaker, self.agent, self.conversation_id)
         return self._frame
 
-    def priced(self, model: str, usage: Usage) -> CallCost:
-        """A call of this run's with its tokens and cost: `model` is the one that answered
-        (a fallback model is priced as itself)."""
+    def account(self, model: str, usage: Usage) -> CallCost:
+        """A call of this run's, priced and counted in the metrics: `model` is the one that
+        answered (a fallback model is priced as itself)."""
         provider = self.agent.model.provider
+        cost = self.deps.prices.cost(provider, model, usage)
+        if self.deps.metrics is not None:
+            tokens = {
+                "input": usage.input_tokens,
+                "output": usage.output_tokens,
+                "cache_write": usage.cache_write_tokens,
+                "cache_read": usage.cache_read_tokens,
+            }
+            self.deps.metrics.llm_spend(
+                provider, model, tokens, None if cost is None else float(cost)
+            )
         return CallCost(
             day=self.deps.clock().astimezone(UTC).date(),
             agent_id=self.agent.id,
@@ -95,7 +106,7 @@ class ModelCalls:
             output_tokens=usage.output_tokens,
             cache_write_tokens=usage.cache_write_tokens,
             cache_read_tokens=usage.cache_read_tokens,
-            cost_usd=self.deps.prices.cost(provider, model, usage),
+            cost_usd=cost,
         )
 
     def journal_changed(self) -> None:

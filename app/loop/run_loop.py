@@ -242,7 +242,7 @@ class RunLoop(LeasedRun):
             )
         )
         response = await self._call_llm(with_tools=False)
-        call = self.model.priced(response.model, response.usage)
+        call = self.model.account(response.model, response.usage)
         text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
         message = Message(role="assistant", content=[TextBlock(text=text or "(no summary)")])
         await self._settle(
@@ -278,7 +278,7 @@ class RunLoop(LeasedRun):
         """The run was cancelled during an LLM call: it settles at once, and what is known
         of the abandoned call's usage (its input, at least) is counted."""
         usage = self.model.usage_in_flight
-        call = self.model.priced(self.agent.model.name, usage)
+        call = self.model.account(self.agent.model.name, usage)
         abandoned = {
             "reason": "cancelled",
             "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
@@ -321,7 +321,7 @@ class RunLoop(LeasedRun):
         """Persist the assistant message before any of its tools run; True when it is the
         final answer (and the run is settled)."""
         message = Message(role="assistant", content=response.content)
-        call = self.model.priced(response.model, response.usage)
+        call = self.model.account(response.model, response.usage)
         counters = counted(self.run, call)
         if message.tool_uses:
             # The response and the start of its tool calls are durable before any tool runs.

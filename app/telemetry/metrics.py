@@ -117,6 +117,25 @@ class Metrics:
             ["model", "outcome"],
             registry=registry,
         )
+        self.llm_tokens = Counter(
+            "loopwright_llm_tokens",
+            "Tokens of LLM calls by provider, model and kind: input, output, cache_write, "
+            "cache_read (interrupted calls: what was billed).",
+            ["provider", "model", "kind"],
+            registry=registry,
+        )
+        self.llm_cost = Counter(
+            "loopwright_llm_cost_usd",
+            "USD of priced LLM calls by provider and model (`GET /v1/costs` has the totals).",
+            ["provider", "model"],
+            registry=registry,
+        )
+        self.llm_unpriced_calls = Counter(
+            "loopwright_llm_unpriced_calls",
+            "LLM calls of a model with no price, by provider and model.",
+            ["provider", "model"],
+            registry=registry,
+        )
         self.llm_retries = Counter(
             "loopwright_llm_retries",
             "LLM call retries by failure class.",
@@ -229,6 +248,18 @@ class Metrics:
         """One LLM call ended, after any retries: `outcome` is `ok` or the class it failed
         with (`LLMCallFailed.error_class`)."""
         self.llm_calls.labels(model, outcome).inc()
+
+    def llm_spend(
+        self, provider: str, model: str, tokens: Mapping[str, int], cost_usd: float | None
+    ) -> None:
+        """What one LLM call used (`tokens` by kind) and cost (None: it has no price)."""
+        for kind, count in tokens.items():
+            if count:
+                self.llm_tokens.labels(provider, model, kind).inc(count)
+        if cost_usd is None:
+            self.llm_unpriced_calls.labels(provider, model).inc()
+        else:
+            self.llm_cost.labels(provider, model).inc(cost_usd)
 
     def trigger_fired(self, kind: str, status: str) -> None:
         """A fire committed (a repeat of an occasion that fired already is not one)."""

@@ -16,8 +16,10 @@ from app.core.config import Settings
 from app.schemas.costs import CostGroupBy
 from app.store import costs as cost_store
 from app.store.costs import CallCost
+from tests.api.test_metrics_api import scrape, value
 from tests.api.test_runs_api import make_agent, settle, start
 from tests.support.api import assert_problem, create_task
+from tests.support.cli import cli
 from tests.support.server import make_settings
 
 # 1,000 tokens in at 3 USD a million and 200 out at 15: 0.006 USD a call.
@@ -113,6 +115,38 @@ async def test_costs_are_summed_on_runs_and_totalled_by_agent_project_model_and_
     assert lines(await report("model", agent_id=local)) == {"scripted/on-my-laptop": (1, 0, 1)}
     yesterday = (today - timedelta(days=1)).isoformat()
     assert (await report("agent", start=yesterday, end=yesterday))["items"] == []
+
+    samples = await scrape(client)
+    priced = {"provider": "scripted", "model": "priced"}
+    assert value(samples, "loopwright_llm_cost_usd_total", **priced) == pytest.approx(0.024)
+    assert value(samples, "loopwright_llm_tokens_total", **priced, kind="output") == 800
+    unknown = {"provider": "scripted", "model": "on-my-laptop"}
+    assert value(samples, "loopwright_llm_unpriced_calls_total", **unknown) == 1
+
+
+async def test_the_cli_prints_costs_by_agent_and_a_run_s_cost(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    writer = await make_agent(client, WRITER)
+    local = await make_agent(client, LOCAL)
+    run = await settle(client, (await start(client, agent_id=writer))["id"])
+    unpriced = await settle(client, (await start(client, agent_id=local))["id"])
+    estimated = unpriced["usage"]["input_tokens"]  # from the prompt's length
+
+    listed = await cli(base_url, "costs")
+    assert listed.code == 0, listed
+    period, header, *rows = listed.out.splitlines()
+    assert period.endswith("(UTC)")
+    assert header.split() == ["AGENT", "CALLS", "TOKENS", "IN", "OUT", "USD", "UNPRICED", "CALLS"]
+    assert [r.split() for r in rows] == [
+        ["writer", "2", "2000", "400", "$0.01"],
+        ["local", "1", str(estimated), "1", "$0.00", "1"],
+        ["total", "3", str(2000 + estimated), "401", "$0.01", "1"],
+    ]
+    by_model = await cli(base_url, "costs", "--by", "model", "--end", "2000-01-31")
+    assert by_model.code == 0 and by_model.out.splitlines()[0] == "2000-01-01 to 2000-01-31 (UTC)"
+    shown = await cli(base_url, "show", run["id"])
+    assert "cost $0.01" in shown.out, shown
 
 
 async def test_a_report_s_range_and_grouping_are_checked(client: httpx.AsyncClient) -> None:
