@@ -14,6 +14,7 @@ from app import ui
 from app.api import (
     agents,
     approvals,
+    budgets,
     costs,
     docs,
     health,
@@ -103,6 +104,7 @@ def create_app(
     app.include_router(tools_api.router)
     app.include_router(webhooks.router)
     app.include_router(costs.router)
+    app.include_router(budgets.router)
     ui.install(app)  # the dashboard at /ui; / leads there
     app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]
     return app

@@ -31,6 +31,7 @@ from app.core.sessions import Sessions
 from app.engine.agents import AgentCommands
 from app.engine.approval_timeouts import ApprovalTimeoutScheduler
 from app.engine.approvals import ApprovalCommands
+from app.engine.budgets import BudgetCommands
 from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.history_retention import HistoryRetention
@@ -270,6 +271,7 @@ def build_runtime(
         webhooks=WebhookCommands(
             sessionmaker, bus, delivery_policy, idempotency_retention=retention
         ),
+        budgets=BudgetCommands(sessionmaker, idempotency_retention=retention),
         metrics=metrics,
         shutting_down=anyio.Event(),
         stream_slots=stream_slots,

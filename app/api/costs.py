@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from app.api.deps import SessionDep, get_principal
-from app.core.errors import FieldError, ValidationFailed
+from app.core.errors import ValidationFailed
 from app.schemas.costs import CostGroupBy, CostReport, CostTotals
 from app.store import costs as cost_store
 
@@ -36,9 +36,9 @@ async def get_costs(
     last = end or datetime.now(UTC).date()
     first = start or last.replace(day=1)
     if first > last:
-        raise ValidationFailed([FieldError("query.start", "must not be after `end`")])
+        raise ValidationFailed.field("query.start", "must not be after `end`")
     if last - first > timedelta(days=MAX_DAYS):
-        raise ValidationFailed([FieldError("query.start", f"spans more than {MAX_DAYS} days")])
+        raise ValidationFailed.field("query.start", f"spans more than {MAX_DAYS} days")
     items = await cost_store.totals(
         session, group_by, start=first, end=last, agent_id=agent_id, project=project
     )

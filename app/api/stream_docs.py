@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from app.schemas.budgets import BudgetEvent
 from app.schemas.events import (
     ApprovalEvent,
     ExecutionEvent,
@@ -107,6 +108,7 @@ TASKS = EventStream("TaskEvent", (TaskEvent,))
 APPROVALS = EventStream("ApprovalEvent", (ApprovalEvent,))
 TRIGGERS = EventStream("TriggerEvent", (TriggerEvent,))
 WEBHOOKS = EventStream("WebhookDeliveryEvent", (WebhookDeliveryEvent,))
+BUDGETS = EventStream("BudgetEvent", (BudgetEvent,))
 WORKFLOW_EXECUTION = EventStream(
     "WorkflowExecutionEvent",
     (ExecutionEvent, NodeChangedEvent),
@@ -140,4 +142,5 @@ EVENT_STREAMS = (
     LANE,
     RUN,
     WEBHOOKS,
+    BUDGETS,
 )

@@ -139,8 +139,7 @@ def show(args: argparse.Namespace, client: Client) -> Exit:
     print(
         f"iterations {run['iteration']}  tokens in {usage['input_tokens']} "
         f"out {usage['output_tokens']}  cost {_usd(usage.get('cost_usd'))}  "
-        f"attempt {run['attempt']}"
-        + (f"  stop {run['stop_reason']}" if run["stop_reason"] else "")
+        f"attempt {run['attempt']}" + (f"  stop {run['stop_reason']}" if run["stop_reason"] else "")
     )
     if run.get("error"):
         print(f"error: {run['error'].get('message')}")

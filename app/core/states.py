@@ -153,6 +153,7 @@ class StopReason(StrEnum):
     HARD_TIME_LIMIT = "hard_time_limit"  # failed: out of time
     PROVIDER_ERROR = "provider_error"  # failed: an LLM call failed for good
     PROVIDER_UNAVAILABLE = "provider_unavailable"  # failed: no provider for its model
+    BUDGET_EXHAUSTED = "budget_exhausted"  # failed, not retried: its next call did not fit
     AGENT_MISSING = "agent_missing"  # failed: its agent was deleted
     INTERNAL = "internal"  # failed: a bug
     CANCELLED = "cancelled"  # cancelled

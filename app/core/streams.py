@@ -9,6 +9,7 @@ TASK_STREAM = "tasks"  # every task's changes (`GET /v1/tasks/events`)
 RUNS_STREAM = "runs"  # every run's lifecycle (`GET /v1/runs/events`); wakes the workers
 APPROVALS_STREAM = "approvals"  # approvals asked and settled (`GET /v1/approvals/events`)
 TRIGGERS_STREAM = "triggers"  # triggers fired, skipped or failed (`GET /v1/triggers/events`)
+BUDGETS_STREAM = "budgets"  # budgets' alerts at 50, 80 and 100 % (`GET /v1/budgets/events`)
 WEBHOOKS_STREAM = "webhooks"  # webhook deliveries' attempts (`GET /v1/webhooks/events`)
 # Not a stream of rows: the outbox trigger NOTIFYs this name when it queued deliveries, to
 # wake the deliverers of every process.

@@ -178,3 +178,17 @@ class WebhookEventType(StrEnum):
     EXECUTION_FAILED = "workflow.execution.failed"
     EXECUTION_CANCELLED = "workflow.execution.cancelled"
     TRIGGER_FIRED = "trigger.fired"
+
+
+class BudgetScope(StrEnum):
+    """Whose LLM spending a budget bounds."""
+
+    AGENT = "agent"  # one agent's runs
+    PROJECT = "project"  # the runs of a project's tasks
+
+
+class BudgetPeriod(StrEnum):
+    """The window a budget's limit applies to, in UTC: it starts afresh each period."""
+
+    DAY = "day"
+    MONTH = "month"

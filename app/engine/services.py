@@ -12,6 +12,7 @@ from app.core.config import Settings
 from app.core.sessions import Sessions
 from app.engine.agents import AgentCommands
 from app.engine.approvals import ApprovalCommands
+from app.engine.budgets import BudgetCommands
 from app.engine.bus import EventBus
 from app.engine.runs import RunCommands
 from app.engine.stream_slots import StreamSlots
@@ -40,6 +41,7 @@ class Services:
     firing: TriggerFiring  # the one fire path (webhooks, schedules, chains)
     hooks: TriggerHooks
     webhooks: WebhookCommands
+    budgets: BudgetCommands
     metrics: Metrics
     shutting_down: anyio.Event  # set first at shutdown: open streams end
     stream_slots: StreamSlots

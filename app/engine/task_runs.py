@@ -11,6 +11,7 @@ A task assigned to an agent whose dependencies are all completed becomes a run o
                                        which dispatches a new run
     run handed back at shutdown        task → interrupted; → in_progress when it runs again
     run cancelled                      task → cancelled
+    run out of budget                  task stays (seed 002): retry the run once there is room
     task cancelled                     its queued and active runs are cancelled
 
 `assigned` therefore always means "no run works on this yet": a settled run behind an
@@ -37,7 +38,7 @@ from typing import TypeVar
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.errors import AppError
-from app.core.states import TASK_TERMINAL, ApprovalDecision, RunStatus, TaskStatus
+from app.core.states import TASK_TERMINAL, ApprovalDecision, RunStatus, StopReason, TaskStatus
 from app.core.streams import RUNS_STREAM
 from app.core.vocabulary import Multitask
 from app.engine.bus import EventBus
@@ -178,6 +179,8 @@ class TaskRuns:
                 if rejection is not None:
                     await self._dispatch(task, run, rejection)
                     return
+            if run.stop_reason is StopReason.BUDGET_EXHAUSTED:
+                return  # the task stays where it is until the budget allows a retry
             if interrupted_run == run.id and run.status is R.QUEUED:
                 route: tuple[TaskStatus, ...] = (
                     (T.INTERRUPTED,) if task.status is T.IN_PROGRESS else ()

@@ -58,6 +58,12 @@ class ModelPrice:
         )
         return tokens / _PER_TOKEN
 
+    def worst_case(self, input_tokens: int, max_output_tokens: int) -> Decimal:
+        """The most a call can cost: every input token at the dearest input price (a cache
+        write, usually), and all the output it may write."""
+        dearest = max(self.input, self.cache_write, self.cache_read)
+        return (input_tokens * dearest + max_output_tokens * self.output) / _PER_TOKEN
+
 
 # Anthropic's list prices (5-minute cache writes), keyed `provider/model`.
 DEFAULT_PRICES: dict[str, ModelPrice] = {

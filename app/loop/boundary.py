@@ -13,21 +13,24 @@ worker may count on its lease.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.messages import Message, ToolResultBlock, ToolUseBlock
 from app.core.states import RunStatus
-from app.core.streams import StreamEvent
+from app.core.streams import BUDGETS_STREAM, StreamEvent
 from app.core.vocabulary import StepKind
 from app.engine import run_transitions
 from app.engine.group_commit import GroupCommitter, RideOut
 from app.engine.leases import LeaseTerm
 from app.loop.tool_runner import ToolOutcome
+from app.schemas.budgets import alert_event
 from app.schemas.runs import RunRead
+from app.store import budgets as budget_store
 from app.store import conversations, costs, history
+from app.store import events as event_store
 from app.store.costs import CallCost
 
 
@@ -101,7 +104,7 @@ async def write_boundaries(
     steps = [history.LeasedStep(_step(w), w.owner, w.token, w.position) for w in writes]
     cancel_asked = await history.append_leased(session, steps)
     live = [w for w in writes if w.run.id in cancel_asked]
-    await costs.record(session, [w.boundary.call for w in live if w.boundary.call is not None])
+    await _count_calls(session, live)
     changing = [w for w in live if w.boundary.lifecycle]
     written = await run_transitions.write_leased(
         session, [(w.run.id, w.owner, w.token, _row_values(w)) for w in changing]
@@ -126,6 +129,26 @@ async def write_boundaries(
             flag = {"cancel_requested": cancel_asked[w.run.id]}
             runs.append(written.get(w.run.id) or w.run.model_copy(update=flag))
     return runs
+
+
+async def _count_calls(session: AsyncSession, live: list[BoundaryWrite]) -> None:
+    """The LLM calls these steps count: added to the cost totals, their reservations
+    released, and the budgets' thresholds they crossed alerted (once a period each)."""
+    calls = [w.boundary.call for w in live if w.boundary.call is not None]
+    if not calls:
+        return
+    priced = [call for call in calls if call.cost_usd is not None]
+    if priced:  # only a priced call reserves
+        await budget_store.release(session, [w.run.id for w in live if w.boundary.call in priced])
+    spenders = await costs.record(session, calls)
+    if not spenders:
+        return
+    now = live[0].now
+    alerts = await budget_store.due_alerts(session, spenders, today=now.astimezone(UTC).date())
+    await event_store.append_many(
+        session,
+        [(BUDGETS_STREAM, event_store.NewEvent(*alert_event(b, t)), now) for b, t in alerts],
+    )
 
 
 def _row_values(write: BoundaryWrite) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from app.llm.provider import (
 )
 from app.llm.resilient import LLMCallFailed, ResilientModel
 from app.loop.boundary import Boundary
+from app.loop.budget_guard import BudgetGuard
 from app.loop.compaction import Compactor, Recovery
 from app.loop.deps import LeaseLost, LoopDeps
 from app.loop.loop_detection import ASK_HUMAN
@@ -73,6 +74,7 @@ class ModelCalls:
         self._deadline: asyncio.Timeout | None = None
         self.llm = self._model(deps.providers(agent, run_id))
         self.compactor = self._compactor(watchers)
+        self.budgets = BudgetGuard(deps, agent, lane)
 
     async def frame(self) -> Frame:
         """Read once, and again only after a journal tool wrote (nothing else changes the
@@ -122,11 +124,12 @@ class ModelCalls:
         history: Sequence[Message],
         watchers: Watchers,
         *,
-        turn: int,
+        run: RunRead,
         remaining_s: float,
         with_tools: bool,
     ) -> LLMResponse:
-        """One LLM call over the live context, in its frame, bounded by the time left."""
+        """One LLM call over the live context, in its frame, bounded by the time left, if
+        the run's budgets have room for it (else `BudgetExhausted`)."""
         model = self.agent.model
         tool_choice = watchers.tool_choice if with_tools else None
         request = LLMRequest(
@@ -137,8 +140,9 @@ class ModelCalls:
             tools=self.tool_specs(watchers, tool_choice) if with_tools else [],
             tool_choice=tool_choice,
             timeout_s=remaining_s,
-            turn=turn,
+            turn=run.iteration,
         )
+        await self.budgets.admit(run, request)
         stream = run_stream(self.run_id)
 
         async def on_text(delta: str) -> None:

@@ -33,6 +33,7 @@ from app.llm.provider import LLMResponse, ProviderUnavailable
 from app.llm.resilient import LLMCallFailed
 from app.loop import resume, terminators
 from app.loop.boundary import Boundary, started_events
+from app.loop.budget_guard import BudgetExhausted
 from app.loop.cancel_watch import CancelledDuringCall, unless_cancelled
 from app.loop.crashpoints import crash_point
 from app.loop.deps import LeaseLost, prompt_hash
@@ -72,6 +73,8 @@ class RunLoop(LeasedRun):
             await self._quietly(self._abandoned_call())
         except TimeoutError:
             await self._quietly(terminators.out_of_time(self.agent.limits))
+        except BudgetExhausted as exc:
+            await self._quietly(exc.stop())
         except LLMCallFailed as exc:
             retryable = exc.error_class not in PERMANENT_FAILURES  # a refused request is final
             await self._quietly(failed(StopReason.PROVIDER_ERROR, str(exc), retryable=retryable))
@@ -261,7 +264,7 @@ class RunLoop(LeasedRun):
             await self.model.frame(),
             self.history,
             self.watchers,
-            turn=self.run.iteration,
+            run=self.run,
             remaining_s=self.remaining_s(),
             with_tools=with_tools,
         )

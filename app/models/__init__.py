@@ -4,6 +4,14 @@ also gives typed handles on its tables (`RUNS`, `TASKS`, …) for Core statement
 
 from app.models.approvals import APPROVALS, Approval
 from app.models.base import Base
+from app.models.budgets import (
+    BUDGET_ALERTS,
+    BUDGET_RESERVATIONS,
+    BUDGETS,
+    Budget,
+    BudgetAlert,
+    BudgetReservation,
+)
 from app.models.costs import LLM_COST_DAYS, LLMCostDay
 from app.models.events import EVENTS, IDEMPOTENCY_KEYS, Event, EventStream, IdempotencyKey
 from app.models.runs import (
@@ -47,6 +55,9 @@ from app.models.workflows import (
 __all__ = [
     "AGENTS",
     "APPROVALS",
+    "BUDGETS",
+    "BUDGET_ALERTS",
+    "BUDGET_RESERVATIONS",
     "CHAIN_EVENTS",
     "CONVERSATIONS",
     "EVENTS",
@@ -68,6 +79,9 @@ __all__ = [
     "Agent",
     "Approval",
     "Base",
+    "Budget",
+    "BudgetAlert",
+    "BudgetReservation",
     "ChainEvent",
     "Conversation",
     "Event",

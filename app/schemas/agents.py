@@ -18,6 +18,13 @@ class Limits(BaseModel):
     max_iterations: int = Field(25, ge=1, le=1_000)
     soft_time_limit_s: float = Field(900.0, gt=0, le=86_400)
     hard_time_limit_s: float = Field(1_200.0, gt=0, le=86_400)
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        le=1_000_000,
+        description="What one run may spend on LLM calls (priced models only): a call whose "
+        "worst case would pass it ends the run `budget_exhausted`.",
+    )
     persistent_retries: bool = Field(
         False,
         description="Unattended runs: retry LLM calls without an attempt limit, for up to the "

@@ -18,9 +18,9 @@ from sqlalchemy import Numeric, func, literal_column, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import LLM_COST_DAYS, TASKS
+from app.models import LLM_COST_DAYS
 from app.schemas.costs import CostGroupBy, CostLine
-from app.store.task_runs import lane_task
+from app.store.task_runs import lane_projects
 
 
 @dataclass(frozen=True)
@@ -51,22 +51,17 @@ _SUMMED = (
 )
 
 
-async def record(session: AsyncSession, calls: Sequence[CallCost]) -> None:
+async def record(session: AsyncSession, calls: Sequence[CallCost]) -> set[tuple[str, str]]:
+    """Add the calls to their days' totals; the (agent, project) of the priced ones (whose
+    budgets may have crossed a threshold)."""
     if not calls:
-        return
-    tasks = {task for call in calls if (task := lane_task(call.lane)) is not None}
-    projects: dict[str, str] = {}
-    if tasks:
-        found = await session.execute(
-            select(TASKS.c.id, TASKS.c.project).where(TASKS.c.id.in_(tasks))
-        )
-        projects = {row.id: row.project or "" for row in found}
+        return set()
+    projects = await lane_projects(session, {call.lane for call in calls})
     totals: dict[tuple[date, str, str, str, str], dict[str, Any]] = defaultdict(
         lambda: dict.fromkeys(_SUMMED, 0)
     )
     for call in calls:
-        task = lane_task(call.lane)
-        project = projects.get(task, "") if task is not None else ""
+        project = projects.get(call.lane, "")
         row = totals[(call.day, call.agent_id, project, call.provider, call.model)]
         row["calls"] += 1
         row["input_tokens"] += call.input_tokens
@@ -96,6 +91,9 @@ async def record(session: AsyncSession, calls: Sequence[CallCost]) -> None:
             set_={name: table[name] + statement.excluded[name] for name in _SUMMED},
         )
     )
+    return {
+        (call.agent_id, projects.get(call.lane, "")) for call in calls if call.cost_usd is not None
+    }
 
 
 def _key(group: CostGroupBy) -> Any:

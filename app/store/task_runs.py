@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
 
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,6 +25,42 @@ def task_lane(task_id: str) -> str:
 def lane_task(lane: str) -> str | None:
     """The task a lane executes, or None for any other lane."""
     return lane.removeprefix(TASK_LANE_PREFIX) if lane.startswith(TASK_LANE_PREFIX) else None
+
+
+async def lane_projects(session: AsyncSession, lanes: Iterable[str]) -> dict[str, str]:
+    """The project of each task lane's task (empty: none, or not a task's lane)."""
+    tasks = {lane: task for lane in lanes if (task := lane_task(lane)) is not None}
+    if not tasks:
+        return {}
+    found = await session.execute(
+        select(Task.id, Task.project).where(Task.id.in_(set(tasks.values())))
+    )
+    projects = {row.id: row.project or "" for row in found}
+    return {lane: projects.get(task, "") for lane, task in tasks.items()}
+
+
+async def lane_project(session: AsyncSession, lane: str) -> str:
+    return (await lane_projects(session, [lane])).get(lane, "")
+
+
+async def task_spending(
+    session: AsyncSession, task_id: str, *, other_than: str
+) -> tuple[Decimal, Decimal] | None:
+    """A task's `budget_limit` and what its runs other than this one cost, or None when it
+    has no limit. The other runs are settled (a task's lane runs one at a time), so their
+    `usage` is final."""
+    row = (
+        await session.execute(
+            text(
+                "SELECT t.budget_limit, COALESCE(("
+                " SELECT sum(CAST(r.usage ->> 'cost_usd' AS numeric)) FROM runs AS r"
+                " WHERE r.lane = :lane AND r.id <> :run), 0) AS spent"
+                " FROM tasks AS t WHERE t.id = :task AND t.budget_limit IS NOT NULL"
+            ),
+            {"task": task_id, "lane": task_lane(task_id), "run": other_than},
+        )
+    ).first()
+    return None if row is None else (Decimal(str(row.budget_limit)), Decimal(row.spent))
 
 
 async def resolve_agent(session: AsyncSession, assignee: str) -> str | None:

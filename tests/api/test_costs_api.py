@@ -18,7 +18,7 @@ from app.store import costs as cost_store
 from app.store.costs import CallCost
 from tests.api.test_metrics_api import scrape, value
 from tests.api.test_runs_api import make_agent, settle, start
-from tests.support.api import assert_problem, create_task
+from tests.support.api import assert_problem, create_task, first_task_run
 from tests.support.cli import cli
 from tests.support.server import make_settings
 
@@ -58,8 +58,7 @@ async def test_costs_are_summed_on_runs_and_totalled_by_agent_project_model_and_
     task = await create_task(client, project="apollo", assigned_to=writer)
     direct = await settle(client, (await start(client, agent_id=writer))["id"])
     unpriced = await settle(client, (await start(client, agent_id=local))["id"])
-    tasked = (await client.get("/v1/runs", params={"lane": f"task:{task['id']}"})).json()
-    on_task = await settle(client, tasked["items"][0]["id"])
+    on_task = await settle(client, await first_task_run(client, task["id"]))
 
     for run in (direct, on_task):
         assert run["usage"]["cost_usd"] == pytest.approx(0.012)

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
 
 from app.schemas.common import Problem, ValidationProblem
+from tests.support.sse import SseReader
+
+
+async def first_task_run(client: httpx.AsyncClient, task_id: str, timeout_s: float = 20) -> str:
+    """The id of the first run dispatched for a task (the dispatch follows the task's
+    creation asynchronously): read from its lane's stream, from the start."""
+    path = f"/v1/lanes/task:{task_id}/events"
+    async with (
+        asyncio.timeout(timeout_s),
+        client.stream("GET", path, params={"last_event_id": 0}) as stream,
+    ):
+        [event] = await SseReader(stream).take(1)
+    return str(event.data["run_id"])
 
 
 async def create_task(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:

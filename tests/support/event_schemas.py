@@ -27,6 +27,7 @@ _STREAMS: list[tuple[re.Pattern[str], EventStream]] = [
     (re.compile(r"^/v1/lanes/.+/events$"), stream_docs.LANE),
     (re.compile(r"^/v1/workflow-executions/[^/]+/events$"), stream_docs.WORKFLOW_EXECUTION),
     (re.compile(r"^/v1/webhooks/events$"), stream_docs.WEBHOOKS),
+    (re.compile(r"^/v1/budgets/events$"), stream_docs.BUDGETS),
 ]
 
 
@@ -76,6 +77,7 @@ _STORED: list[tuple[re.Pattern[str], EventStream]] = [
     (re.compile(r"^lane:"), stream_docs.LANE),
     (re.compile(r"^workflow:"), stream_docs.WORKFLOW_EXECUTION),
     (re.compile(r"^webhooks$"), stream_docs.WEBHOOKS),
+    (re.compile(r"^budgets$"), stream_docs.BUDGETS),
 ]
 
 

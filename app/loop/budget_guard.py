@@ -1,0 +1,121 @@
+"""Before every LLM call: may the run spend its worst case? Checked against the run's own
+limit (`limits.max_cost_usd`, in memory: one worker holds the run), its task's
+`budget_limit` (the task's other runs settled already: a task lane runs one at a time),
+and every agent or project budget it counts against, where the worst case is reserved in
+the database (`store/budgets.py`), so that runs racing for the last of a budget make only
+the calls it has room for. The reservation goes when the call is counted.
+
+A call whose model has no price is not checked: its cost is unknown, not zero, and no
+budget can bound it (the README says so). A call that does not fit ends the run
+`budget_exhausted`: failed, not retried (a retry would be refused the same way); a person
+raises the limit and retries it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.states import StopReason
+from app.llm import tokens
+from app.llm.provider import LLMRequest
+from app.loop.deps import LoopDeps
+from app.loop.terminators import Stop, failed
+from app.schemas.agents import AgentRead
+from app.schemas.runs import RunRead
+from app.store import budgets as budget_store
+from app.store import task_runs
+
+
+_EVERY = {"day": "daily", "month": "monthly"}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The limit a call does not fit under."""
+
+    scope: str  # run, task, agent or project
+    subject: str
+    limit_usd: float
+    spent_usd: float
+    needed_usd: float
+    budget_id: str | None = None
+    period: str | None = None
+
+
+class BudgetExhausted(Exception):
+    def __init__(self, refusal: Refusal) -> None:
+        self.refusal = refusal
+        where = f"{refusal.scope} {refusal.subject}"
+        if refusal.period:
+            where = f"the {_EVERY[refusal.period]} budget of {where}"
+        super().__init__(
+            f"{where}: {refusal.spent_usd:.6f} of {refusal.limit_usd:.6f} USD spent or "
+            f"reserved, and the next call may cost {refusal.needed_usd:.6f}"
+        )
+
+    def stop(self) -> Stop:
+        stop = failed(StopReason.BUDGET_EXHAUSTED, str(self), retryable=False)
+        data: dict[str, Any] = {k: v for k, v in vars(self.refusal).items() if v is not None}
+        return replace(stop, event=("agent.budget.exhausted", data))
+
+
+class BudgetGuard:
+    def __init__(self, deps: LoopDeps, agent: AgentRead, lane: str) -> None:
+        self.deps = deps
+        self.agent = agent
+        self.lane = lane
+        self.task_id = task_runs.lane_task(lane)
+        self._project: str | None = None  # read at the first priced call
+
+    async def admit(self, run: RunRead, request: LLMRequest) -> None:
+        """Reserve the call's worst case, or raise `BudgetExhausted`."""
+        price = self.deps.prices.price(self.agent.model.provider, request.model)
+        if price is None:
+            return
+        worst = price.worst_case(
+            tokens.count_request(request.system, request.messages, request.tools),
+            request.max_tokens,
+        )
+        spent = Decimal(str(run.usage.cost_usd or 0))
+        limit = self.agent.limits.max_cost_usd
+        if limit is not None and spent + worst > Decimal(str(limit)):
+            raise BudgetExhausted(Refusal("run", run.id, limit, float(spent), float(worst)))
+        async with self.deps.sessionmaker.begin() as session:
+            if self.task_id is not None:
+                await self._check_task(session, run, spent, worst)
+            if self._project is None:
+                self._project = await task_runs.lane_project(session, self.lane)
+            spender = budget_store.Spender(
+                run.id, self.agent.id, self._project, self.deps.clock().astimezone(UTC).date()
+            )
+            over = await budget_store.reserve(session, spender, worst)
+        if over is not None:
+            standing = over.current
+            raise BudgetExhausted(
+                Refusal(
+                    over.scope.value,
+                    over.subject,
+                    over.limit_usd,
+                    standing.spent_usd + standing.reserved_usd,
+                    float(worst),
+                    budget_id=over.id,
+                    period=over.period.value,
+                )
+            )
+
+    async def _check_task(
+        self, session: AsyncSession, run: RunRead, spent: Decimal, worst: Decimal
+    ) -> None:
+        assert self.task_id is not None
+        found = await task_runs.task_spending(session, self.task_id, other_than=run.id)
+        if found is None:
+            return
+        limit, others = found
+        if others + spent + worst > limit:
+            raise BudgetExhausted(
+                Refusal("task", self.task_id, float(limit), float(others + spent), float(worst))
+            )
