@@ -29,7 +29,6 @@ from app.schemas.runs import RunRead
 from app.store import budgets as budget_store
 from app.store import task_runs
 
-
 _EVERY = {"day": "daily", "month": "monthly"}
 
 
