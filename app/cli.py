@@ -376,6 +376,8 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     costs.add_argument("--start", help="first day, YYYY-MM-DD (default: this month's 1st)")
     costs.add_argument("--end", help="last day, included (default: today, UTC)")
 
+    verb("budgets", "budgets, with what each period spent and reserved", verbs.budgets)
+
     tools = verb("tools", "the tools agents may use, with their inputs", verbs.tools)
     tools.add_argument("--schemas", action="store_true", help="print full input schemas")
 

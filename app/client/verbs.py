@@ -441,6 +441,28 @@ def costs(args: argparse.Namespace, client: Client) -> Exit:
     return Exit.COMPLETED
 
 
+def budgets(args: argparse.Namespace, client: Client) -> Exit:
+    """Budgets with where each stands in its current period."""
+    names = {a["id"]: a["name"] for a in _all(client, "/v1/agents")}
+    rows = []
+    for b in _all(client, "/v1/budgets"):
+        now = b["current"]
+        subject = names.get(b["subject"], b["subject"]) if b["scope"] == "agent" else b["subject"]
+        rows.append(
+            (
+                b["id"],
+                f"{b['scope']} {subject}",
+                f"{now['period_start']}..{now['period_end']}",
+                _usd(b["limit_usd"]),
+                _usd(now["spent_usd"]),
+                _usd(now["reserved_usd"]),
+                f"{now['spent_percent']:g}%",
+            )
+        )
+    _table(rows, ("BUDGET", "FOR", "PERIOD", "LIMIT", "SPENT", "RESERVED", "USED"))
+    return Exit.COMPLETED
+
+
 def _usd(cost: float | None) -> str:
     """Dollars to the cent, or to four places under a cent; `?` when not known."""
     if cost is None:

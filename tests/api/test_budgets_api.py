@@ -22,6 +22,7 @@ from app.store import costs as cost_store
 from app.store.costs import CallCost
 from tests.api.test_runs_api import make_agent, settle, start
 from tests.support.api import assert_problem, create_task, first_task_run
+from tests.support.cli import cli
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
 
@@ -186,6 +187,15 @@ async def test_the_budgets_resource(client: httpx.AsyncClient) -> None:
     )
     assert changed.status_code == 200 and changed.json()["limit_usd"] == 20
     assert changed.headers["ETag"] == '"2"'
+    today = daily["current"]["period_start"]
+    listed_by_cli = await cli(str(client.base_url), "budgets")
+    assert listed_by_cli.code == 0, listed_by_cli
+    header, *lines = listed_by_cli.out.splitlines()
+    assert header.split() == ["BUDGET", "FOR", "PERIOD", "LIMIT", "SPENT", "RESERVED", "USED"]
+    assert [line.split()[:4] for line in lines] == [
+        [budget["id"], "agent", "owner", f"{current['period_start']}..{current['period_end']}"],
+        [daily["id"], "project", "apollo", f"{today}..{today}"],
+    ]
     gone = await client.delete(f"/v1/budgets/{budget['id']}")
     assert gone.status_code == 204
     assert_problem(await client.get(f"/v1/budgets/{budget['id']}"), 404, "not_found")
