@@ -34,6 +34,8 @@ class NavItem:
 NAV = (
     NavItem("runs", "Runs", "/ui/runs"),
     NavItem("approvals", "Approvals", "/ui/approvals"),
+    NavItem("tasks", "Tasks", "/ui/tasks"),
+    NavItem("agents", "Agents", "/ui/agents"),
 )
 
 # Everything a page loads comes from the service itself; scripts only from files.
