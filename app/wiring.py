@@ -186,6 +186,7 @@ def build_workers(
         llm_policy=LLMRetryPolicy.from_settings(settings.resilience),
         approvals=approvals,
         prices=PriceTable.from_settings(settings.costs),
+        downgrade_at_percent=settings.costs.downgrade_at_percent,
     )
     worker_settings = settings.workers
     pool = WorkerPool(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -38,6 +40,28 @@ class Limits(BaseModel):
         return self
 
 
+class Level(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class Personality(BaseModel):
+    """How the agent comes across, rendered into its system prompt after the prompt itself,
+    as much of it as its model tier's profile allows: all of it for a large model (up to
+    500 tokens), description, style and traits for a medium one (200), the communication
+    style alone for a small one (80); trimmed further when it does not fit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: Text = Field("", examples=["A careful analyst who checks every figure twice."])
+    communication_style: Name | None = Field(None, examples=["concise"])
+    traits: list[Name] = Field(default_factory=list, max_length=20, examples=[["thorough"]])
+    risk_tolerance: Level | None = None
+    creativity: Level | None = None
+    verbosity: Level | None = None
+
+
 class _AgentFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -61,6 +85,7 @@ class _AgentFields(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     max_concurrent_tasks: int = Field(1, ge=1, le=1_000)
     cost_tier: CostTier = CostTier.MEDIUM
+    personality: Personality | None = None
 
 
 class AgentCreate(_AgentFields):
@@ -84,6 +109,9 @@ class AgentPatch(PatchBody):
     limits: Limits | None = None
     max_concurrent_tasks: int | None = Field(None, ge=1, le=1_000)
     cost_tier: CostTier | None = None
+    personality: Personality | None = Field(None, description="null removes it.")
+
+    nullable_fields: ClassVar[frozenset[str]] = frozenset({"personality"})
 
 
 class AgentRead(_AgentFields):

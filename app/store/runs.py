@@ -88,6 +88,7 @@ _BOUNDARY_COLUMNS = (
     "stop_reason",
     "waiting_for",
     "system_prompt_hash",
+    "model_downgrade",
     "lease_owner",
     "lease_expires_at",
     "finished_at",
