@@ -269,6 +269,7 @@ def build_runtime(
             sessionmaker, bus, delivery_policy, idempotency_retention=retention
         ),
         metrics=metrics,
+        breakers=breakers,
         shutting_down=anyio.Event(),
         stream_slots=stream_slots,
         stream_tails=StreamTails(
