@@ -274,6 +274,7 @@ def build_runtime(
         ),
         budgets=BudgetCommands(sessionmaker, idempotency_retention=retention),
         metrics=metrics,
+        breakers=breakers,
         shutting_down=anyio.Event(),
         stream_slots=stream_slots,
         stream_tails=StreamTails(

@@ -261,3 +261,20 @@ class LaneRead(BaseModel):
         description="Where the lane's stream stood when this was read: follow "
         "`GET /v1/lanes/{lane}/events` from here to miss nothing after it."
     )
+
+
+class LaneSummary(BaseModel):
+    """A lane that a run holds or waits on: its holder and how many wait behind it
+    (`GET /v1/lanes/{lane}` lists them)."""
+
+    lane: str
+    active: RunRead | None = Field(description="The run holding the lane, if one does.")
+    queued: int = Field(description="Runs waiting on the lane.")
+    delayed: int = Field(
+        description="Of those, runs whose `not_before` is still to come (everything behind "
+        "one waits for it too)."
+    )
+    oldest_run_id: str = Field(
+        description="The lane's oldest unfinished run (usually its holder): lanes are "
+        "listed in this order."
+    )

@@ -32,7 +32,9 @@ class NavItem:
 
 # The pages the bar links to, in order: a new page adds its line here.
 NAV = (
+    NavItem("overview", "Overview", "/ui/overview"),
     NavItem("runs", "Runs", "/ui/runs"),
+    NavItem("lanes", "Lanes", "/ui/lanes"),
     NavItem("approvals", "Approvals", "/ui/approvals"),
     NavItem("tasks", "Tasks", "/ui/tasks"),
     NavItem("agents", "Agents", "/ui/agents"),
