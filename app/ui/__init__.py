@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app.ui import agents, approvals, auth, runs, tasks
+from app.ui import agents, approvals, auth, runs, tasks, workflows
 from app.ui.deps import LoginRequired, login_url
 from app.ui.templating import STATIC_URL
 
@@ -34,6 +34,7 @@ def install(app: FastAPI) -> None:
     app.include_router(approvals.router)
     app.include_router(tasks.router)
     app.include_router(agents.router)
+    app.include_router(workflows.router)
     app.add_api_route("/", _to_the_dashboard, include_in_schema=False)
 
 

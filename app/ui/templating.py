@@ -34,6 +34,7 @@ class NavItem:
 NAV = (
     NavItem("runs", "Runs", "/ui/runs"),
     NavItem("approvals", "Approvals", "/ui/approvals"),
+    NavItem("workflows", "Workflows", "/ui/workflows"),
     NavItem("tasks", "Tasks", "/ui/tasks"),
     NavItem("agents", "Agents", "/ui/agents"),
 )
