@@ -275,7 +275,9 @@ async def test_a_node_worked_by_an_agent_links_to_its_run(client: httpx.AsyncCli
     assert running["node_status"]["deploy"] == "running"
     live = await client.get(f"/ui/workflow-executions/{execution['id']}/live")
     run_link = re.search(r'<a href="/ui/runs/(run_\w+)"><code>', live.text)
-    assert run_link and re.search(rf'<a href="/ui/runs/{run_link[1]}">\s*<rect', live.text)
+    assert run_link and re.search(
+        rf'<a href="/ui/runs/{run_link[1]}" tabindex="-1">\s*<rect', live.text
+    )
 
 
 async def test_missing_workflows_and_executions_are_a_404_page_and_no_fragment(
