@@ -239,7 +239,7 @@ async def test_an_execution_page_shows_its_nodes_statuses_and_follows_its_stream
     assert 'data-status="skipped"' in _node(page.text, "hold")
     assert 'data-status="pending"' in _node(page.text, "deploy")
     assert 'task · <tspan class="wf-status">pending</tspan>' in page.text
-    assert f'href="/v1/tasks/{execution["node_tasks"]["deploy"]}"' in page.text
+    assert f'href="/ui/tasks/{execution["node_tasks"]["deploy"]}"' in page.text
     assert '<span class="wf-swatch st-cancelled"></span>cancelled' in page.text  # the legend
 
     cancelled = await client.post(f"/v1/workflow-executions/{execution['id']}/cancel", json={})
