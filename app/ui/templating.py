@@ -36,6 +36,7 @@ NAV = (
     NavItem("runs", "Runs", "/ui/runs"),
     NavItem("lanes", "Lanes", "/ui/lanes"),
     NavItem("approvals", "Approvals", "/ui/approvals"),
+    NavItem("workflows", "Workflows", "/ui/workflows"),
     NavItem("tasks", "Tasks", "/ui/tasks"),
     NavItem("agents", "Agents", "/ui/agents"),
 )
