@@ -68,6 +68,14 @@ def _when(value: datetime | None) -> Markup:
     return Markup('<time datetime="{}">{}</time>').format(value.isoformat(), shown)
 
 
+def _usd(cost: float | None) -> str:
+    """Dollars to the cent, to four places under a cent; `—` when not known (a model
+    without a price)."""
+    if cost is None:
+        return "—"
+    return f"${cost:,.2f}" if cost >= 0.01 or cost == 0 else f"${cost:.4f}"
+
+
 def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
@@ -88,6 +96,7 @@ def _environment() -> Environment:
     env.filters["when"] = _when
     env.filters["pretty"] = _pretty
     env.filters["compact"] = _compact
+    env.filters["usd"] = _usd
     env.globals["static"] = static_url
     env.globals["nav"] = NAV
     return env

@@ -115,6 +115,17 @@ async def test_costs_are_summed_on_runs_and_totalled_by_agent_project_model_and_
     yesterday = (today - timedelta(days=1)).isoformat()
     assert (await report("agent", start=yesterday, end=yesterday))["items"] == []
 
+    board = (await client.get("/ui/runs")).text
+    row = board[board.index(f'id="run-{direct["id"]}"') :]
+    assert '<td data-label="Cost" class="num">$0.01</td>' in row[: row.index("</tr>")]
+    unknown_row = board[board.index(f'id="run-{unpriced["id"]}"') :]
+    assert (
+        'title="Not known: a model without a price">—</td>'
+        in unknown_row[: unknown_row.index("</tr>")]
+    )
+    page = (await client.get(f"/ui/runs/{direct['id']}")).text
+    assert "2000 in · 400 out tokens · $0.01" in page
+
     samples = await scrape(client)
     priced = {"provider": "scripted", "model": "priced"}
     assert value(samples, "loopwright_llm_cost_usd_total", **priced) == pytest.approx(0.024)
