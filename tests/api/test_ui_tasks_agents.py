@@ -182,6 +182,7 @@ async def test_missing_tasks_and_agents_are_404_pages_and_empty_fragments(
 ) -> None:
     missing = await client.get("/ui/tasks/task_none")
     assert missing.status_code == 404 and "There is no task task_none" in missing.text
+    assert '<a href="/ui/tasks">Back to tasks</a>' in missing.text
     assert (await client.get("/ui/tasks/task_none/detail")).status_code == 204
     task = await make_task(client)
     deleted = await client.delete(f"/v1/tasks/{task['id']}")
@@ -190,6 +191,7 @@ async def test_missing_tasks_and_agents_are_404_pages_and_empty_fragments(
     assert (await client.get(f"/ui/tasks/{task['id']}/card")).status_code == 204
     agent = await client.get("/ui/agents/agent_none")
     assert agent.status_code == 404 and "There is no agent agent_none" in agent.text
+    assert '<a href="/ui/agents">Back to agents</a>' in agent.text
 
 
 async def test_titles_and_names_are_escaped(client: httpx.AsyncClient) -> None:
