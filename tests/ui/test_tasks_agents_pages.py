@@ -91,6 +91,7 @@ async def test_an_agent_created_through_the_form_has_the_model_it_was_given(
     await page.get_by_label("Max output tokens").fill("2048")
     await page.get_by_label("Fallback model (optional)").fill("claude-haiku-4-5")
     await page.get_by_label("Max iterations").fill("7")
+    await page.get_by_label("Max cost of a run (USD)").fill("2.5")
     await page.get_by_role("button", name="Create agent").click()
     error = page.locator("#err-name")
     await expect(error).to_be_visible()
@@ -112,7 +113,7 @@ async def test_an_agent_created_through_the_form_has_the_model_it_was_given(
         "script": None,
     }
     assert agent["system_prompt"] == "You write release notes." and agent["tools"] == ["echo"]
-    assert agent["limits"]["max_iterations"] == 7
+    assert agent["limits"]["max_iterations"] == 7 and agent["limits"]["max_cost_usd"] == 2.5
 
 
 async def test_a_scripted_agents_script_is_edited_through_the_form(
