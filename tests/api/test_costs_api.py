@@ -109,6 +109,14 @@ async def test_costs_are_summed_on_runs_and_totalled_by_agent_project_model_and_
         "scripted/on-my-laptop": (1, 0, 1),
     }
     assert list(lines(await report("day"))) == [today.isoformat()]
+    assert list(lines(await report("month"))) == [today.isoformat()[:7]]
+    assert lines(await report("task")) == {
+        task["id"]: (2, pytest.approx(0.012), 0),
+        "": (3, pytest.approx(0.012), 1),
+    }
+    assert lines(await report("agent", task_id=task["id"])) == {
+        writer: (2, pytest.approx(0.012), 0)
+    }
     only_apollo = await report("agent", project="apollo")
     assert lines(only_apollo) == {writer: (2, pytest.approx(0.012), 0)}
     assert lines(await report("model", agent_id=local)) == {"scripted/on-my-laptop": (1, 0, 1)}
