@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.api.test_approvals_api import requested
 from tests.support.api import create_task
 from tests.support.event_schemas import stored_events_documented
 
@@ -71,8 +72,7 @@ async def test_every_stored_event_is_published(
 
     task = await create_task(client, title="reviewed", assigned_to="ann", reviewers=["bob"])
     await _move(client, task["id"], "in_progress", "in_review")
-    pending = (await client.get("/v1/approvals", params={"task_id": task["id"]})).json()
-    [approval] = pending["items"]
+    approval = await requested(client, task["id"])  # asked in the background
     approved = await client.post(f"/v1/approvals/{approval['id']}/approve", json={})
     assert approved.status_code == 200, approved.text
 
