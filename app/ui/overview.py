@@ -1,7 +1,7 @@
 """The overview (`/ui/overview`, where `/ui` leads): runs by status, the queue, the
-workers, this process's circuit breakers, the last failures and the approvals waiting on a
-person. The counts and the breakers are read as `/metrics` reads them (the same store
-query, the same breakers). Live: an event on the runs stream fetches the figures again
+workers, this month's spending and the budgets, this process's circuit breakers, the last
+failures and the approvals waiting on a person. The counts and the breakers are read as
+`/metrics` reads them (the same store query, the same breakers). Live: an event on the runs stream fetches the figures again
 (`/ui/overview/live`), at most every 1.5 s."""
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from fastapi.responses import HTMLResponse
 
 from app.core.states import RunStatus
 from app.core.streams import RUNS_STREAM
+from app.schemas.costs import CostGroupBy
 from app.store import agents as agent_store
 from app.store import approvals as approval_store
+from app.store import budgets as budget_store
+from app.store import costs as cost_store
 from app.store import events as event_store
 from app.store import run_counts
 from app.store import runs as run_store
@@ -26,6 +29,7 @@ from app.ui.templating import render
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 RECENT_FAILURES = 10
+BUDGETS_SHOWN = 20  # the rest are a `GET /v1/budgets` away
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,14 @@ async def _figures(db: DbDep, services: ServicesDep) -> dict[str, object]:
     queue = await run_counts.queue_state(db)
     failures = await run_store.recent_failures(db, limit=RECENT_FAILURES)
     now = datetime.now(UTC)
+    today = now.date()
+    month = await cost_store.totals(db, CostGroupBy.MODEL, start=today.replace(day=1), end=today)
+    budgets = await budget_store.list_budgets(db, today=today, after_id=None, limit=BUDGETS_SHOWN)
     return {
+        "spending": month,
+        "spent": sum(line.cost_usd for line in month),
+        "unpriced": sum(line.unpriced_calls for line in month),
+        "budgets": budgets,
         "statuses": _bars(counts),
         "counts": counts,
         "queue": queue,

@@ -83,6 +83,9 @@ async def test_racing_runs_make_exactly_the_calls_a_budget_has_room_for(
         assert "daily budget of agent" in run["error"]["message"]
     [budget] = (await client.get("/v1/budgets")).json()["items"]
     assert budget["current"]["spent_usd"] == pytest.approx(7 * CALL_USD)
+    overview = (await client.get("/ui/overview")).text
+    assert '<p class="total" data-figure="spent">$0.07</p>' in overview
+    assert f'<tr data-budget="{budget["id"]}">' in overview and "$0.07 of $0.07" in overview
     assert budget["current"]["reserved_usd"] == 0 and budget["current"]["remaining_usd"] == 0
     assert budget["current"]["spent_percent"] == 100
     costs = (await client.get("/v1/costs", params={"agent_id": agent})).json()
