@@ -1,8 +1,8 @@
 """The overview (`/ui/overview`, where `/ui` leads): runs by status, the queue, the
 workers, this month's spending and the budgets, this process's circuit breakers, the last
 failures and the approvals waiting on a person. The counts and the breakers are read as
-`/metrics` reads them (the same store query, the same breakers). Live: an event on the runs stream fetches the figures again
-(`/ui/overview/live`), at most every 1.5 s."""
+`/metrics` reads them (the same store query, the same breakers). Live: an event on the
+runs stream fetches the figures again (`/ui/overview/live`), at most every 1.5 s."""
 
 from __future__ import annotations
 
