@@ -44,6 +44,10 @@ class Agent(Base):
     limits: Mapped[dict[str, Any]] = mapped_column(JSONB)
     max_concurrent_tasks: Mapped[int] = mapped_column(Integer)
     cost_tier: Mapped[str] = mapped_column(Text)
+    # Its manager, for hierarchical routing; a deleted manager leaves its reports without.
+    reports_to: Mapped[str | None] = mapped_column(
+        Text, ForeignKey("agents.id", ondelete="SET NULL")
+    )
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column()
