@@ -18,12 +18,15 @@ from app.core.vocabulary import AssignmentStrategy
 from app.engine.agents import AgentCommands
 from app.engine.bus import EventBus
 from app.engine.routing.base import Candidate, Choice, RoutingContext, Unroutable
+from app.engine.routing.hierarchical import Hierarchical
 from app.engine.routing.router import TaskRouter, TaskUnroutable
 from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import AssignTask, CreateTask, TransitionTask
+from app.engine.task_mutations import AssignTask, CreateTask, DeleteTask, TransitionTask
+from app.engine.workflows import WorkflowCommands
 from app.llm.prices import PriceTable
 from app.schemas.agents import AgentCreate
 from app.schemas.tasks import RouteRequest, TaskCreate, TaskRead
+from app.schemas.workflows import ActivateRequest, WorkflowCreate
 from app.store import events as event_store
 from app.store import tasks as task_store
 from tests.support.engine import StartEngine
@@ -251,6 +254,7 @@ CASES: list[tuple[str, S, list[A], dict[str, Any], dict[str, Any], str]] = [
         {},
         "b",
     ),
+    ("cost_optimised: nobody capable", S.COST_OPTIMISED, [A("a")], {}, {"role": "x"}, "no agent"),
     (
         "cost_optimised: the cheapest with room and skills",
         S.COST_OPTIMISED,
@@ -515,3 +519,111 @@ def test_a_candidate_counts_its_room_and_covers_skills() -> None:
     assert candidate.has_room and candidate.covers(["go"]) and not candidate.covers(["go", "c"])
     assert not Candidate(agent, 2).has_room
     assert RoutingContext(RouteRequest(strategy=S.MANUAL)).find("a") is None
+
+
+async def test_the_sweep_leaves_a_stopped_workflow_s_tasks_alone(
+    world: World, bus: EventBus
+) -> None:
+    workflows = WorkflowCommands(world.sessionmaker, bus, world.engine)
+    workflow = await workflows.create(
+        WorkflowCreate.model_validate(
+            {
+                "name": "one routed step",
+                "nodes": [
+                    {"id": "s", "type": "start"},
+                    {
+                        "id": "who",
+                        "type": "agent_assignment",
+                        "config": {"strategy": "load_balanced"},
+                    },
+                    {"id": "t", "type": "task", "config": {"title": "Step"}},
+                    {"id": "e", "type": "end"},
+                ],
+                "edges": [
+                    {"id": "e1", "source": "s", "target": "who"},
+                    {"id": "e2", "source": "who", "target": "t"},
+                    {"id": "e3", "source": "t", "target": "e"},
+                ],
+            }
+        )
+    )
+    execution = (await workflows.activate(workflow.id, ActivateRequest(), "tester")).execution
+    await workflows.cancel(execution.id, None, "tester")
+    await world.add(A("a"))
+    assert await world.router.sweep() == 0
+    assert (await world.get(execution.node_tasks["t"])).status is TaskStatus.CREATED
+
+
+async def test_a_sweep_goes_on_past_a_task_that_moved_under_it(
+    sessionmaker: async_sessionmaker[AsyncSession], engine: TaskEngine
+) -> None:
+    """Routed by hand while the strategy chose, or deleted before its failure was noted:
+    logged, and the sweep goes on to the next task."""
+
+    class Meddler:
+        async def choose(
+            self, task: TaskRead, candidates: Any, context: RoutingContext
+        ) -> Choice | Unroutable:
+            if task.title == "taken":
+                await engine.submit(
+                    TransitionTask(
+                        task.id, TaskStatus.ASSIGNED, "person", overrides={"assigned_to": "ann"}
+                    )
+                )
+                return Choice(meddled.ids["a"], "too late")
+            await engine.submit(DeleteTask(task.id, "person"))
+            return Unroutable("nobody")
+
+    meddled = World(sessionmaker, engine)
+    await meddled.add(A("a"))
+    meddled.router = TaskRouter(
+        sessionmaker, engine, PriceTable(), strategies={S.MANUAL: Meddler()}
+    )
+    taken = await meddled.task("taken", routing={"strategy": "manual"})
+    await meddled.task("deleted", routing={"strategy": "manual"})
+    assert await meddled.router.sweep() == 0
+    assert (await meddled.get(taken.id)).assigned_to == "ann"
+    with pytest.raises(InvalidTransition, match="only a created task is routed"):
+        await engine.submit(AssignTask(taken.id, meddled.ids["a"], S.MANUAL, "tester", "x"))
+
+
+async def test_a_reporting_loop_does_not_trap_the_walk() -> None:
+    """The commands refuse loops; a walk over one (written around them) still ends."""
+    from app.schemas.agents import AgentRead
+
+    def member(agent_id: str, reports_to: str | None, held: int) -> Candidate:
+        agent = AgentRead.model_validate(
+            {
+                "id": agent_id,
+                "name": agent_id,
+                "role": "engineer",
+                "max_concurrent_tasks": 1,
+                "model": HAIKU,
+                "reports_to": reports_to,
+                "version": 1,
+                "created_at": "2026-01-01T00:00:00Z",
+                "updated_at": "2026-01-01T00:00:00Z",
+            }
+        )
+        return Candidate(agent, held)
+
+    team = {c.id: c for c in (member("m", "y", 0), member("x", "m", 1), member("y", "x", 1))}
+    context = RoutingContext(RouteRequest(strategy=S.HIERARCHICAL, agent="m"), team)
+    choice = await Hierarchical().choose(a_task(), list(team.values()), context)
+    assert choice == Choice("m", "delegated: m", ("m",))
+    assert context.find("x") is team["x"]
+
+
+def a_task() -> TaskRead:
+    return TaskRead.model_validate(
+        {
+            "id": "task_1",
+            "title": "t",
+            "created_by": "tester",
+            "status": "created",
+            "retry_count": 0,
+            "version": 1,
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z",
+        }
+    )

@@ -34,10 +34,11 @@ class Hierarchical:
             return start
         chain = [start]
         while True:
+            above = {c.id for c in chain}
             teams = [
                 report
                 for report in context.reports_of(chain[-1].id)
-                if report.id not in {c.id for c in chain} and _team_can_take(report, context, set())
+                if _team_can_take(report, context, set(above))
             ]
             if not teams:
                 break
@@ -71,8 +72,9 @@ def _start(context: RoutingContext) -> Candidate | Unroutable:
 
 
 def _team_can_take(member: Candidate, context: RoutingContext, seen: set[str]) -> bool:
-    """Someone in `member`'s team (it, and everyone below it) has the skills and room."""
-    if member.id in seen:  # a loop (the commands refuse them): stop walking it
+    """Someone in `member`'s team (it, and everyone below it) has the skills and room;
+    `seen`: agents not to count (the chain above it, and those already walked)."""
+    if member.id in seen:  # back up the chain: a loop (the commands refuse them)
         return False
     seen.add(member.id)
     if member.has_room and member.covers(context.request.skills):
