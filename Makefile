@@ -70,6 +70,7 @@ bench: $(DEV)
 	$(BIN)/python bench/sse_fanout.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/ui_transcript.py
+	$(BIN)/python bench/budget_reserve.py
 
 # Schemathesis against a live server on a scratch database: fails on any server error.
 # Bounded (fixed seed, examples per operation, a time limit); not part of `make test`.

@@ -385,9 +385,14 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     hooks.add_argument("--limit", type=int, default=20, help="deliveries: how many (default 20)")
 
-    costs = verb("costs", "what LLM calls cost, by agent, project, model or day", verbs.costs)
+    costs = verb(
+        "costs", "what LLM calls cost, by agent, project, task, model, day or month", verbs.costs
+    )
     costs.add_argument(
-        "--by", choices=["agent", "project", "model", "day"], default="agent", help="grouping"
+        "--by",
+        choices=["agent", "project", "task", "model", "day", "month"],
+        default="agent",
+        help="grouping",
     )
     costs.add_argument("--start", help="first day, YYYY-MM-DD (default: this month's 1st)")
     costs.add_argument("--end", help="last day, included (default: today, UTC)")

@@ -187,6 +187,7 @@ def build_workers(
         llm_policy=LLMRetryPolicy.from_settings(settings.resilience),
         approvals=approvals,
         prices=PriceTable.from_settings(settings.costs),
+        downgrade_at_percent=settings.costs.downgrade_at_percent,
     )
     worker_settings = settings.workers
     pool = WorkerPool(
@@ -281,6 +282,7 @@ def build_runtime(
         ),
         budgets=BudgetCommands(sessionmaker, idempotency_retention=retention),
         metrics=metrics,
+        breakers=breakers,
         shutting_down=anyio.Event(),
         stream_slots=stream_slots,
         stream_tails=StreamTails(

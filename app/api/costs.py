@@ -29,9 +29,11 @@ async def get_costs(
     ] = None,
     agent_id: Annotated[str | None, Query(max_length=200)] = None,
     project: Annotated[str | None, Query(max_length=200)] = None,
+    task_id: Annotated[str | None, Query(max_length=200)] = None,
 ) -> CostReport:
     """Tokens and USD of the LLM calls made between two days, grouped. Each call counts on
-    the day it was answered (or interrupted), for its run's agent and its task's project.
+    the day it was answered (or interrupted), for its run's agent, task and project (a
+    task's cost is that of all its runs).
     A model with no price adds to `unpriced_calls`, not to `cost_usd`."""
     last = end or datetime.now(UTC).date()
     first = start or last.replace(day=1)
@@ -40,7 +42,13 @@ async def get_costs(
     if last - first > timedelta(days=MAX_DAYS):
         raise ValidationFailed.field("query.start", f"spans more than {MAX_DAYS} days")
     items = await cost_store.totals(
-        session, group_by, start=first, end=last, agent_id=agent_id, project=project
+        session,
+        group_by,
+        start=first,
+        end=last,
+        agent_id=agent_id,
+        project=project,
+        task_id=task_id,
     )
     total = CostTotals(
         calls=sum(i.calls for i in items),

@@ -1,4 +1,4 @@
-"""`/v1/runs`, `/v1/conversations/{id}/messages` and `.../journal`, `/v1/lanes/{lane}`."""
+"""`/v1/runs`, `/v1/conversations/{id}/messages` and `.../journal`, `/v1/lanes`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sse_starlette import EventSourceResponse
 
 from app.api.deps import ServicesDep, SessionDep, get_principal
 from app.api.headers import IdempotencyKeyHeader, decimal, etag
-from app.api.pagination import CursorQuery, decode_cursor, page, present
+from app.api.pagination import CursorQuery, decode_cursor, encode_cursor, page, present
 from app.api.stream_docs import LANE, RUN, RUNS_BOARD
 from app.api.streams import (
     LastEventIdHeader,
@@ -31,7 +31,14 @@ from app.schemas.bounds import POSITION_MAX
 from app.schemas.common import Order, Page
 from app.schemas.history import RunFork, RunStepRead
 from app.schemas.journal import JournalRead
-from app.schemas.runs import HumanResponse, LaneRead, MessageRead, RunCreate, RunRead
+from app.schemas.runs import (
+    HumanResponse,
+    LaneRead,
+    LaneSummary,
+    MessageRead,
+    RunCreate,
+    RunRead,
+)
 from app.schemas.triggers import FireRead
 from app.store import conversations, history
 from app.store import events as event_store
@@ -313,6 +320,33 @@ async def get_conversation_journal(conversation_id: str, session: SessionDep) ->
     if stored is None:
         raise NotFound("conversation", conversation_id)
     return JournalRead.model_validate({**stored, "conversation_id": conversation_id})
+
+
+@router.get("/v1/lanes", response_model=Page[LaneSummary], summary="List busy lanes")
+async def list_lanes(
+    session: SessionDep,
+    cursor: CursorQuery = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Page[LaneSummary]:
+    """The lanes a run holds or waits on (an idle lane is not listed), in the order of
+    their oldest unfinished run: the lane busy the longest first. `GET /v1/lanes/{lane}`
+    has a lane's whole queue."""
+    rows = await run_store.busy_lanes(
+        session, after=decode_cursor(cursor), limit=limit + 1, shown=0
+    )
+    lanes = [
+        LaneSummary(
+            lane=row.lane,
+            active=row.active,
+            queued=row.queued,
+            delayed=row.delayed,
+            oldest_run_id=row.oldest_run_id,
+        )
+        for row in rows[:limit]
+    ]
+    # The cursor is the last lane's oldest run: lane names can be longer than a cursor.
+    more = len(rows) > limit
+    return Page(items=lanes, next_cursor=encode_cursor(lanes[-1].oldest_run_id) if more else None)
 
 
 # `:path`: a lane's name may contain `/` (`team/alpha`); none ends in `/events` (refused at

@@ -57,6 +57,19 @@ class CircuitBreakerPolicy:
         )
 
 
+@dataclass(frozen=True)
+class BreakerReading:
+    """A breaker as it stands: its state, the failures among the outcomes it holds (it
+    opens when they reach its policy's rate), and, when open, the seconds until it lets a
+    probe call through."""
+
+    name: str
+    state: BreakerState
+    failures: int
+    calls: int
+    retry_in_s: float
+
+
 @dataclass
 class CircuitBreaker:
     """One service's breaker. `allow()` before a call; `record()` its outcome after. `record()`
@@ -117,6 +130,12 @@ class CircuitBreaker:
             return 0.0
         return max(0.0, self.policy.cooldown_s - (self.clock() - self._opened_at))
 
+    def reading(self) -> BreakerReading:
+        """The breaker as it stands now."""
+        return BreakerReading(
+            self.name, self.state, sum(self._outcomes), len(self._outcomes), self.retry_in_s
+        )
+
     def _open(self) -> BreakerState:
         self.state, self._opened_at = BreakerState.OPEN, self.clock()
         return BreakerState.OPEN
@@ -137,9 +156,13 @@ class Breakers:
             self._breakers[name] = CircuitBreaker(name, self.policy, self._clock)
         return self._breakers[name]
 
+    def readings(self) -> list[BreakerReading]:
+        """Every breaker as it stands, by name (the dashboard's overview shows them)."""
+        return [breaker.reading() for _, breaker in sorted(self._breakers.items())]
+
     def snapshot(self) -> dict[str, str]:
         """Every breaker's state, for metrics and health pages."""
-        return {name: b.state.value for name, b in sorted(self._breakers.items())}
+        return {reading.name: reading.state.value for reading in self.readings()}
 
 
 def breaker_event(

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.core.addresses import parse_networks
-from app.core.vocabulary import ReviewTimeoutPolicy
+from app.core.vocabulary import ModelTier, ReviewTimeoutPolicy
 
 
 def _default_data_dir() -> Path:
@@ -299,6 +299,7 @@ class PriceSetting(BaseModel):
     output: Decimal = _USD_PER_MTOK
     cache_write: Decimal | None = Field(None, ge=0, le=10_000)
     cache_read: Decimal | None = Field(None, ge=0, le=10_000)
+    tier: ModelTier | None = Field(None, description="The model's tier, if it is in one.")
 
 
 class CostSettings(BaseModel):
@@ -309,6 +310,23 @@ class CostSettings(BaseModel):
             "Prices by `provider/model` (JSON), added to the shipped ones or replacing them: "
             'e.g. `{"anthropic/claude-sonnet-4-5": {"input": 3, "output": 15}}`. A model '
             "with no price has a cost of null."
+        ),
+    )
+
+    tier_models: dict[str, dict[ModelTier, str]] = Field(
+        default_factory=dict,
+        description=(
+            "Per provider, the model of each tier a downgraded run moves to (Anthropic's are "
+            'shipped): e.g. `{"anthropic": {"medium": "claude-sonnet-4-5"}}`.'
+        ),
+    )
+    downgrade_at_percent: float | None = Field(
+        80,
+        gt=0,
+        le=100,
+        description=(
+            "A run of a large-tier model starts on the next tier's model while a monthly "
+            "budget it counts against has spent this percent of its limit; null: never."
         ),
     )
 

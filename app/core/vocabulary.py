@@ -205,3 +205,13 @@ class BudgetPeriod(StrEnum):
 
     DAY = "day"
     MONTH = "month"
+
+
+class ModelTier(StrEnum):
+    """How capable (and dear) a model is, within its provider: the price table groups models
+    in tiers, a budget-aware downgrade moves a run one tier down, and the system prompt's
+    profile follows the tier."""
+
+    LARGE = "large"
+    MEDIUM = "medium"
+    SMALL = "small"

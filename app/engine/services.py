@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import anyio
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.breakers import Breakers
 from app.core.config import Settings
 from app.core.sessions import Sessions
 from app.engine.agents import AgentCommands
@@ -45,6 +46,7 @@ class Services:
     webhooks: WebhookCommands
     budgets: BudgetCommands
     metrics: Metrics
+    breakers: Breakers  # this process's circuit breakers, which `metrics` reports
     shutting_down: anyio.Event  # set first at shutdown: open streams end
     stream_slots: StreamSlots
     stream_tails: StreamTails

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from app.core.config import CostSettings
+from app.core.vocabulary import ModelTier
 from app.llm.provider import Usage
 
 _PER_TOKEN = Decimal(1_000_000)
@@ -24,12 +25,13 @@ _SNAPSHOT = re.compile(r"-(?:\d{8}|latest)$")  # `-20250929`, `-latest`
 
 @dataclass(frozen=True)
 class ModelPrice:
-    """USD per million tokens."""
+    """USD per million tokens, and the model's tier (None: not in one)."""
 
     input: Decimal
     output: Decimal
     cache_write: Decimal
     cache_read: Decimal
+    tier: ModelTier | None = None
 
     @classmethod
     def of(
@@ -38,6 +40,8 @@ class ModelPrice:
         output: str,
         cache_write: str | None = None,
         cache_read: str | None = None,
+        *,
+        tier: ModelTier | None = None,
     ) -> ModelPrice:
         """Anthropic's rule when the cache prices are not given: a cache write costs
         1.25 times the input, a cache read a tenth of it."""
@@ -47,6 +51,7 @@ class ModelPrice:
             Decimal(output),
             Decimal(cache_write) if cache_write is not None else per_input * Decimal("1.25"),
             Decimal(cache_read) if cache_read is not None else per_input / 10,
+            tier,
         )
 
     def cost(self, usage: Usage) -> Decimal:
@@ -65,23 +70,49 @@ class ModelPrice:
         return (input_tokens * dearest + max_output_tokens * self.output) / _PER_TOKEN
 
 
+_LARGE, _MEDIUM, _SMALL = ModelTier.LARGE, ModelTier.MEDIUM, ModelTier.SMALL
+
 # Anthropic's list prices (5-minute cache writes), keyed `provider/model`.
 DEFAULT_PRICES: dict[str, ModelPrice] = {
-    "anthropic/claude-opus-4-5": ModelPrice.of("5", "25"),
-    "anthropic/claude-opus-4-1": ModelPrice.of("15", "75"),
-    "anthropic/claude-opus-4": ModelPrice.of("15", "75"),
-    "anthropic/claude-sonnet-4-5": ModelPrice.of("3", "15"),
-    "anthropic/claude-sonnet-4": ModelPrice.of("3", "15"),
-    "anthropic/claude-3-7-sonnet": ModelPrice.of("3", "15"),
-    "anthropic/claude-haiku-4-5": ModelPrice.of("1", "5"),
-    "anthropic/claude-3-5-haiku": ModelPrice.of("0.80", "4"),
-    "anthropic/claude-3-haiku": ModelPrice.of("0.25", "1.25", "0.30", "0.03"),
+    "anthropic/claude-opus-4-5": ModelPrice.of("5", "25", tier=_LARGE),
+    "anthropic/claude-opus-4-1": ModelPrice.of("15", "75", tier=_LARGE),
+    "anthropic/claude-opus-4": ModelPrice.of("15", "75", tier=_LARGE),
+    "anthropic/claude-sonnet-4-5": ModelPrice.of("3", "15", tier=_MEDIUM),
+    "anthropic/claude-sonnet-4": ModelPrice.of("3", "15", tier=_MEDIUM),
+    "anthropic/claude-3-7-sonnet": ModelPrice.of("3", "15", tier=_MEDIUM),
+    "anthropic/claude-haiku-4-5": ModelPrice.of("1", "5", tier=_SMALL),
+    "anthropic/claude-3-5-haiku": ModelPrice.of("0.80", "4", tier=_SMALL),
+    "anthropic/claude-3-haiku": ModelPrice.of("0.25", "1.25", "0.30", "0.03", tier=_SMALL),
 }
+# The model a run moves to when it is downgraded to a tier, per provider.
+DEFAULT_TIER_MODELS: dict[str, dict[ModelTier, str]] = {
+    "anthropic": {
+        _LARGE: "claude-opus-4-5",
+        _MEDIUM: "claude-sonnet-4-5",
+        _SMALL: "claude-haiku-4-5",
+    }
+}
+_NEXT_TIER = {_LARGE: _MEDIUM, _MEDIUM: _SMALL}
+
+
+@dataclass(frozen=True)
+class Downgrade:
+    """A large model's run moved to the next tier's model."""
+
+    from_model: str
+    to_model: str
+    from_tier: ModelTier
+    to_tier: ModelTier
 
 
 class PriceTable:
-    def __init__(self, overrides: Mapping[str, ModelPrice] | None = None) -> None:
+    def __init__(
+        self,
+        overrides: Mapping[str, ModelPrice] | None = None,
+        tier_models: Mapping[str, Mapping[ModelTier, str]] | None = None,
+    ) -> None:
         self._prices = {**DEFAULT_PRICES, **(overrides or {})}
+        self._tier_models = {**DEFAULT_TIER_MODELS, **(tier_models or {})}
 
     @classmethod
     def from_settings(cls, settings: CostSettings) -> PriceTable:
@@ -92,9 +123,11 @@ class PriceTable:
                     str(price.output),
                     None if price.cache_write is None else str(price.cache_write),
                     None if price.cache_read is None else str(price.cache_read),
+                    tier=price.tier,
                 )
                 for key, price in settings.prices.items()
-            }
+            },
+            settings.tier_models,
         )
 
     def price(self, provider: str, model: str) -> ModelPrice | None:
@@ -102,6 +135,20 @@ class PriceTable:
         if found is None and _SNAPSHOT.search(model):
             found = self._prices.get(f"{provider}/{_SNAPSHOT.sub('', model)}")
         return found
+
+    def tier(self, provider: str, model: str) -> ModelTier | None:
+        price = self.price(provider, model)
+        return None if price is None else price.tier
+
+    def downgrade(self, provider: str, model: str) -> Downgrade | None:
+        """Where a run of a large model goes under budget pressure: the medium tier's model
+        of its provider; None for any other model, or a provider without one."""
+        tier = self.tier(provider, model)
+        if tier is not ModelTier.LARGE:
+            return None
+        lower = _NEXT_TIER[tier]
+        target = self._tier_models.get(provider, {}).get(lower)
+        return None if target is None else Downgrade(model, target, tier, lower)
 
     def cost(self, provider: str, model: str, usage: Usage) -> Decimal | None:
         """The call's cost in USD; None when the model has no price."""

@@ -25,7 +25,7 @@ from app.llm.provider import LLMRequest
 from app.loop.deps import LoopDeps
 from app.loop.terminators import Stop, failed
 from app.schemas.agents import AgentRead
-from app.schemas.runs import RunRead
+from app.schemas.runs import ModelDowngrade, RunRead
 from app.store import budgets as budget_store
 from app.store import task_runs
 
@@ -70,6 +70,36 @@ class BudgetGuard:
         self.task_id = task_runs.lane_task(lane)
         self._project: str | None = None  # read at the first priced call
 
+    async def downgrade(self, run: RunRead) -> ModelDowngrade | None:
+        """A run of a large-tier model starts on the next tier's while a monthly budget it
+        counts against is past the threshold (`LOOPWRIGHT_COSTS__DOWNGRADE_AT_PERCENT`)."""
+        threshold = self.deps.downgrade_at_percent
+        target = self.deps.prices.downgrade(self.agent.model.provider, self.agent.model.name)
+        if threshold is None or target is None:
+            return None
+        async with self.deps.sessionmaker() as session:
+            project = await self._project_in(session)
+            today = self.deps.clock().astimezone(UTC).date()
+            tightest = await budget_store.tightest_monthly(
+                session, self.agent.id, project, today=today
+            )
+        if tightest is None or tightest[1] < threshold:
+            return None
+        budget_id, spent_percent = tightest
+        return ModelDowngrade(
+            from_model=target.from_model,
+            to_model=target.to_model,
+            from_tier=target.from_tier,
+            to_tier=target.to_tier,
+            budget_id=budget_id,
+            spent_percent=spent_percent,
+        )
+
+    async def _project_in(self, session: AsyncSession) -> str:
+        if self._project is None:
+            self._project = await task_runs.lane_project(session, self.lane)
+        return self._project
+
     async def admit(self, run: RunRead, request: LLMRequest) -> None:
         """Reserve the call's worst case, or raise `BudgetExhausted`."""
         price = self.deps.prices.price(self.agent.model.provider, request.model)
@@ -86,10 +116,11 @@ class BudgetGuard:
         async with self.deps.sessionmaker.begin() as session:
             if self.task_id is not None:
                 await self._check_task(session, run, spent, worst)
-            if self._project is None:
-                self._project = await task_runs.lane_project(session, self.lane)
             spender = budget_store.Spender(
-                run.id, self.agent.id, self._project, self.deps.clock().astimezone(UTC).date()
+                run.id,
+                self.agent.id,
+                await self._project_in(session),
+                self.deps.clock().astimezone(UTC).date(),
             )
             over = await budget_store.reserve(session, spender, worst)
         if over is not None:

@@ -54,6 +54,7 @@ class LoopDeps:
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     metrics: Metrics | None = None
     prices: PriceTable = field(default_factory=PriceTable)
+    downgrade_at_percent: float | None = None  # None: runs keep their agent's model
     breakers: Breakers = field(default_factory=Breakers)  # shared with the tool runner
     llm_policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # between LLM attempts

@@ -34,6 +34,7 @@ from app.loop.compaction import Compactor, Recovery
 from app.loop.deps import LeaseLost, LoopDeps
 from app.loop.loop_detection import ASK_HUMAN
 from app.loop.prompt import Frame, frame_of, offered_tools, read_frame
+from app.loop.prompt_profiles import profile_for
 from app.loop.summary import llm_summariser
 from app.loop.watchers import Watchers
 from app.schemas.agents import AgentRead
@@ -66,7 +67,9 @@ class ModelCalls:
         self.conversation_id = conversation_id
         self._lease_lost = lease_lost
         self._on_event = on_event
-        self._frame: Frame | None = frame_of(agent, journal)  # the journal as stored
+        # The system prompt's profile follows the tier of the model the run uses.
+        self.profile = profile_for(deps.prices.tier(agent.model.provider, agent.model.name))
+        self._frame: Frame | None = frame_of(agent, journal, self.profile)  # the journal as stored
         self.usage_in_flight = Usage()  # of the call under way, as far as it is known
         # Seconds this execution waited out rate limits and outages in persistent mode:
         # not charged to the run's time limits (and the call's deadline moves with them).
@@ -80,7 +83,9 @@ class ModelCalls:
         """Read once, and again only after a journal tool wrote (nothing else changes the
         journal while the run holds its lane)."""
         if self._frame is None:
-            self._frame = await read_frame(self.deps.sessionmaker, self.agent, self.conversation_id)
+            self._frame = await read_frame(
+                self.deps.sessionmaker, self.agent, self.conversation_id, self.profile
+            )
         return self._frame
 
     def account(self, model: str, usage: Usage) -> CallCost:

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.messages import Message
 from app.llm.provider import ToolChoice, ToolSpec
 from app.loop.journal import render_digest, render_full
+from app.loop.prompt_profiles import PromptProfile, personality_section
 from app.loop.tools.journal_tools import JOURNAL_TOOL_NAMES
 from app.loop.tools.registry import ToolRegistry
 from app.schemas.agents import AgentRead
@@ -32,20 +33,28 @@ class Frame:
 
 
 async def read_frame(
-    sessionmaker: async_sessionmaker[AsyncSession], agent: AgentRead, conversation_id: str
+    sessionmaker: async_sessionmaker[AsyncSession],
+    agent: AgentRead,
+    conversation_id: str,
+    profile: PromptProfile,
 ) -> Frame:
     async with sessionmaker() as session:
         stored = await journal_store.read_journal(session, conversation_id)
-    return frame_of(agent, stored)
+    return frame_of(agent, stored, profile)
 
 
-def frame_of(agent: AgentRead, stored_journal: dict[str, Any] | None) -> Frame:
+def frame_of(
+    agent: AgentRead, stored_journal: dict[str, Any] | None, profile: PromptProfile
+) -> Frame:
+    """The system prompt: the agent's own, its personality as the model tier's profile
+    renders it, and the journal's digest."""
     journal = Journal.model_validate(stored_journal or {})
-    digest = render_digest(journal)
-    system = agent.system_prompt
-    if digest:
-        system = f"{system}\n\n{digest}" if system else digest
-    return Frame(system, render_full(journal))
+    parts = [agent.system_prompt]
+    if agent.personality is not None:
+        section, _ = personality_section(agent.personality, profile)
+        parts.append(f"## Personality\n{section}" if section else "")
+    parts.append(render_digest(journal))
+    return Frame("\n\n".join(p for p in parts if p), render_full(journal))
 
 
 def offered_tools(

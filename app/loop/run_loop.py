@@ -33,7 +33,7 @@ from app.llm.provider import LLMResponse, ProviderUnavailable
 from app.llm.resilient import LLMCallFailed
 from app.loop import resume, terminators
 from app.loop.boundary import Boundary, started_events
-from app.loop.budget_guard import BudgetExhausted
+from app.loop.budget_guard import BudgetExhausted, BudgetGuard
 from app.loop.cancel_watch import CancelledDuringCall, unless_cancelled
 from app.loop.crashpoints import crash_point
 from app.loop.deps import LeaseLost, prompt_hash
@@ -116,8 +116,14 @@ class RunLoop(LeasedRun):
             missing = failed(StopReason.AGENT_MISSING, "the agent was deleted", retryable=False)
             await self._settle(missing)
             return
-        self.agent = agent
         self.system_hash = prompt_hash(agent.system_prompt)
+        downgrade = self.run.model_downgrade or await BudgetGuard(
+            deps, agent, self.run.lane
+        ).downgrade(self.run)
+        if downgrade is not None:  # the run uses the cheaper model, and its tier's prompt
+            model = agent.model.model_copy(update={"name": downgrade.to_model})
+            agent = agent.model_copy(update={"model": model})
+        self.agent = agent
         self.watchers = Watchers.load(checkpoint.loop_counters or None)
         if checkpoint.loop_counters:
             self.loop_written = self.watchers.counters
@@ -146,6 +152,15 @@ class RunLoop(LeasedRun):
         # Its first boundary (the input) was its first resume point, with its first message.
         started_here = checkpoint.kind is not None
         await self._start(started_here)
+        if downgrade is not None and self.run.model_downgrade is None:
+            record = downgrade.model_dump(mode="json")
+            await self.commit(
+                Boundary(
+                    StepKind.NOTE,
+                    run_values={"model_downgrade": record},
+                    events=[("agent.budget.downgraded", record)],
+                )
+            )
         if started_here and self.run.system_prompt_hash != self.system_hash:
             await self.commit(resume.prompt_drift_pause())
             return

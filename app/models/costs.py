@@ -1,6 +1,6 @@
-"""What LLM calls cost, rolled up by day, agent, project (of the run's task; empty for a
-run without one), provider and model: written with each call's step, in its transaction,
-so `GET /v1/costs` and the budgets read totals rather than every call."""
+"""What LLM calls cost, rolled up by day, agent, task and its project (empty for a run of
+no task, or a task of no project), provider and model: written with each call's step, in
+its transaction, so `GET /v1/costs` and the budgets read totals rather than every call."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class LLMCostDay(Base):
     day: Mapped[date] = mapped_column(Date, primary_key=True)  # UTC
     agent_id: Mapped[str] = mapped_column(Text, primary_key=True)
     project: Mapped[str] = mapped_column(Text, primary_key=True)
+    task_id: Mapped[str] = mapped_column(Text, primary_key=True)
     provider: Mapped[str] = mapped_column(Text, primary_key=True)
     model: Mapped[str] = mapped_column(Text, primary_key=True)
     calls: Mapped[int] = mapped_column(Integer)

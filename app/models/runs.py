@@ -44,6 +44,7 @@ class Agent(Base):
     limits: Mapped[dict[str, Any]] = mapped_column(JSONB)
     max_concurrent_tasks: Mapped[int] = mapped_column(Integer)
     cost_tier: Mapped[str] = mapped_column(Text)
+    personality: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # Its manager, for hierarchical routing; a deleted manager leaves its reports without.
     reports_to: Mapped[str | None] = mapped_column(
         Text, ForeignKey("agents.id", ondelete="SET NULL")
@@ -121,6 +122,8 @@ class Run(Base):
     lease_token: Mapped[int] = mapped_column(BigInteger)
     resume_available: Mapped[bool] = mapped_column(Boolean)
     system_prompt_hash: Mapped[str | None] = mapped_column(Text)
+    # The model it runs on instead of its agent's, when a budget moved it down a tier.
+    model_downgrade: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column()

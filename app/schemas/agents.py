@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -37,6 +38,28 @@ class Limits(BaseModel):
         if self.soft_time_limit_s >= self.hard_time_limit_s:
             raise ValueError("soft_time_limit_s must be below hard_time_limit_s")
         return self
+
+
+class Level(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class Personality(BaseModel):
+    """How the agent comes across, rendered into its system prompt after the prompt itself,
+    as much of it as its model tier's profile allows: all of it for a large model (up to
+    500 tokens), description, style and traits for a medium one (200), the communication
+    style alone for a small one (80); trimmed further when it does not fit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: Text = Field("", examples=["A careful analyst who checks every figure twice."])
+    communication_style: Name | None = Field(None, examples=["concise"])
+    traits: list[Name] = Field(default_factory=list, max_length=20, examples=[["thorough"]])
+    risk_tolerance: Level | None = None
+    creativity: Level | None = None
+    verbosity: Level | None = None
 
 
 class _AgentFields(BaseModel):
@@ -86,6 +109,7 @@ class _AgentFields(BaseModel):
         "manager's task down to its reports); no chain may loop.",
         examples=["agt_01jd2x7k8m9n0p1q2r3s4t5v6w"],
     )
+    personality: Personality | None = None
 
 
 class AgentCreate(_AgentFields):
@@ -93,10 +117,8 @@ class AgentCreate(_AgentFields):
 
 
 class AgentPatch(PatchBody):
-    """Fields to change; the ones absent stay as they are. Only `reports_to` may be null
-    (the agent then reports to nobody)."""
-
-    nullable_fields: ClassVar[frozenset[str]] = frozenset({"reports_to"})
+    """Fields to change; the ones absent stay as they are. Only `reports_to` (the agent
+    then reports to nobody) and `personality` may be null."""
 
     name: Name | None = None
     role: Name | None = None
@@ -113,6 +135,9 @@ class AgentPatch(PatchBody):
     max_concurrent_tasks: int | None = Field(None, ge=1, le=1_000)
     cost_tier: CostTier | None = None
     reports_to: Name | None = None
+    personality: Personality | None = Field(None, description="null removes it.")
+
+    nullable_fields: ClassVar[frozenset[str]] = frozenset({"personality", "reports_to"})
 
 
 class AgentRead(_AgentFields):

@@ -11,8 +11,10 @@ from pydantic import BaseModel, Field
 class CostGroupBy(StrEnum):
     AGENT = "agent"
     PROJECT = "project"
+    TASK = "task"
     MODEL = "model"
     DAY = "day"
+    MONTH = "month"
 
 
 class CostTotals(BaseModel):
@@ -30,8 +32,9 @@ class CostTotals(BaseModel):
 
 class CostLine(CostTotals):
     key: str = Field(
-        description="The agent's id, the project (empty: runs of no task's project), "
-        "`provider/model`, or the day (`YYYY-MM-DD`, UTC).",
+        description="The agent's id, the project (empty: runs of no project's task), the "
+        "task's id (empty: runs of no task), `provider/model`, the day (`YYYY-MM-DD`, UTC) or "
+        "the month (`YYYY-MM`).",
         examples=["anthropic/claude-sonnet-4-5"],
     )
 
@@ -41,6 +44,6 @@ class CostReport(BaseModel):
     start: date = Field(description="The first day counted (UTC).")
     end: date = Field(description="The last day counted (UTC), included.")
     items: list[CostLine] = Field(
-        description="One line per group, the costliest first (by day: in date order)."
+        description="One line per group, the costliest first (by day or month: in date order)."
     )
     total: CostTotals

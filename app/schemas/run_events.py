@@ -187,6 +187,7 @@ class RunDiagnosticData(RunData):
 DIAGNOSTIC_EVENTS = (
     "agent.breaker.closed",
     "agent.breaker.opened",
+    "agent.budget.downgraded",
     "agent.budget.exhausted",
     "agent.compaction.run",
     "agent.exhaustion.soft_time_limit",

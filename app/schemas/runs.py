@@ -20,7 +20,7 @@ from app.core.fields import Name
 from app.core.messages import Block, Role
 from app.core.schema_variants import published_as
 from app.core.states import ResumeDecision, RunStatus, StopReason, WaitReason
-from app.core.vocabulary import HumanAction, Multitask
+from app.core.vocabulary import HumanAction, ModelTier, Multitask
 from app.schemas.bounds import StorableDatetime
 
 RunInput = Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
@@ -95,6 +95,19 @@ class Usage(BaseModel):
     def none_yet(cls) -> dict[str, Any]:
         """A new run's usage, as stored: nothing used, nothing spent."""
         return cls(cost_usd=0.0).model_dump()
+
+
+class ModelDowngrade(BaseModel):
+    """The model a run uses instead of its agent's: a monthly budget it counts against had
+    spent `spent_percent` of its limit when the run started, so its large-tier model was
+    swapped for the next tier's (and its system prompt follows that tier's profile)."""
+
+    from_model: str
+    to_model: str
+    from_tier: ModelTier
+    to_tier: ModelTier
+    budget_id: str
+    spent_percent: float
 
 
 class RunError(BaseModel):
@@ -175,6 +188,9 @@ class RunRead(BaseModel):
     lease_token: int = Field(description="Fencing token: grows with every claim.")
     resume_available: bool
     system_prompt_hash: str | None
+    model_downgrade: ModelDowngrade | None = Field(
+        None, description="Set when a budget moved the run to a cheaper model."
+    )
     version: int
     created_at: datetime
     updated_at: datetime
@@ -244,4 +260,21 @@ class LaneRead(BaseModel):
     last_event_id: int = Field(
         description="Where the lane's stream stood when this was read: follow "
         "`GET /v1/lanes/{lane}/events` from here to miss nothing after it."
+    )
+
+
+class LaneSummary(BaseModel):
+    """A lane that a run holds or waits on: its holder and how many wait behind it
+    (`GET /v1/lanes/{lane}` lists them)."""
+
+    lane: str
+    active: RunRead | None = Field(description="The run holding the lane, if one does.")
+    queued: int = Field(description="Runs waiting on the lane.")
+    delayed: int = Field(
+        description="Of those, runs whose `not_before` is still to come (everything behind "
+        "one waits for it too)."
+    )
+    oldest_run_id: str = Field(
+        description="The lane's oldest unfinished run (usually its holder): lanes are "
+        "listed in this order."
     )

@@ -77,6 +77,12 @@ async def list_approvals(
     return [_read(r) for r in await session.execute(stmt)]
 
 
+async def count_pending(session: AsyncSession) -> int:
+    """How many approvals wait on a person."""
+    stmt = select(func.count()).select_from(APPROVALS).where(APPROVALS.c.status == _PENDING)
+    return int((await session.execute(stmt)).scalar_one())
+
+
 async def tool_approval(
     session: AsyncSession, run_id: str, tool_call_id: str
 ) -> ApprovalRead | None:

@@ -219,6 +219,20 @@ async def release(session: AsyncSession, run_ids: Sequence[str]) -> None:
         )
 
 
+async def tightest_monthly(
+    session: AsyncSession, agent_id: str, project: str, *, today: date
+) -> tuple[str, float] | None:
+    """The monthly budget this spender counts against that has spent the most of its
+    limit, and that percent; None without one."""
+    params = {"agent_id": agent_id, "project": project}
+    monthly = f"({_APPLYING}) AND b.period = 'month'"
+    found = await _standings(session, monthly, params, today=today)
+    if not found:
+        return None
+    tightest = max(found, key=lambda f: f.spent / f.limit)
+    return tightest.budget.id, tightest.budget.current.spent_percent
+
+
 # -- alerts ---------------------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import LLM_COST_DAYS
 from app.schemas.costs import CostGroupBy, CostLine
-from app.store.task_runs import lane_projects
+from app.store.task_runs import lane_projects, lane_task
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,13 @@ async def record(session: AsyncSession, calls: Sequence[CallCost]) -> set[tuple[
     if not calls:
         return set()
     projects = await lane_projects(session, {call.lane for call in calls})
-    totals: dict[tuple[date, str, str, str, str], dict[str, Any]] = defaultdict(
+    totals: dict[tuple[date, str, str, str, str, str], dict[str, Any]] = defaultdict(
         lambda: dict.fromkeys(_SUMMED, 0)
     )
     for call in calls:
         project = projects.get(call.lane, "")
-        row = totals[(call.day, call.agent_id, project, call.provider, call.model)]
+        task = lane_task(call.lane) or ""
+        row = totals[(call.day, call.agent_id, project, task, call.provider, call.model)]
         row["calls"] += 1
         row["input_tokens"] += call.input_tokens
         row["output_tokens"] += call.output_tokens
@@ -77,17 +78,25 @@ async def record(session: AsyncSession, calls: Sequence[CallCost]) -> set[tuple[
             "day": day,
             "agent_id": agent,
             "project": project,
+            "task_id": task,
             "provider": provider,
             "model": model,
             **sums,
         }
-        for (day, agent, project, provider, model), sums in sorted(totals.items())
+        for (day, agent, project, task, provider, model), sums in sorted(totals.items())
     ]
     statement = insert(LLM_COST_DAYS).values(rows)
     table = LLM_COST_DAYS.c
     await session.execute(
         statement.on_conflict_do_update(
-            index_elements=[table.day, table.agent_id, table.project, table.provider, table.model],
+            index_elements=[
+                table.day,
+                table.agent_id,
+                table.project,
+                table.task_id,
+                table.provider,
+                table.model,
+            ],
             set_={name: table[name] + statement.excluded[name] for name in _SUMMED},
         )
     )
@@ -98,11 +107,15 @@ async def record(session: AsyncSession, calls: Sequence[CallCost]) -> set[tuple[
 
 def _key(group: CostGroupBy) -> Any:
     table = LLM_COST_DAYS.c
-    if group is CostGroupBy.MODEL:
-        return table.provider + literal_column("'/'") + table.model
-    if group is CostGroupBy.DAY:
-        return func.to_char(table.day, "YYYY-MM-DD")
-    return table.agent_id if group is CostGroupBy.AGENT else table.project
+    keys = {
+        CostGroupBy.AGENT: table.agent_id,
+        CostGroupBy.PROJECT: table.project,
+        CostGroupBy.TASK: table.task_id,
+        CostGroupBy.MODEL: table.provider + literal_column("'/'") + table.model,
+        CostGroupBy.DAY: func.to_char(table.day, "YYYY-MM-DD"),
+        CostGroupBy.MONTH: func.to_char(table.day, "YYYY-MM"),
+    }
+    return keys[group]
 
 
 async def totals(
@@ -113,6 +126,7 @@ async def totals(
     end: date,
     agent_id: str | None = None,
     project: str | None = None,
+    task_id: str | None = None,
 ) -> list[CostLine]:
     """Totals per group over the days `start` to `end` (both included), largest cost
     first (a day grouping: in date order)."""
@@ -124,8 +138,11 @@ async def totals(
         query = query.where(table.agent_id == agent_id)
     if project is not None:
         query = query.where(table.project == project)
+    if task_id is not None:
+        query = query.where(table.task_id == task_id)
     cost = func.sum(table.cost_usd).cast(Numeric)
-    query = query.order_by(key) if group is CostGroupBy.DAY else query.order_by(cost.desc(), key)
+    by_date = group in (CostGroupBy.DAY, CostGroupBy.MONTH)
+    query = query.order_by(key) if by_date else query.order_by(cost.desc(), key)
     rows = await session.execute(query)
     return [
         CostLine(

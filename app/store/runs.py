@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from itertools import groupby
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import RUN_ACTIVE, RunStatus
@@ -15,6 +17,8 @@ from app.schemas.runs import RunRead
 from app.store.driver import driver_connection, json_text
 
 _ACTIVE = [s.value for s in RUN_ACTIVE]
+_QUEUED = RunStatus.QUEUED.value
+_FAILED = [RunStatus.FAILED.value, RunStatus.DEAD_LETTER.value]
 
 
 def _read(row: Any) -> RunRead:
@@ -88,6 +92,7 @@ _BOUNDARY_COLUMNS = (
     "stop_reason",
     "waiting_for",
     "system_prompt_hash",
+    "model_downgrade",
     "lease_owner",
     "lease_expires_at",
     "finished_at",
@@ -251,6 +256,97 @@ async def lane(session: AsyncSession, lane_name: str) -> tuple[RunRead | None, l
     return active, [r for r in runs if r.status is RunStatus.QUEUED]
 
 
+@dataclass(frozen=True)
+class BusyLane:
+    """A lane that a run holds or waits on: its holder, the head of its queue in the order
+    the claim takes it, and how many wait (`delayed`: of those, how many are not to start
+    before a time still to come)."""
+
+    lane: str
+    oldest_run_id: str  # its oldest unfinished run: the lanes' order, and their cursor
+    active: RunRead | None
+    queue: list[RunRead]
+    queued: int
+    delayed: int
+
+    @property
+    def runs(self) -> list[RunRead]:
+        """Its holder (if one) and the head of its queue, in the order they run."""
+        return [self.active, *self.queue] if self.active else list(self.queue)
+
+
+async def busy_lanes(
+    session: AsyncSession,
+    *,
+    limit: int,
+    shown: int,
+    after: str | None = None,
+    lane: str | None = None,
+) -> list[BusyLane]:
+    """Lanes with a holder or a queue (or just `lane`), in the order of their oldest
+    unfinished run, from just past the lane whose oldest is `after`; each with its holder
+    and the first `shown` of its queue. One statement: the lanes, then their runs.
+
+    The queue is in `seq` order, as the claim takes it: its head waits for the lane to be
+    free (and for its `not_before`), and everything behind it waits for the head."""
+    busy = RUNS.c.status.in_([*_ACTIVE, _QUEUED])
+    queued = RUNS.c.status == _QUEUED
+    lanes = (
+        select(
+            RUNS.c.lane,
+            func.min(RUNS.c.id).label("oldest_run_id"),
+            func.count().filter(queued).label("queued"),
+            func.count().filter(queued, RUNS.c.not_before > func.now()).label("delayed"),
+        )
+        .where(busy)
+        .group_by(RUNS.c.lane)
+        .order_by(func.min(RUNS.c.id))
+        .limit(limit)
+    )
+    if lane is not None:
+        lanes = lanes.where(RUNS.c.lane == lane)
+    if after is not None:
+        lanes = lanes.having(func.min(RUNS.c.id) > after)
+    found = lanes.cte("lanes")
+    # Numbered per lane: its queued runs in claim order, its holder (one at most) apart.
+    place = func.row_number().over(partition_by=[RUNS.c.lane, queued], order_by=RUNS.c.seq)
+    runs = select(RUNS, place.label("place")).where(busy).subquery("busy")
+    stmt = (
+        select(
+            found.c.lane.label("lane_name"),
+            found.c.oldest_run_id,
+            found.c.queued,
+            found.c.delayed,
+            runs,
+        )
+        .select_from(found)
+        .outerjoin(
+            runs,
+            and_(
+                runs.c.lane == found.c.lane,
+                or_(runs.c.status != _QUEUED, runs.c.place <= shown),
+            ),
+        )
+        .order_by(found.c.oldest_run_id, runs.c.status == _QUEUED, runs.c.seq)
+    )
+    rows = await session.execute(stmt)
+    return [_busy_lane(list(group)) for _, group in groupby(rows, lambda row: row.oldest_run_id)]
+
+
+def _busy_lane(rows: list[Any]) -> BusyLane:
+    """A lane from its rows: one per run shown, or a single one without a run."""
+    first = rows[0]
+    runs = [_read(row) for row in rows if row.id is not None]
+    return BusyLane(
+        lane=first.lane_name,
+        oldest_run_id=first.oldest_run_id,
+        active=next((run for run in runs if run.status in RUN_ACTIVE), None),
+        queue=[run for run in runs if run.status is RunStatus.QUEUED],
+        queued=first.queued,
+        delayed=first.delayed,
+    )
+
+
 async def list_runs(
     session: AsyncSession,
     *,
@@ -266,6 +362,17 @@ async def list_runs(
         stmt = stmt.where(RUNS.c[column] == value)
     if start is not None:
         stmt = stmt.where(key < start if newest_first else key > start)
+    return [_read(r) for r in await session.execute(stmt)]
+
+
+async def recent_failures(session: AsyncSession, *, limit: int) -> list[RunRead]:
+    """The runs that ended in failure (`failed`, `dead_letter`), the last to end first."""
+    stmt = (
+        select(RUNS)
+        .where(RUNS.c.status.in_(_FAILED))
+        .order_by(RUNS.c.finished_at.desc().nulls_last(), RUNS.c.id.desc())
+        .limit(limit)
+    )
     return [_read(r) for r in await session.execute(stmt)]
 
 

@@ -142,6 +142,39 @@ async def list_transitions(session: AsyncSession, task_id: str) -> list[Transiti
     return [TransitionRead.model_validate(row) for row in rows]
 
 
+async def newest_tasks(
+    session: AsyncSession,
+    *,
+    status: TaskStatus,
+    before_id: str | None,
+    limit: int,
+    project: str | None = None,
+    assignees: Sequence[str] = (),
+) -> list[TaskRead]:
+    """Tasks of one status, newest first (ids sort by creation), from just before the task
+    `before_id`; of `project` when given, and assigned to any of `assignees` when any."""
+    stmt = select(Task).where(Task.status == status).order_by(Task.id.desc()).limit(limit)
+    if project is not None:
+        stmt = stmt.where(Task.project == project)
+    if assignees:
+        stmt = stmt.where(Task.assigned_to.in_(assignees))
+    if before_id is not None:
+        stmt = stmt.where(Task.id < before_id)
+    return [TaskRead.model_validate(row) for row in await session.scalars(stmt)]
+
+
+async def projects(session: AsyncSession, *, limit: int) -> list[str]:
+    """The projects tasks name, in order: a filter's choices."""
+    rows = await session.scalars(
+        select(Task.project)
+        .where(Task.project.is_not(None))
+        .distinct()
+        .order_by(Task.project)
+        .limit(limit)
+    )
+    return [str(project) for project in rows]
+
+
 # Routing order: the most urgent first, then the oldest.
 _URGENCY = case(
     {p.value: rank for rank, p in enumerate(Priority)}, value=Task.priority, else_=len(Priority)

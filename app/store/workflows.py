@@ -37,11 +37,14 @@ async def get_workflow(session: AsyncSession, workflow_id: str) -> WorkflowRead 
 
 
 async def list_workflows(
-    session: AsyncSession, *, after_id: str | None, limit: int
+    session: AsyncSession, *, after_id: str | None, limit: int, newest_first: bool = False
 ) -> list[WorkflowRead]:
-    stmt = select(Workflow).order_by(Workflow.id).limit(limit)
+    """In creation order (ids sort by it), or newest first; from just past `after_id` in
+    that order."""
+    key = Workflow.id
+    stmt = select(Workflow).order_by(key.desc() if newest_first else key).limit(limit)
     if after_id is not None:
-        stmt = stmt.where(Workflow.id > after_id)
+        stmt = stmt.where(key < after_id if newest_first else key > after_id)
     return [WorkflowRead.model_validate(r) for r in await session.scalars(stmt)]
 
 
@@ -147,16 +150,23 @@ async def get_execution(
 
 
 async def list_executions(
-    session: AsyncSession, workflow_id: str, *, after_id: str | None, limit: int
+    session: AsyncSession,
+    workflow_id: str,
+    *,
+    after_id: str | None,
+    limit: int,
+    newest_first: bool = False,
 ) -> list[ExecutionRead]:
+    """In creation order, or newest first; from just past `after_id` in that order."""
+    key = WorkflowExecution.id
     stmt = (
         select(WorkflowExecution)
         .where(WorkflowExecution.workflow_id == workflow_id)
-        .order_by(WorkflowExecution.id)
+        .order_by(key.desc() if newest_first else key)
         .limit(limit)
     )
     if after_id is not None:
-        stmt = stmt.where(WorkflowExecution.id > after_id)
+        stmt = stmt.where(key < after_id if newest_first else key > after_id)
     rows = list(await session.scalars(stmt))
     tasks = await _node_tasks(session, [r.id for r in rows])
     return [_read(r, tasks.get(r.id, {})) for r in rows]

@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app.ui import approvals, auth, runs
+from app.ui import agents, approvals, auth, lanes, overview, runs, tasks, workflows
 from app.ui.deps import LoginRequired, login_url
 from app.ui.templating import STATIC_URL
 
@@ -32,6 +32,11 @@ def install(app: FastAPI) -> None:
     app.include_router(auth.router)
     app.include_router(runs.router)
     app.include_router(approvals.router)
+    app.include_router(tasks.router)
+    app.include_router(agents.router)
+    app.include_router(lanes.router)
+    app.include_router(overview.router)
+    app.include_router(workflows.router)
     app.add_api_route("/", _to_the_dashboard, include_in_schema=False)
 
 

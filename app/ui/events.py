@@ -9,7 +9,7 @@ from enum import Enum
 
 from pydantic import BaseModel
 
-from app.schemas.events import ApprovalEvent
+from app.schemas.events import ApprovalEvent, ExecutionEvent, NodeChangedEvent, TaskEvent
 from app.schemas.run_events import (
     DIAGNOSTIC_EVENTS,
     MessageCreatedEvent,
@@ -39,3 +39,5 @@ RUN = [
     *DIAGNOSTIC_EVENTS,
 ]
 APPROVALS = _names(ApprovalEvent)
+TASKS = _names(TaskEvent)
+WORKFLOW_EXECUTION = [*_names(ExecutionEvent), *_names(NodeChangedEvent)]

@@ -82,7 +82,7 @@ LaneQuery = Annotated[str | None, Query(max_length=300)]
 
 @router.get("")
 async def home() -> RedirectResponse:
-    return RedirectResponse("/ui/runs", status_code=303)
+    return RedirectResponse("/ui/overview", status_code=303)
 
 
 @router.get("/runs")

@@ -32,8 +32,13 @@ class NavItem:
 
 # The pages the bar links to, in order: a new page adds its line here.
 NAV = (
+    NavItem("overview", "Overview", "/ui/overview"),
     NavItem("runs", "Runs", "/ui/runs"),
+    NavItem("lanes", "Lanes", "/ui/lanes"),
     NavItem("approvals", "Approvals", "/ui/approvals"),
+    NavItem("workflows", "Workflows", "/ui/workflows"),
+    NavItem("tasks", "Tasks", "/ui/tasks"),
+    NavItem("agents", "Agents", "/ui/agents"),
 )
 
 # Everything a page loads comes from the service itself; scripts only from files.
@@ -63,6 +68,14 @@ def _when(value: datetime | None) -> Markup:
     return Markup('<time datetime="{}">{}</time>').format(value.isoformat(), shown)
 
 
+def _usd(cost: float | None) -> str:
+    """Dollars to the cent, to four places under a cent; `—` when not known (a model
+    without a price)."""
+    if cost is None:
+        return "—"
+    return f"${cost:,.2f}" if cost >= 0.01 or cost == 0 else f"${cost:.4f}"
+
+
 def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
@@ -83,6 +96,7 @@ def _environment() -> Environment:
     env.filters["when"] = _when
     env.filters["pretty"] = _pretty
     env.filters["compact"] = _compact
+    env.filters["usd"] = _usd
     env.globals["static"] = static_url
     env.globals["nav"] = NAV
     return env

@@ -1,4 +1,4 @@
-"""llm costs: what LLM calls cost, by day, agent, project, provider and model
+"""llm costs: what LLM calls cost, by day, agent, project, task, provider and model
 
 Revision ID: 0013
 Revises: 0012
@@ -22,6 +22,7 @@ def upgrade() -> None:
         sa.Column("day", sa.Date(), nullable=False),
         sa.Column("agent_id", sa.Text(), nullable=False),
         sa.Column("project", sa.Text(), nullable=False),
+        sa.Column("task_id", sa.Text(), nullable=False),
         sa.Column("provider", sa.Text(), nullable=False),
         sa.Column("model", sa.Text(), nullable=False),
         sa.Column("calls", sa.Integer(), nullable=False),
@@ -32,7 +33,13 @@ def upgrade() -> None:
         sa.Column("cost_usd", sa.Numeric(24, 9), nullable=False),
         sa.Column("unpriced_calls", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint(
-            "day", "agent_id", "project", "provider", "model", name=op.f("pk_llm_cost_days")
+            "day",
+            "agent_id",
+            "project",
+            "task_id",
+            "provider",
+            "model",
+            name=op.f("pk_llm_cost_days"),
         ),
     )
 

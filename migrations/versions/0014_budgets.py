@@ -1,5 +1,7 @@
 """budgets: limits on an agent's or a project's LLM spending a day or a month, the
-reservations of calls in flight, and the alerts sent once per threshold and period
+reservations of calls in flight, the alerts sent once per threshold and period, the
+model downgrade a run was given under budget pressure, and agents' personalities (which
+the system prompt renders to its model tier's profile)
 
 Revision ID: 0014
 Revises: 0013
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 revision = "0014"
 down_revision = "0013"
@@ -18,6 +21,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    op.add_column("runs", sa.Column("model_downgrade", postgresql.JSONB(), nullable=True))
+    op.add_column("agents", sa.Column("personality", postgresql.JSONB(), nullable=True))
     op.create_table(
         "budgets",
         sa.Column("id", sa.Text(), nullable=False),
@@ -86,3 +91,5 @@ def downgrade() -> None:
     op.drop_table("budget_alerts")
     op.drop_table("budget_reservations")
     op.drop_table("budgets")
+    op.drop_column("runs", "model_downgrade")
+    op.drop_column("agents", "personality")

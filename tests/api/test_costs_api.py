@@ -109,11 +109,30 @@ async def test_costs_are_summed_on_runs_and_totalled_by_agent_project_model_and_
         "scripted/on-my-laptop": (1, 0, 1),
     }
     assert list(lines(await report("day"))) == [today.isoformat()]
+    assert list(lines(await report("month"))) == [today.isoformat()[:7]]
+    assert lines(await report("task")) == {
+        task["id"]: (2, pytest.approx(0.012), 0),
+        "": (3, pytest.approx(0.012), 1),
+    }
+    assert lines(await report("agent", task_id=task["id"])) == {
+        writer: (2, pytest.approx(0.012), 0)
+    }
     only_apollo = await report("agent", project="apollo")
     assert lines(only_apollo) == {writer: (2, pytest.approx(0.012), 0)}
     assert lines(await report("model", agent_id=local)) == {"scripted/on-my-laptop": (1, 0, 1)}
     yesterday = (today - timedelta(days=1)).isoformat()
     assert (await report("agent", start=yesterday, end=yesterday))["items"] == []
+
+    board = (await client.get("/ui/runs")).text
+    row = board[board.index(f'id="run-{direct["id"]}"') :]
+    assert '<td data-label="Cost" class="num">$0.01</td>' in row[: row.index("</tr>")]
+    unknown_row = board[board.index(f'id="run-{unpriced["id"]}"') :]
+    assert (
+        'title="Not known: a model without a price">—</td>'
+        in unknown_row[: unknown_row.index("</tr>")]
+    )
+    page = (await client.get(f"/ui/runs/{direct['id']}")).text
+    assert "2000 in · 400 out tokens · $0.01" in page
 
     samples = await scrape(client)
     priced = {"provider": "scripted", "model": "priced"}

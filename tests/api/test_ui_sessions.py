@@ -188,8 +188,8 @@ async def test_after_login_only_a_dashboard_page_is_a_destination(
 async def test_without_keys_the_dashboard_is_open(client: httpx.AsyncClient) -> None:
     home = await client.get("/")
     assert (home.status_code, home.headers["location"]) == (307, "/ui")
-    to_board = await client.get("/ui")
-    assert (to_board.status_code, to_board.headers["location"]) == (303, "/ui/runs")
+    to_overview = await client.get("/ui")
+    assert (to_overview.status_code, to_overview.headers["location"]) == (303, "/ui/overview")
     board = await client.get("/ui/runs")
     assert board.status_code == 200 and "Log out" not in board.text
     assert (await client.get("/ui/login")).headers["location"] == "/ui/runs"

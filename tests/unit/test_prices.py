@@ -8,13 +8,15 @@ from decimal import Decimal
 import pytest
 
 from app.core.config import CostSettings
+from app.core.vocabulary import ModelTier
 from app.llm.prices import ModelPrice, PriceTable
 from app.llm.provider import Usage
 
 
 def test_each_kind_of_token_has_its_price() -> None:
     sonnet = PriceTable().price("anthropic", "claude-sonnet-4-5")
-    assert sonnet == ModelPrice(Decimal(3), Decimal(15), Decimal("3.75"), Decimal("0.3"))
+    medium = ModelTier.MEDIUM
+    assert sonnet == ModelPrice(Decimal(3), Decimal(15), Decimal("3.75"), Decimal("0.3"), medium)
     usage = Usage(
         input_tokens=2_000, output_tokens=1_000, cache_write_tokens=4_000, cache_read_tokens=10_000
     )
@@ -50,7 +52,19 @@ def test_settings_add_and_replace_prices() -> None:
     table = PriceTable.from_settings(settings)
     assert table.price("scripted", "s") == ModelPrice.of("1", "2")
     sonnet = table.price("anthropic", "claude-sonnet-4-5")
-    assert sonnet == ModelPrice(Decimal(2), Decimal(10), Decimal("2.5"), Decimal(0))
+    assert sonnet == ModelPrice(Decimal(2), Decimal(10), Decimal("2.5"), Decimal(0))  # no tier
+
+    tiered = CostSettings.model_validate(
+        {
+            "prices": {"local/big": {"input": 1, "output": 1, "tier": "large"}},
+            "tier_models": {"local": {"medium": "small-but-fine"}},
+        }
+    )
+    downgrade = PriceTable.from_settings(tiered).downgrade("local", "big")
+    assert downgrade is not None and downgrade.to_model == "small-but-fine"
+    assert PriceTable().downgrade("anthropic", "claude-opus-4-1-20250805") is not None
+    assert PriceTable().downgrade("anthropic", "claude-sonnet-4-5") is None  # not large
+    assert PriceTable().downgrade("scripted", "s") is None  # no price, no tier
 
 
 @pytest.mark.parametrize("key", ["sonnet", "/s", "scripted/", ""])

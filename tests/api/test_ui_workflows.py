@@ -1,0 +1,295 @@
+"""The workflows pages as HTML over HTTP (tests/ui/test_workflows_page.py drives them in a
+browser): the list's paging, a definition with its graph and executions, the editor's
+check with errors on nodes and edges, an execution's page and its live fragment, missing
+ids, escaping; and the graph's layout on its own."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from app.core.states import NodeStatus
+from app.core.vocabulary import NodeType
+from app.schemas.workflows import WorkflowEdge, WorkflowNode
+from app.ui import workflows as workflows_page
+from app.ui.graph_layout import MISSING, NODE_H, NODE_W, layout
+from app.ui.templating import TEMPLATES
+from tests.api.test_workflow_executions_api import activate, gated, until
+from tests.api.test_workflows_api import create, diamond
+
+
+def _ids(html: str, prefix: str) -> list[str]:
+    return re.findall(rf'id="{prefix}-([\w]+)"', html)
+
+
+def _node(html: str, node_id: str) -> str:
+    """The opening tag of a node of the SVG."""
+    found = re.search(rf'<g class="wf-node[^"]*"\s+data-node="{re.escape(node_id)}"[^>]*>', html)
+    assert found, f"no node {node_id} in the graph"
+    return found[0]
+
+
+def _edge(html: str, edge_id: str) -> str:
+    found = re.search(rf'<g class="wf-edge[^"]*" data-edge="{re.escape(edge_id)}">', html)
+    assert found, f"no edge {edge_id} in the graph"
+    return found[0]
+
+
+# -- the layout ------------------------------------------------------------------------
+
+
+def _graph(spec: dict[str, Any]) -> tuple[list[WorkflowNode], list[WorkflowEdge]]:
+    return (
+        [WorkflowNode.model_validate(n) for n in spec["nodes"]],
+        [WorkflowEdge.model_validate(e) for e in spec["edges"]],
+    )
+
+
+def test_a_diamond_is_laid_out_in_layers_by_longest_path_without_overlaps() -> None:
+    drawn = layout(*_graph(diamond()))
+    layers = {node.id: node.layer for node in drawn.nodes}
+    assert layers == {"s": 0, "t1": 1, "split": 2, "t2": 3, "t3": 3, "join": 4, "t4": 5, "e": 6}
+    for a, b in itertools.combinations(drawn.nodes, 2):
+        apart = a.x + NODE_W <= b.x or b.x + NODE_W <= a.x
+        assert apart or a.y + NODE_H <= b.y or b.y + NODE_H <= a.y, (a, b)
+    for node in drawn.nodes:
+        assert node.x + NODE_W <= drawn.width and node.y + NODE_H <= drawn.height
+    # Every edge points right, from its source's right side to its target's left side.
+    at = {node.id: node for node in drawn.nodes}
+    for edge in drawn.edges:
+        source, target = at[edge.source], at[edge.target]
+        assert edge.path.startswith(f"M{source.x + NODE_W:g} ") and not edge.back
+        assert edge.path.endswith(f" {target.x:g} {target.y + NODE_H / 2:g}")
+    # The branches sit either side of the line through the split and the join.
+    assert at["t2"].y < at["split"].y < at["t3"].y and at["split"].y == at["join"].y
+
+
+def test_the_barycentre_sweeps_uncross_edges() -> None:
+    """a -> (b, c); b -> y, c -> x: defined as x before y, drawn as y before x."""
+    nodes = [{"id": n, "type": "task"} for n in ("a", "b", "c", "x", "y")]
+    pairs = [("a", "b"), ("a", "c"), ("c", "x"), ("b", "y")]
+    edges = [{"id": f"{s}{t}", "source": s, "target": t} for s, t in pairs]
+    at = {node.id: node for node in layout(*_graph({"nodes": nodes, "edges": edges})).nodes}
+    assert at["b"].y < at["c"].y and at["y"].y < at["x"].y
+
+
+def test_a_cycle_is_drawn_with_a_back_edge_and_a_missing_node_as_a_placeholder() -> None:
+    """And a repeated node id is drawn once, as its first node."""
+    nodes = [{"id": n, "type": "task"} for n in ("a", "b")] + [{"id": "a", "type": "end"}]
+    edges = [
+        {"id": "ab", "source": "a", "target": "b", "type": "conditional_true"},
+        {"id": "ba", "source": "b", "target": "a", "label": "again"},
+        {"id": "bb", "source": "b", "target": "b"},
+        {"id": "bz", "source": "b", "target": "zed"},
+    ]
+    drawn = layout(*_graph({"nodes": nodes, "edges": edges}))
+    assert [(n.id, n.kind, n.layer) for n in drawn.nodes] == [
+        ("a", "task", 0),
+        ("b", "task", 1),
+        ("zed", MISSING, 2),
+    ]
+    lines = {edge.id: edge for edge in drawn.edges}
+    assert [lines[i].back for i in ("ab", "ba", "bb", "bz")] == [False, True, True, False]
+    assert (lines["ab"].caption, lines["ba"].caption, lines["bb"].caption) == ("true", "again", "")
+    assert lines["ba"].mid_y > NODE_H  # loops below its nodes
+    assert layout([], []).nodes == [] and layout([], []).width == 48
+
+
+def test_node_ids_are_escaped_in_the_graph() -> None:
+    """Ids are limited to `[A-Za-z0-9_.:-]` by the schema; the template escapes them even so."""
+    odd = WorkflowNode.model_construct(id="<b>x</b>", type=NodeType.TASK, label="<i>", config={})
+    view = workflows_page.GraphView.of([odd], [], [])
+    html = TEMPLATES.env.from_string(
+        '{% from "_workflow_graph.html" import graph, node_table %}{{ graph(v, "t") }}'
+        "{{ node_table(v) }}"
+    ).render(v=view)
+    assert "<b>" not in html and "<i>" not in html
+    assert 'data-node="&lt;b&gt;x&lt;/b&gt;"' in html and "&lt;i&gt;" in html
+
+
+# -- pages -----------------------------------------------------------------------------
+
+
+async def test_the_list_pages_newest_first(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workflows_page, "LIST_PAGE", 2)
+    made = [(await create(client, diamond(name=f"W{i}")))["id"] for i in range(3)]
+    first = await client.get("/ui/workflows")
+    assert first.status_code == 200
+    assert _ids(first.text, "workflow") == [made[2], made[1]]
+    assert '<a href="/ui/workflows" aria-current="page">Workflows</a>' in first.text
+    assert '<td data-label="Nodes" class="num">8</td>' in first.text
+    older = re.search(r'href="/ui/workflows\?before=([^"]+)" rel="next"', first.text)
+    assert older and older[1] == made[1]
+    second = await client.get("/ui/workflows", params={"before": made[1]})
+    assert _ids(second.text, "workflow") == [made[0]]
+    assert 'rel="next"' not in second.text and "Newest workflows" in second.text
+
+
+async def test_a_definition_shows_its_graph_its_errors_and_its_executions(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workflows_page, "EXECUTIONS_PAGE", 1)
+    workflow = await create(client, gated(description="<script>alert(1)</script>"))
+    executions = [(await activate(client, workflow["id"], context={"env": "prod"}))["id"]]
+    executions.append((await activate(client, workflow["id"]))["id"])
+    page = await client.get(f"/ui/workflows/{workflow['id']}")
+    assert page.status_code == 200 and "Valid: ready to activate." in page.text
+    assert "<script>alert" not in page.text and "&lt;script&gt;alert(1)" in page.text
+    for node_id in ("s", "who", "gate", "deploy", "hold", "notify", "e"):
+        assert 'class="wf-node' in _node(page.text, node_id)
+    assert _ids(page.text, "node") == ["s", "who", "gate", "deploy", "hold", "notify", "e"]
+    assert 'marker-end="url(#wf-arrow)"' in page.text and '<marker id="wf-arrow"' in page.text
+    assert ">true</text>" in page.text and ">false</text>" in page.text
+    assert _ids(page.text, "execution") == [executions[1]]
+    older = await client.get(f"/ui/workflows/{workflow['id']}", params={"before": executions[1]})
+    assert _ids(older.text, "execution") == [executions[0]]
+    assert 'data-activate="/v1/workflow-executions/activate/' in page.text
+
+    # A draft that activation would refuse: its errors are on its nodes and in a list.
+    draft = await create(client, {"name": "Draft", "nodes": [{"id": "t", "type": "task"}]})
+    page = await client.get(f"/ui/workflows/{draft['id']}")
+    assert "Not ready to activate: 3 rules broken" in page.text
+    assert "invalid" in _node(page.text, "t")
+    assert "task node needs a title" in page.text
+    assert "The workflow: exactly one start node is required" in page.text
+
+
+async def test_the_editor_checks_a_definition_and_marks_its_errors(
+    client: httpx.AsyncClient,
+) -> None:
+    new = await client.get("/ui/workflows/new")
+    assert new.status_code == 200 and 'data-save="/v1/workflows" data-method="POST"' in new.text
+    assert "&#34;Do the work&#34;" in new.text  # the starter, escaped in its textarea
+
+    # An edge to a node the definition lacks: saving is refused.
+    broken = diamond()
+    broken["edges"][1]["target"] = "nowhere"
+    text = json.dumps(broken)
+    checked = await client.post("/ui/workflows/new", data={"definition": text})
+    assert checked.status_code == 200
+    assert "Saving it is refused until these are fixed" in checked.text
+    assert "invalid" in _edge(checked.text, "e2")
+    assert "kind-missing" in _node(checked.text, "nowhere")
+    assert re.search(
+        r'<li data-edge="e2">Edge <code>e2</code>: no node &#39;nowhere&#39;', checked.text
+    )
+    assert "blocks saving" in checked.text
+    assert "&#34;nowhere&#34;" in checked.text  # the text sent comes back to edit
+
+    # A cycle: it may be saved as a draft; activation needs it fixed.
+    looped = diamond()
+    looped["edges"].append({"id": "back", "source": "t4", "target": "t1"})
+    checked = await client.post("/ui/workflows/new", data={"definition": json.dumps(looped)})
+    assert "It can be saved as a draft, but activating it needs" in checked.text
+    assert "back invalid" in _edge(checked.text, "back")
+    assert "closes the cycle t1 -&gt; split" in checked.text
+    assert "blocks saving" not in checked.text
+
+    valid = await client.post("/ui/workflows/new", data={"definition": json.dumps(diamond())})
+    assert "Valid: it can be saved and activated." in valid.text and "<li data-" not in valid.text
+
+    # Not a definition at all: the schema's errors, escaped, and nothing drawn.
+    odd = {"name": "x", "nodes": [{"id": "a", "type": "loop", "<b>": 1}]}
+    schema = await client.post("/ui/workflows/new", data={"definition": json.dumps(odd)})
+    assert "Not a definition the API takes" in schema.text and "<svg" not in schema.text
+    assert "nodes[0].type: Input should be" in schema.text
+    assert "nodes[0].&lt;b&gt;: Extra inputs are not permitted" in schema.text
+    garbage = await client.post("/ui/workflows/new", content=b"definition=%7B")
+    assert "the definition: Invalid JSON" in garbage.text
+
+
+async def test_the_editor_of_a_definition_saves_over_the_version_it_opened(
+    client: httpx.AsyncClient,
+) -> None:
+    workflow = await create(client, diamond())
+    edit = await client.get(f"/ui/workflows/{workflow['id']}/edit")
+    assert edit.status_code == 200
+    assert f'data-save="/v1/workflows/{workflow["id"]}" data-method="PATCH"' in edit.text
+    assert 'data-version="1"' in edit.text and "&#34;review_timeout_s&#34;: 86400" in edit.text
+    assert "&#34;label&#34;" not in edit.text  # nodes' and edges' defaults are left out
+
+    # Changed by someone else meanwhile: the check still names the version it opened on.
+    await client.patch(f"/v1/workflows/{workflow['id']}", json={"name": "New", "version": 1})
+    url = f"/ui/workflows/{workflow['id']}/edit"
+    checked = await client.post(url, data={"definition": json.dumps(diamond()), "version": "1"})
+    assert 'data-version="1"' in checked.text and "Valid: it can be saved" in checked.text
+    unversioned = await client.post(url, data={"definition": json.dumps(diamond())})
+    assert 'data-version="2"' in unversioned.text
+
+
+async def test_an_execution_page_shows_its_nodes_statuses_and_follows_its_stream(
+    client: httpx.AsyncClient,
+) -> None:
+    workflow = await create(client, gated())
+    execution = await activate(client, workflow["id"], context={"env": "prod"})
+    page = await client.get(f"/ui/workflow-executions/{execution['id']}")
+    assert page.status_code == 200
+    stream = re.search(
+        r'data-stream="/v1/workflow-executions/[\w]+/events\?last_event_id=(\d+)"', page.text
+    )
+    assert stream and int(stream[1]) >= 1  # after the `started` event already shown
+    assert "workflow.node.changed" in page.text and "workflow.execution.completed" in page.text
+    assert 'data-status="skipped"' in _node(page.text, "hold")
+    assert 'data-status="pending"' in _node(page.text, "deploy")
+    assert 'task · <tspan class="wf-status">pending</tspan>' in page.text
+    assert f'href="/ui/tasks/{execution["node_tasks"]["deploy"]}"' in page.text
+    assert '<span class="wf-swatch st-cancelled"></span>cancelled' in page.text  # the legend
+
+    cancelled = await client.post(f"/v1/workflow-executions/{execution['id']}/cancel", json={})
+    assert cancelled.status_code == 200, cancelled.text
+    live = await client.get(f"/ui/workflow-executions/{execution['id']}/live")
+    assert live.status_code == 200 and not live.text.lstrip().startswith("<!doctype")
+    assert 'data-status="cancelled"' in _node(live.text, "deploy")
+    assert "status-cancelled" in live.text and "cancelled by local" in live.text
+
+    # The definition changes, then goes: the page says so, then lists the statuses alone.
+    await client.patch(f"/v1/workflows/{workflow['id']}", json={"name": "Gated 2", "version": 1})
+    changed = await client.get(f"/ui/workflow-executions/{execution['id']}/live")
+    assert (
+        "The definition has changed since this execution started (version 1, now 2)" in changed.text
+    )
+    assert (await client.delete(f"/v1/workflows/{workflow['id']}")).status_code == 204
+    orphan = await client.get(f"/ui/workflow-executions/{execution['id']}")
+    assert "Its definition was deleted" in orphan.text and "<svg" not in orphan.text
+    assert re.search(r'<tr data-node="deploy">\s*<td data-label="Node"><code>deploy', orphan.text)
+
+
+async def test_a_node_worked_by_an_agent_links_to_its_run(client: httpx.AsyncClient) -> None:
+    agent = {
+        "name": "ann",
+        "model": {"provider": "scripted", "name": "s", "script": [{"text": "ok"}]},
+    }
+    assert (await client.post("/v1/agents", json=agent)).status_code == 201
+    workflow = await create(client, gated())
+    execution = await activate(client, workflow["id"], context={"env": "prod"})
+    running = await until(
+        client, execution["id"], lambda e: e["node_status"]["deploy"] == NodeStatus.RUNNING
+    )
+    assert running["node_status"]["deploy"] == "running"
+    live = await client.get(f"/ui/workflow-executions/{execution['id']}/live")
+    run_link = re.search(r'<a href="/ui/runs/(run_\w+)"><code>', live.text)
+    assert run_link and re.search(
+        rf'<a href="/ui/runs/{run_link[1]}" tabindex="-1">\s*<rect', live.text
+    )
+
+
+async def test_missing_workflows_and_executions_are_a_404_page_and_no_fragment(
+    client: httpx.AsyncClient,
+) -> None:
+    for path, what in [
+        ("/ui/workflows/wf_none", "workflow wf_none"),
+        ("/ui/workflows/wf_none/edit", "workflow wf_none"),
+        ("/ui/workflow-executions/wfx_none", "workflow execution wfx_none"),
+    ]:
+        missing = await client.get(path)
+        assert missing.status_code == 404 and f"There is no {what}" in missing.text
+    checked = await client.post("/ui/workflows/wf_none/edit", data={"definition": "{}"})
+    assert checked.status_code == 404
+    assert (await client.get("/ui/workflow-executions/wfx_none/live")).status_code == 404
