@@ -24,6 +24,7 @@ from app.client.exits import Exit
 from app.client.http import DEFAULT_URL, Client, ClientError
 from app.client.verbs import Verb
 from app.core.process import tune_gc
+from app.core.vocabulary import AssignmentStrategy
 from app.telemetry.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -328,6 +329,21 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     approvals.add_argument("--comment", help="approve: a comment")
     approvals.add_argument("--reason", help="reject: why (required)")
+
+    tasks = verb("tasks", "list tasks, or route one to an agent", verbs.tasks)
+    tasks.add_argument("action", nargs="?", choices=["list", "route"], default="list")
+    tasks.add_argument("id", nargs="?", help="route: the task's id")
+    tasks.add_argument("--status", help="list: only this status")
+    tasks.add_argument(
+        "--strategy",
+        choices=[strategy.value for strategy in AssignmentStrategy],
+        help="route: how to choose the agent",
+    )
+    tasks.add_argument("--role", help="route: the agents' role")
+    tasks.add_argument(
+        "--skill", action="append", help="route: a skill the agent needs (repeatable)"
+    )
+    tasks.add_argument("--agent", help="route: manual's agent, or hierarchical's manager")
 
     agents = verb("agents", "list agents, or create one from a YAML or JSON file", verbs.agents)
     agents.add_argument("action", nargs="?", choices=["list", "create"], default="list")

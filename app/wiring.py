@@ -2,7 +2,7 @@
 components in order and stops them in reverse, also when start-up fails halfway.
 
 Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
-workflow observer and the TaskEngine → task runs → review gate → approval sweep →
+workflow observer and the TaskEngine → task runs → task router → review gate → approval sweep →
 idempotency sweep → history retention (only when a window is set) → group committer →
 tokenizer → reconciler (its first pass reconciles at boot) → scheduler → chain relay →
 webhook deliverer → workers. Stopping runs the same list backwards, after open
@@ -41,6 +41,7 @@ from app.engine.pg_listener import PgListener
 from app.engine.reconciler import Reconciler
 from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.review_gate import ReviewGate
+from app.engine.routing.router import TaskRouter
 from app.engine.runs import RunCommands
 from app.engine.services import Services
 from app.engine.stream_slots import StreamSlots
@@ -251,11 +252,18 @@ def build_runtime(
     delivery_policy = DeliveryPolicy.from_settings(settings.webhooks)
     workflows = WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention)
     firing = TriggerFiring(sessionmaker, bus, runs, workflows, metrics=metrics)
+    router = TaskRouter(
+        sessionmaker,
+        task_engine,
+        PriceTable.from_settings(settings.costs),
+        interval_s=settings.workers.poll_interval_s,
+    )
     services = Services(
         settings=settings,
         sessionmaker=sessionmaker,
         bus=bus,
         tasks=task_engine,
+        router=router,
         agents=AgentCommands(
             sessionmaker,
             idempotency_retention=retention,
@@ -343,6 +351,8 @@ def build_runtime(
             lambda: task_engine.stop(engine_settings.drain_timeout_s),
         ),
         Component("task runs", task_runs.start, task_runs.stop),
+        # After task runs: the tasks its first sweep assigns are dispatched.
+        Component("task router", router.start, router.stop),
         Component("review gate", review_gate.start, review_gate.stop),
         # Its first tick also catches up with approvals that expired while we were down.
         Component("approval sweep", approval_sweep.start, approval_sweep.stop),

@@ -21,6 +21,7 @@ from app.engine.task_mutations import CancelTask, CreateTask, DeleteTask, Transi
 from app.schemas.common import Page
 from app.schemas.tasks import (
     CancelRequest,
+    RouteRequest,
     TaskCreate,
     TaskPatch,
     TaskRead,
@@ -71,8 +72,9 @@ async def stream_task_events(
     last_event_id: LastEventIdHeader = None,
     last_event_id_query: LastEventIdQuery = None,
 ) -> EventSourceResponse:
-    """Events `task.created`, `task.updated`, `task.transitioned`, `task.deleted`; each `id`
-    is the event's sequence number. Without a resume point only new events are sent."""
+    """Events `task.created`, `task.updated`, `task.transitioned`, `task.deleted`,
+    `task.routing_failed` (no agent could take it: `reason`); each `id` is the event's
+    sequence number. Without a resume point only new events are sent."""
     after = resume_point(last_event_id, last_event_id_query)
     return await open_stream(services, TASK_STREAM, after)
 
@@ -141,6 +143,33 @@ async def transition_task(
         task_id, body.to, actor, body.expected_version, body.reason, overrides
     )
     return _respond(response, await engine.submit(mutation))
+
+
+@router.post(
+    "/{task_id}/route",
+    response_model=TaskRead,
+    summary="Route a task to an agent",
+    openapi_extra={
+        "x-problem-descriptions": {
+            "409": "`unroutable` (with `reason` and `strategy`): no agent can take it now; "
+            "`invalid_transition`: the task is not `created`.",
+        }
+    },
+)
+async def route_task(
+    task_id: str,
+    body: RouteRequest,
+    response: Response,
+    services: ServicesDep,
+    actor: PrincipalDep,
+) -> TaskRead:
+    """Assign a `created` task to the agent the strategy chooses, among agents with room
+    (fewer held tasks than their `max_concurrent_tasks`; checked atomically with the
+    assignment). When none fits, the task stays `created`, its stream gets
+    `task.routing_failed`, and the answer is 409 `unroutable` with the reason."""
+    task = await services.router.route(task_id, body, actor)
+    response.headers["ETag"] = etag(task.version)
+    return task
 
 
 @router.post("/{task_id}/cancel", response_model=TaskRead, summary="Cancel a task")

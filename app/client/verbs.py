@@ -267,6 +267,29 @@ def approvals(args: argparse.Namespace, client: Client) -> Exit:
     return Exit.COMPLETED
 
 
+def tasks(args: argparse.Namespace, client: Client) -> Exit:
+    """List tasks; route one to an agent by a strategy."""
+    if args.action == "route":
+        if not args.id or not args.strategy:
+            raise ClientError(
+                "say which task and how: loopwright tasks route TASK_ID --strategy S", Exit.USAGE
+            )
+        body = {"strategy": args.strategy, "role": args.role, "skills": args.skill or []}
+        if args.agent:
+            body["agent"] = args.agent
+        routed = client.post(f"/v1/tasks/{args.id}/route", body)
+        chain = " → ".join(routed["delegation_chain"])
+        via = f" (via {chain})" if chain else ""
+        print(f"task {routed['id']}: {routed['status']} to {routed['assigned_to']}{via}")
+        return Exit.COMPLETED
+    rows = [
+        (t["id"], t["status"], t["priority"], t["assigned_to"] or "", _one_line(t["title"], 50))
+        for t in _all(client, "/v1/tasks", status=args.status)
+    ]
+    _table(rows, ("TASK", "STATUS", "PRIORITY", "ASSIGNED TO", "TITLE"))
+    return Exit.COMPLETED
+
+
 def webhooks(args: argparse.Namespace, client: Client) -> Exit:
     """List webhooks; a webhook's delivery log, newest first; redeliver one delivery."""
     if args.action == "list":

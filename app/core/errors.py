@@ -6,13 +6,15 @@ renders any of them as an RFC 9457 problem document.
     │   └── (core/signatures.py) SignatureMissing, SignatureInvalid, SignatureExpired
     ├── CsrfFailed (403 csrf_failed)
     ├── HostRefused (403 host_refused), CrossOriginRefused (403 cross_origin_refused)
+    ├── (engine/approvals.py) NotAReviewer (403 not_a_reviewer)
     ├── NotFound (404 not_found)
     ├── Conflict (409 conflict)
     │   ├── VersionConflict (409 version_conflict: expected, current)
     │   ├── InvalidTransition (409 invalid_transition: current, target, allowed)
     │   │   └── ApprovalExpired (409 approval_expired: expires_at, decision)
     │   ├── IdempotencyKeyReused (409 idempotency_key_reused)
-    │   └── (core/signatures.py) SignatureReused; (engine/triggers) TriggerDisabled
+    │   ├── (core/signatures.py) SignatureReused; (engine/triggers) TriggerDisabled
+    │   └── (engine/routing) Unroutable (409 unroutable), AgentAtCapacity
     ├── PayloadTooLarge (413 payload_too_large)
     ├── ValidationFailed (422 validation_error: errors[field, message])
     └── Unavailable (503 unavailable)
@@ -49,6 +51,9 @@ class ProblemCode(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"  # same key, another body (409)
     AGENT_IN_USE = "agent_in_use"  # runs refer to the agent (409)
     WORKFLOW_IN_USE = "workflow_in_use"  # the workflow has running executions (409)
+    UNROUTABLE = "unroutable"  # no agent can take the task now; `reason` says why (409)
+    AGENT_AT_CAPACITY = "agent_at_capacity"  # the agent holds its most tasks already (409)
+    NOT_A_REVIEWER = "not_a_reviewer"  # the task names its reviewers; you are not one (403)
     RESUME_UNAVAILABLE = "resume_unavailable"  # the run cannot be resumed (409)
     LANE_BUSY = "lane_busy"  # the lane is busy and the run asked not to wait (409)
     TRIGGER_DISABLED = "trigger_disabled"  # a disabled trigger does not fire (409)

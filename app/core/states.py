@@ -52,6 +52,14 @@ TASK_TERMINAL: frozenset[TaskStatus] = frozenset(
 )
 
 
+# The tasks an agent holds: its `max_concurrent_tasks` bounds how many of its tasks are
+# in these statuses. `created` has no owner yet; `completed` and `cancelled` are over;
+# `failed` is held by nobody until a retry assigns it again (and holds it again).
+TASK_HELD: frozenset[TaskStatus] = frozenset(
+    {S.ASSIGNED, S.IN_PROGRESS, S.IN_REVIEW, S.BLOCKED, S.INTERRUPTED}
+)
+
+
 def allowed_targets(
     current: TaskStatus, *, retry_count: int, max_retries: int
 ) -> frozenset[TaskStatus]:

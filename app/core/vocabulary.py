@@ -76,12 +76,25 @@ class ApprovalKind(StrEnum):
 
 
 class CostTier(StrEnum):
-    """How much an agent may cost to run, for routing and reports; the engine does not act
-    on it."""
+    """How much an agent costs to run: the `cost_optimised` routing strategy breaks price
+    ties with it, and the `auction` matches it to a task's `estimated_complexity`."""
 
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
+
+
+class AssignmentStrategy(StrEnum):
+    """How a task finds its agent (`POST /v1/tasks/{id}/route`, a task's `routing`, a
+    workflow's agent assignment). Every strategy but `manual` considers only agents with
+    room: fewer held tasks than their `max_concurrent_tasks`."""
+
+    MANUAL = "manual"  # the agent named (or the task's `assigned_to`)
+    ROLE_BASED = "role_based"  # an agent of the role with the skills; the least busy
+    LOAD_BALANCED = "load_balanced"  # the capable agent holding the fewest tasks
+    AUCTION = "auction"  # each capable agent bids a score; the highest wins
+    HIERARCHICAL = "hierarchical"  # the manager, then down its reports (`reports_to`)
+    COST_OPTIMISED = "cost_optimised"  # the capable agent whose model is cheapest
 
 
 class Multitask(StrEnum):

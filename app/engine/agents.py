@@ -83,6 +83,19 @@ class AgentCommands:
         if unknown:
             raise ValidationFailed(unknown)
 
+    @staticmethod
+    async def _check_manager(session: AsyncSession, agent_id: str, manager: str | None) -> None:
+        """`reports_to` names an existing agent, and following it never comes back."""
+        if manager is None:
+            return
+        await agent_store.lock_reporting_lines(session)
+        chain = await agent_store.chain_above(session, manager)
+        if chain is None:
+            raise ValidationFailed.field("body.reports_to", f"no agent has the id {manager!r}")
+        if agent_id in chain:
+            loop = " → ".join([agent_id, *chain[: chain.index(agent_id) + 1]])
+            raise ValidationFailed.field("body.reports_to", f"reporting lines may not loop: {loop}")
+
     async def create(self, body: AgentCreate) -> AgentRead:
         agent, _ = await self.create_keyed(body)
         return agent
@@ -106,6 +119,7 @@ class AgentCommands:
             if create.replay is not None:
                 replayed = AgentRead.model_validate(create.replay.response)
                 return self.with_warnings(replayed), True
+            await self._check_manager(session, values["id"], body.reports_to)
             agent = await agent_store.insert_agent(session, values)
             await create.remember(agent.id, agent.model_dump(mode="json"))
         return self.with_warnings(agent), False
@@ -124,6 +138,8 @@ class AgentCommands:
             merged = AgentCreate.model_validate(
                 current.model_dump(mode="json", include=set(AgentCreate.model_fields)) | changes
             )
+            if "reports_to" in changes:
+                await self._check_manager(session, agent_id, merged.reports_to)
             updated = await agent_store.update_agent(
                 session,
                 agent_id,

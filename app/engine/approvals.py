@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.config import ApprovalSettings
-from app.core.errors import AppError, ApprovalExpired, NotFound, VersionConflict
+from app.core.errors import AppError, ApprovalExpired, NotFound, ProblemCode, VersionConflict
 from app.core.ids import new_id
 from app.core.states import ApprovalDecision, ApprovalStatus, TaskStatus, check_approval_transition
 from app.core.streams import APPROVALS_STREAM
@@ -65,6 +65,28 @@ LEFT_REVIEW = "the task left review before anyone decided"
 S = ApprovalStatus
 D = ApprovalDecision
 P = ReviewTimeoutPolicy
+
+
+# The principal of a service without API keys: one operator on loopback, who cannot be
+# told apart from anyone else, so no reviewer list can exclude them.
+KEYLESS_PRINCIPAL = "local"
+
+
+class NotAReviewer(AppError):
+    """The task lists its reviewers, and only they may decide its review."""
+
+    code = ProblemCode.NOT_A_REVIEWER
+    status_code = 403
+
+    def __init__(self, actor: str, reviewers: list[str]) -> None:
+        self.actor = actor
+        self.reviewers = reviewers
+        super().__init__(
+            f"{actor!r} is not a reviewer of this task; its reviewers: {', '.join(reviewers)}"
+        )
+
+    def extensions(self) -> dict[str, Any]:
+        return {"reviewers": self.reviewers}
 
 
 def review_question(title: str) -> str:
@@ -295,6 +317,7 @@ class ApprovalCommands:
             approval = await store.get_approval(session, approval_id, lock=True)
             if approval is None:
                 raise NotFound("approval", approval_id)
+            await _check_reviewer(session, approval, actor)
             if _overdue(approval, now):
                 decided = await self._expire(session, written, approval, now)
             else:
@@ -477,6 +500,18 @@ class ApprovalCommands:
         ]
         runs = [run_written(run, [("agent_run.approval_decided", {})]) for run in written.runs]
         published(self._bus, [*approvals, *runs])
+
+
+async def _check_reviewer(session: AsyncSession, approval: ApprovalRead, actor: str) -> None:
+    """A task that lists reviewers (principals: `key-<n>`, as the API names its callers)
+    has its review decided by one of them only; without API keys (`local`) anyone."""
+    if approval.kind is not ApprovalKind.TASK_REVIEW or approval.task_id is None:
+        return
+    if actor == KEYLESS_PRINCIPAL:
+        return
+    task = await task_store.get_task(session, approval.task_id)
+    if task is not None and task.reviewers and actor not in task.reviewers:
+        raise NotAReviewer(actor, task.reviewers)
 
 
 def _overdue(approval: ApprovalRead, now: datetime) -> bool:

@@ -15,6 +15,7 @@ from app.engine.agents import AgentCommands
 from app.engine.approvals import ApprovalCommands
 from app.engine.budgets import BudgetCommands
 from app.engine.bus import EventBus
+from app.engine.routing.router import TaskRouter
 from app.engine.runs import RunCommands
 from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
@@ -34,6 +35,7 @@ class Services:
     sessionmaker: async_sessionmaker[AsyncSession]
     bus: EventBus
     tasks: TaskEngine
+    router: TaskRouter  # routes created tasks to agents
     agents: AgentCommands
     runs: RunCommands
     approvals: ApprovalCommands

@@ -30,10 +30,10 @@ from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.idempotent_create import CreateKey
 from app.engine.published import Written, published
-from app.engine.task_mutations import Change, CreateTask, TaskMutation
+from app.engine.task_mutations import AssignTask, Change, CreateTask, TaskMutation
 from app.schemas.tasks import TaskRead
+from app.store import agent_loads, idempotency, tasks
 from app.store import events as event_store
-from app.store import idempotency, tasks
 from app.store.errors import StaleWrite, is_connectivity_error, translate
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,13 @@ class TaskEngine:
         read = await tasks.lock_tasks(
             session, (m.task_id for m in mutations if not isinstance(m, CreateTask))
         )
+        # Assignments by routing count their agents' tasks under the agents' row locks,
+        # taken after the task rows (the order every writer takes them in).
+        loads = await agent_loads.lock_agent_loads(
+            session,
+            (m.agent_id for m in mutations if isinstance(m, AssignTask)),
+            leaving_out=read,
+        )
         # Keyed creates do not go through `keyed_create` (one key per transaction): the
         # batch's keys are found in one query, and a create later in the batch must
         # replay a key an earlier one made but has not committed yet. The rules are the
@@ -176,12 +183,15 @@ class TaskEngine:
                 if replay is not None:
                     outcomes.append(replay)
                     continue
+                if isinstance(mutation, AssignTask):
+                    mutation.check_room(loads.get(mutation.agent_id), working)
                 change = mutation.apply(working.get(mutation.task_id), now)
             except AppError as exc:
                 outcomes.append(exc)
                 continue
             working[mutation.task_id] = change.after
-            last_change[mutation.task_id] = change
+            if change.writes_row:
+                last_change[mutation.task_id] = change
             changes.append(change)
             outcomes.append(MutationResult(change.task, change))
             if (key := _create_key(mutation)) is not None:
@@ -246,7 +256,9 @@ def _event_data(change: Change) -> dict[str, object]:
             "reason": change.reason,
             "actor": change.transition.actor,
         }
-    return {"task": change.snapshot, **extra}
+    elif change.reason is not None:
+        extra = {"reason": change.reason}
+    return {"task": change.snapshot, **extra, **change.extra}
 
 
 async def _write(

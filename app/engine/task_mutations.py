@@ -1,32 +1,67 @@
 """Task mutations as data, and the pure rules that apply one to a task snapshot.
 
 `apply()` never touches the database: it takes the current snapshot (None when absent) and
-returns the change it makes, or raises an AppError. The TaskEngine does the I/O.
+returns the change it makes, or raises an AppError. The TaskEngine does the I/O, and for
+`AssignTask` checks the agent's capacity in the same transaction before applying it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from app.core.errors import Conflict, NotFound, ValidationFailed, VersionConflict
+from app.core.errors import (
+    Conflict,
+    InvalidTransition,
+    NotFound,
+    ProblemCode,
+    ValidationFailed,
+    VersionConflict,
+)
 from app.core.ids import new_id
-from app.core.states import TaskStatus, check_task_transition, is_retry
+from app.core.states import (
+    TASK_HELD,
+    TaskStatus,
+    allowed_targets,
+    check_task_transition,
+    is_retry,
+)
+from app.core.vocabulary import AssignmentStrategy
 from app.schemas.tasks import TaskCreate, TaskRead
+from app.store.agent_loads import AgentLoad
 from app.store.tasks import TransitionRecord
+
+
+class AgentAtCapacity(Conflict):
+    """The agent already holds as many tasks as its `max_concurrent_tasks` allows."""
+
+    code = ProblemCode.AGENT_AT_CAPACITY
+
+    def __init__(self, agent_id: str, limit: int) -> None:
+        self.agent_id = agent_id
+        self.limit = limit
+        super().__init__(f"agent {agent_id!r} already holds {limit} tasks, its most")
+
+    def extensions(self) -> dict[str, Any]:
+        return {"agent_id": self.agent_id, "max_concurrent_tasks": self.limit}
 
 
 @dataclass(frozen=True)
 class Change:
-    """What one mutation did: the snapshots around it, its audit row and its event type."""
+    """What one mutation did: the snapshots around it, its audit row and its event type.
+    `extra`: more fields for its event; `writes_row` False: an event about the task that
+    leaves its row as it is."""
 
     event_type: str
     before: TaskRead | None
     after: TaskRead | None
     transition: TransitionRecord | None = None
     reason: str | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+    writes_row: bool = True
 
     @property
     def task(self) -> TaskRead:
@@ -165,4 +200,86 @@ class DeleteTask:
         return Change("task.deleted", task, None)
 
 
-TaskMutation = CreateTask | UpdateTask | TransitionTask | CancelTask | DeleteTask
+@dataclass(frozen=True)
+class AssignTask:
+    """Routing's assignment: a `created` task goes to `agent_id` (and `delegation` is added
+    to its chain). The TaskEngine refuses it with `agent_at_capacity` when the agent
+    already holds its `max_concurrent_tasks`, counted under a lock of the agent's row in
+    the transaction that writes the assignment."""
+
+    task_id: str
+    agent_id: str
+    strategy: AssignmentStrategy
+    actor: str
+    reason: str
+    delegation: tuple[str, ...] = ()
+
+    def check_room(self, load: AgentLoad | None, working: Mapping[str, TaskRead | None]) -> None:
+        """Refuse the assignment unless the agent holds fewer tasks than it may: those
+        counted in the database outside the batch, plus the batch's own as they stand."""
+        if load is None:
+            raise NotFound("agent", self.agent_id)
+        names = (load.agent_id, load.name)
+        in_batch = sum(
+            1
+            for task in working.values()
+            if task is not None and task.status in TASK_HELD and task.assigned_to in names
+        )
+        if load.held + in_batch >= load.max_concurrent_tasks:
+            raise AgentAtCapacity(self.agent_id, load.max_concurrent_tasks)
+
+    def apply(self, current: TaskRead | None, now: datetime) -> Change:
+        task = _require(self.task_id, current)
+        if task.status is not TaskStatus.CREATED:
+            allowed = allowed_targets(
+                task.status, retry_count=task.retry_count, max_retries=task.max_retries
+            )
+            raise InvalidTransition(
+                task.status, TaskStatus.ASSIGNED, allowed, " (only a created task is routed)"
+            )
+        overrides: dict[str, Any] = {"assigned_to": self.agent_id}
+        if self.delegation:
+            overrides["delegation_chain"] = [*task.delegation_chain, *self.delegation]
+        change = _move(
+            task,
+            TaskStatus.ASSIGNED,
+            reason=self.reason,
+            actor=self.actor,
+            now=now,
+            overrides=overrides,
+        )
+        return Change(
+            change.event_type,
+            change.before,
+            change.after,
+            change.transition,
+            change.reason,
+            extra={"strategy": self.strategy.value},
+        )
+
+
+@dataclass(frozen=True)
+class NoteUnroutable:
+    """A routing attempt found no agent: the task stays as it is, and its stream says why
+    (`task.routing_failed`)."""
+
+    task_id: str
+    strategy: AssignmentStrategy
+    actor: str
+    reason: str
+
+    def apply(self, current: TaskRead | None, now: datetime) -> Change:
+        task = _require(self.task_id, current)
+        return Change(
+            "task.routing_failed",
+            task,
+            task,
+            reason=self.reason,
+            extra={"strategy": self.strategy.value, "actor": self.actor},
+            writes_row=False,
+        )
+
+
+TaskMutation = (
+    CreateTask | UpdateTask | TransitionTask | CancelTask | DeleteTask | AssignTask | NoteUnroutable
+)

@@ -202,7 +202,7 @@ class TaskRuns:
             agent_id = await store.resolve_agent(session, task.assigned_to or "")
             if agent_id is None or await store.unfinished_dependencies(session, task):
                 return None  # a person's task, or one still waiting on others
-            if await _execution_stopped(session, task.id):
+            if await execution_stopped(session, task.id):
                 return None  # its workflow execution was cancelled, failed or completed
         body = RunCreate(
             agent_id=agent_id,
@@ -297,7 +297,7 @@ class TaskRuns:
         return len(events) == BATCH
 
 
-async def _execution_stopped(session: AsyncSession, task_id: str) -> bool:
+async def execution_stopped(session: AsyncSession, task_id: str) -> bool:
     """True for a task of a workflow execution that is no longer running."""
     if await workflow_store.workflow_of_task(session, task_id) is None:
         return False  # not a workflow's task

@@ -5,6 +5,10 @@ live when one of its incoming edges is: an edge is live when its source is, and,
 a conditional, when it is the branch the condition chose on the runtime context. Dead
 nodes are `skipped`; live control nodes are `completed`; live task nodes are `pending`.
 
+Who gets a task flows down from the nearest `agent_assignment` node before it: an agent's
+name (`manual`), or a routing request the task is created with. A task node's own
+`assigned_to` overrides either.
+
 What a task waits on is a requirement over task nodes: a node id, `{"all": [...]}` or
 `{"any": [...]}`. It is built by walking back through control nodes, so a
 `parallel_join` with strategy `any` becomes an `any` of its live branches.
@@ -21,6 +25,7 @@ from app.core.states import NodeStatus
 from app.core.vocabulary import EdgeType, JoinStrategy, NodeType
 from app.engine.conditions import evaluate, parse
 from app.engine.workflow_graph import Graph, topological_order
+from app.schemas.tasks import RouteRequest
 from app.schemas.workflows import (
     AgentAssignmentConfig,
     ConditionalConfig,
@@ -30,11 +35,23 @@ from app.schemas.workflows import (
 
 
 @dataclass(frozen=True)
+class Assignment:
+    """Who gets the tasks below an agent assignment: a named agent, or a routing request."""
+
+    assigned_to: str | None = None
+    routing: RouteRequest | None = None
+
+    def __bool__(self) -> bool:
+        return self.assigned_to is not None or self.routing is not None
+
+
+@dataclass(frozen=True)
 class PlannedTask:
     node_id: str
     config: TaskStepConfig
     assigned_to: str | None
     waits_for: Requirement
+    routing: RouteRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -48,7 +65,7 @@ def plan_execution(graph: Graph, context: Mapping[str, Any]) -> ExecutionPlan:
     live: set[str] = set()
     taken: dict[str, EdgeType] = {}  # conditional node -> the branch it takes
     done: dict[str, Requirement] = {}  # what "this node is done" means for its successors
-    assignee: dict[str, str | None] = {}  # the agent flowing out of each node
+    assignee: dict[str, Assignment] = {}  # the assignment flowing out of each node
     status: dict[str, NodeStatus] = {}
     tasks: list[PlannedTask] = []
     for node_id in topological_order(graph):
@@ -63,20 +80,29 @@ def plan_execution(graph: Graph, context: Mapping[str, Any]) -> ExecutionPlan:
             continue
         live.add(node_id)
         upstream = [done[e.source] for e in inputs]
-        inherited = next((assignee[e.source] for e in inputs if assignee[e.source]), None)
+        inherited = next((assignee[e.source] for e in inputs if assignee[e.source]), Assignment())
         assignee[node_id] = inherited
         status[node_id] = NodeStatus.COMPLETED
         done[node_id] = all_of(upstream)
         if node.type is NodeType.TASK:
             config = TaskStepConfig.model_validate(node.config)
             waits_for = all_of(upstream)
-            tasks.append(PlannedTask(node_id, config, config.assigned_to or inherited, waits_for))
+            if config.assigned_to is not None:
+                planned = PlannedTask(node_id, config, config.assigned_to, waits_for)
+            else:
+                planned = PlannedTask(
+                    node_id, config, inherited.assigned_to, waits_for, inherited.routing
+                )
+            tasks.append(planned)
             status[node_id] = NodeStatus.PENDING
             done[node_id] = node_id
         elif node.type is NodeType.AGENT_ASSIGNMENT:
-            assignee[node_id] = AgentAssignmentConfig.model_validate(node.config).agent_name or (
-                inherited
-            )
+            assignment = AgentAssignmentConfig.model_validate(node.config)
+            routing = assignment.routing()
+            if routing is not None:
+                assignee[node_id] = Assignment(routing=routing)
+            elif assignment.agent_name is not None:
+                assignee[node_id] = Assignment(assigned_to=assignment.agent_name)
         elif node.type is NodeType.CONDITIONAL:
             condition = parse(ConditionalConfig.model_validate(node.config).condition_expression)
             holds = evaluate(condition, context)

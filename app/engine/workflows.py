@@ -320,6 +320,7 @@ class WorkflowCommands:
                 | {
                     "title": step.config.title,
                     "assigned_to": step.assigned_to,
+                    "routing": step.routing,
                     "project": body.project,
                     "dependencies": [node_tasks[n] for n in leaves(step.waits_for)],
                 }

@@ -45,6 +45,10 @@ class Agent(Base):
     max_concurrent_tasks: Mapped[int] = mapped_column(Integer)
     cost_tier: Mapped[str] = mapped_column(Text)
     personality: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # Its manager, for hierarchical routing; a deleted manager leaves its reports without.
+    reports_to: Mapped[str | None] = mapped_column(
+        Text, ForeignKey("agents.id", ondelete="SET NULL")
+    )
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column()

@@ -65,6 +65,8 @@ class Task(Base):
     status: Mapped[str] = mapped_column(Text)
     parent_task_id: Mapped[str | None] = mapped_column(Text)
     delegation_chain: Mapped[list[str]] = mapped_column(JSONB)
+    # How to route it while it is `created` (a RouteRequest); None: someone assigns it.
+    routing: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     retry_count: Mapped[int] = mapped_column(Integer)
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()

@@ -66,8 +66,16 @@ class _AgentFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name = Field(examples=["researcher"])
-    role: Name = Field("assistant", examples=["research analyst"])
-    skills: list[Name] = Field(default_factory=list, max_length=100)
+    role: Name = Field(
+        "assistant",
+        examples=["research analyst"],
+        description="What routing's `role` matches (exactly).",
+    )
+    skills: list[Name] = Field(
+        default_factory=list,
+        max_length=100,
+        description="What routing's `skills` must find here (each, exactly).",
+    )
     system_prompt: Text = Field("You are a helpful assistant.")
     tools: list[ToolName] = Field(
         default_factory=list,
@@ -83,8 +91,24 @@ class _AgentFields(BaseModel):
     )
     model: ModelConfig
     limits: Limits = Field(default_factory=Limits)
-    max_concurrent_tasks: int = Field(1, ge=1, le=1_000)
-    cost_tier: CostTier = CostTier.MEDIUM
+    max_concurrent_tasks: int = Field(
+        1,
+        ge=1,
+        le=1_000,
+        description="How many tasks routing gives this agent at once: tasks assigned to it "
+        "that are `assigned`, `in_progress`, `in_review`, `blocked` or `interrupted`.",
+    )
+    cost_tier: CostTier = Field(
+        CostTier.MEDIUM,
+        description="`cost_optimised` routing prefers lower tiers at the same model price; "
+        "the auction matches it to a task's `estimated_complexity`.",
+    )
+    reports_to: Name | None = Field(
+        None,
+        description="The id of this agent's manager (hierarchical routing delegates a "
+        "manager's task down to its reports); no chain may loop.",
+        examples=["agt_01jd2x7k8m9n0p1q2r3s4t5v6w"],
+    )
     personality: Personality | None = None
 
 
@@ -93,7 +117,8 @@ class AgentCreate(_AgentFields):
 
 
 class AgentPatch(PatchBody):
-    """Fields to change; the ones absent stay as they are. No field of an agent may be null."""
+    """Fields to change; the ones absent stay as they are. Only `reports_to` (the agent
+    then reports to nobody) and `personality` may be null."""
 
     name: Name | None = None
     role: Name | None = None
@@ -109,9 +134,10 @@ class AgentPatch(PatchBody):
     limits: Limits | None = None
     max_concurrent_tasks: int | None = Field(None, ge=1, le=1_000)
     cost_tier: CostTier | None = None
+    reports_to: Name | None = None
     personality: Personality | None = Field(None, description="null removes it.")
 
-    nullable_fields: ClassVar[frozenset[str]] = frozenset({"personality"})
+    nullable_fields: ClassVar[frozenset[str]] = frozenset({"personality", "reports_to"})
 
 
 class AgentRead(_AgentFields):

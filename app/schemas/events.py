@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.states import ApprovalDecision, ApprovalStatus, NodeStatus, TaskStatus
-from app.core.vocabulary import ApprovalKind, FireStatus, TriggerKind
+from app.core.vocabulary import ApprovalKind, AssignmentStrategy, FireStatus, TriggerKind
 from app.schemas.approvals import ApprovalRead
 from app.schemas.tasks import TaskRead
 from app.schemas.workflows import ExecutionRead
@@ -71,6 +71,7 @@ class TaskEventType(StrEnum):
     UPDATED = "task.updated"  # its fields changed (PATCH)
     TRANSITIONED = "task.transitioned"  # its status moved
     DELETED = "task.deleted"
+    ROUTING_FAILED = "task.routing_failed"  # no agent could take it; it stays `created`
 
 
 class TaskEventData(Stamped):
@@ -83,8 +84,17 @@ class TaskEventData(Stamped):
     to: TaskStatus | None = Field(
         None, description="`task.created` and `task.transitioned`: the status it reached."
     )
-    reason: str | None = Field(None, description="Why it moved, as the mover said.")
+    reason: str | None = Field(
+        None,
+        description="Why it moved, as the mover said; `task.routing_failed`: why no agent "
+        "could take it.",
+    )
     actor: str | None = Field(None, description="Who moved it: the caller, or the service.")
+    strategy: AssignmentStrategy | None = Field(
+        None,
+        description="`task.routing_failed`, and `task.transitioned` to `assigned` by "
+        "routing: the routing strategy.",
+    )
 
 
 class TaskEvent(PersistedEvent):

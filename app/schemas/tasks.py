@@ -10,7 +10,14 @@ from pydantic_core import PydanticCustomError
 
 from app.core.fields import Name, Reason, Text
 from app.core.states import TaskStatus
-from app.core.vocabulary import Complexity, CoordinationTopology, Priority, TaskStructure, TaskType
+from app.core.vocabulary import (
+    AssignmentStrategy,
+    Complexity,
+    CoordinationTopology,
+    Priority,
+    TaskStructure,
+    TaskType,
+)
 from app.schemas.bounds import VERSION_MAX, StorableDatetime
 from app.schemas.common import PatchBody
 
@@ -24,6 +31,24 @@ class Artifact(BaseModel):
     )
 
 
+class RouteRequest(BaseModel):
+    """How to find a task's agent. `role` and `skills` say who is capable: an agent of the
+    role (when one is given) whose skills include every one listed; an agent is a
+    candidate only while it holds fewer tasks than its `max_concurrent_tasks`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: AssignmentStrategy = Field(examples=["load_balanced"])
+    role: Name | None = Field(None, examples=["writer"])
+    skills: list[Name] = Field(default_factory=list, max_length=100, examples=[["python"]])
+    agent: Name | None = Field(
+        None,
+        description="`manual`: the agent (id or name) to assign; the task's `assigned_to` "
+        "by default. `hierarchical`: the manager it goes to first; by default the head of "
+        "`role` (an agent of the role that reports to nobody).",
+    )
+
+
 class _TaskFields(BaseModel):
     """Fields a client may set on create and change on update."""
 
@@ -32,14 +57,27 @@ class _TaskFields(BaseModel):
     title: Name = Field(examples=["Implement user authentication API"])
     description: Text = ""
     type: TaskType = TaskType.DEVELOPMENT
-    priority: Priority = Priority.MEDIUM
+    priority: Priority = Field(
+        Priority.MEDIUM, description="Routing order: critical first, then high, medium, low."
+    )
     project: Name | None = Field(None, examples=["proj-456"])
     assigned_to: Name | None = Field(None, examples=["sarah_chen"])
-    reviewers: list[Name] = Field(default_factory=list, max_length=100)
+    reviewers: list[Name] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Who may decide the task's review: callers as the API names them "
+        "(`key-<n>`, the n-th API key). Empty: anyone; a service without API keys has one "
+        "operator, who may always decide.",
+        examples=[["key-0"]],
+    )
     dependencies: list[Name] = Field(default_factory=list, max_length=1_000)
     artifacts_expected: list[Artifact] = Field(default_factory=list, max_length=100)
     acceptance_criteria: list[Text] = Field(default_factory=list, max_length=100)
-    estimated_complexity: Complexity = Complexity.MEDIUM
+    estimated_complexity: Complexity = Field(
+        Complexity.MEDIUM,
+        description="The auction's bids prefer agents whose `cost_tier` fits it: simple → "
+        "low, medium → medium, complex and epic → high.",
+    )
     task_structure: TaskStructure = TaskStructure.SEQUENTIAL
     coordination_topology: CoordinationTopology = CoordinationTopology.AUTO
     budget_limit: float | None = Field(None, ge=0, examples=[2.0])
@@ -47,6 +85,12 @@ class _TaskFields(BaseModel):
     max_retries: int = Field(1, ge=0, le=100)
     parent_task_id: Name | None = None
     delegation_chain: list[Name] = Field(default_factory=list, max_length=100)
+    routing: RouteRequest | None = Field(
+        None,
+        description="Route this task automatically: while it is `created`, it is routed "
+        "with this request once its dependencies are completed, and again whenever an "
+        "agent's task ends, until an agent takes it.",
+    )
 
 
 class TaskCreate(_TaskFields):
@@ -56,17 +100,26 @@ class TaskCreate(_TaskFields):
         None, description="Defaults to the caller's identity.", examples=["product_manager_1"]
     )
 
+    @model_validator(mode="after")
+    def _routing_or_assignee(self) -> TaskCreate:
+        if self.routing is not None and self.assigned_to is not None:
+            raise PydanticCustomError(
+                "routing_and_assignee",
+                "give assigned_to or routing, not both: routing finds the assignee",
+            )
+        return self
+
 
 IMMUTABLE_TASK_FIELDS = frozenset({"id", "status", "created_by"})
 READ_ONLY_TASK_FIELDS = frozenset({"version", "retry_count", "created_at", "updated_at"})
 NULLABLE_TASK_FIELDS = frozenset(
-    {"project", "assigned_to", "budget_limit", "deadline", "parent_task_id"}
+    {"project", "assigned_to", "budget_limit", "deadline", "parent_task_id", "routing"}
 )
 
 
 class TaskPatch(PatchBody):
     """A partial update (JSON merge semantics: only the fields present change; `null` clears
-    `project`, `assigned_to`, `budget_limit`, `deadline` and `parent_task_id`).
+    `project`, `assigned_to`, `budget_limit`, `deadline`, `parent_task_id` and `routing`).
     `id`, `status` and `created_by` cannot be changed; use transitions for `status`."""
 
     nullable_fields: ClassVar[frozenset[str]] = NULLABLE_TASK_FIELDS
@@ -89,6 +142,7 @@ class TaskPatch(PatchBody):
     max_retries: int | None = Field(None, ge=0, le=100)
     parent_task_id: Name | None = None
     delegation_chain: list[Name] | None = Field(None, max_length=100)
+    routing: RouteRequest | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -22,7 +22,8 @@ class ToolApproval(StrEnum):
 
     ALWAYS = "always"
     NEVER = "never"
-    SIDE_EFFECTS = "side_effects"  # a side-effecting call does, unless the agent auto-approves
+    # A side-effecting or destructive call does, unless the agent auto-approves the tool.
+    SIDE_EFFECTS = "side_effects"
 
 
 class ToolRead(BaseModel):

@@ -12,6 +12,7 @@ from app.core.fields import Name, Text
 from app.core.schema_variants import PublishedAs, published_as
 from app.core.states import ExecutionStatus, NodeStatus
 from app.core.vocabulary import (
+    AssignmentStrategy,
     Complexity,
     CoordinationTopology,
     EdgeType,
@@ -23,6 +24,7 @@ from app.core.vocabulary import (
 )
 from app.schemas.bounds import VERSION_MAX
 from app.schemas.common import PatchBody
+from app.schemas.tasks import RouteRequest
 
 GraphId = Annotated[
     str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")
@@ -72,14 +74,26 @@ class TaskStepConfig(BaseModel):
 
 
 class AgentAssignmentConfig(BaseModel):
-    """`config` of an `agent_assignment` node: tasks downstream go to `agent_name` (until
-    another assignment); `strategy` and `role` are kept for the routing strategies."""
+    """`config` of an `agent_assignment` node: who gets the tasks downstream (until another
+    assignment). `manual`: `agent_name`. Any other strategy: each task is created
+    unassigned with a `routing` request (`strategy`, `role`, `skills`, and `agent_name` as
+    its `agent`), and routed once its dependencies are completed. A task node's own
+    `assigned_to` overrides both."""
 
     model_config = ConfigDict(extra="forbid")
 
     agent_name: Name | None = Field(None, examples=["sarah_chen"])
-    strategy: Name = "manual"
+    strategy: AssignmentStrategy = AssignmentStrategy.MANUAL
     role: Name | None = None
+    skills: list[Name] = Field(default_factory=list, max_length=100)
+
+    def routing(self) -> RouteRequest | None:
+        """The routing request of the tasks downstream; None for `manual`."""
+        if self.strategy is AssignmentStrategy.MANUAL:
+            return None
+        return RouteRequest(
+            strategy=self.strategy, role=self.role, skills=self.skills, agent=self.agent_name
+        )
 
 
 class ConditionalConfig(BaseModel):

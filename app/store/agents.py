@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import AGENTS, Agent, Run
@@ -32,6 +32,13 @@ async def list_agents(
     if after_id is not None:
         stmt = stmt.where(Agent.id > after_id)
     return [AgentRead.model_validate(r) for r in await session.scalars(stmt)]
+
+
+async def all_agents(session: AsyncSession) -> list[AgentRead]:
+    """Every agent, oldest id first (routing weighs them all)."""
+    return [
+        AgentRead.model_validate(r) for r in await session.scalars(select(Agent).order_by(Agent.id))
+    ]
 
 
 async def update_agent(
@@ -68,3 +75,28 @@ async def names(session: AsyncSession, agent_ids: Iterable[str] | None = None) -
     if agent_ids is not None:
         stmt = stmt.where(Agent.id.in_(set(agent_ids)))
     return {row.id: row.name for row in await session.execute(stmt)}
+
+
+async def lock_reporting_lines(session: AsyncSession) -> None:
+    """Serialise changes of `reports_to` until the transaction ends, so that two changes,
+    each fine alone, cannot close a loop together."""
+    await session.execute(text("SELECT pg_advisory_xact_lock(hashtext('agents.reports_to'))"))
+
+
+async def chain_above(session: AsyncSession, agent_id: str) -> list[str] | None:
+    """`agent_id` and its managers up to the top, nearest first; None when the agent does
+    not exist. A loop (which the commands refuse) ends the walk where it closes."""
+    rows = await session.execute(
+        text(
+            "WITH RECURSIVE up(id, reports_to, depth, path) AS ("
+            " SELECT id, reports_to, 0, ARRAY[id] FROM agents WHERE id = :id"
+            " UNION ALL"
+            " SELECT a.id, a.reports_to, up.depth + 1, up.path || a.id"
+            " FROM agents AS a JOIN up ON a.id = up.reports_to"
+            " WHERE NOT a.id = ANY(up.path))"
+            " SELECT id FROM up ORDER BY depth"
+        ),
+        {"id": agent_id},
+    )
+    chain = [row.id for row in rows]
+    return chain or None

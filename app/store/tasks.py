@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import case, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import TaskStatus
+from app.core.vocabulary import Priority
 from app.models import TASKS, Task, TaskTransition
 from app.schemas.tasks import TaskRead, TransitionRead
 from app.store.errors import StaleWrite
@@ -172,3 +173,21 @@ async def projects(session: AsyncSession, *, limit: int) -> list[str]:
         .limit(limit)
     )
     return [str(project) for project in rows]
+
+
+# Routing order: the most urgent first, then the oldest.
+_URGENCY = case(
+    {p.value: rank for rank, p in enumerate(Priority)}, value=Task.priority, else_=len(Priority)
+)
+
+
+async def routable_tasks(session: AsyncSession, *, limit: int) -> list[TaskRead]:
+    """`created` tasks that carry a routing request, in routing order: priority (critical
+    first), then the oldest."""
+    rows = await session.scalars(
+        select(Task)
+        .where(Task.status == TaskStatus.CREATED, Task.routing.is_not(None))
+        .order_by(_URGENCY, Task.created_at, Task.id)
+        .limit(limit)
+    )
+    return [TaskRead.model_validate(row) for row in rows]

@@ -323,7 +323,12 @@ def test_idempotency_is_decided_per_call() -> None:
     for method in ("POST", "PUT", "PATCH", "DELETE", "get", "TRACE"):
         assert tool.is_idempotent({"url": url, "method": method}) is False
     assert tool.retries is True
-    assert (tool.destructive, tool.requires_permission, tool.fallback) == (True, True, None)
+    assert (tool.requires_permission, tool.fallback) == (True, None)
+    # Destructive as it changes things: a GET asks nobody, a POST asks unless auto-approved.
+    assert not tool.is_destructive({"url": url})
+    assert tool.is_destructive({"url": url, "method": "POST"})
+    assert tool.needs_approval({"url": url, "method": "POST"}, ())
+    assert not tool.needs_approval({"url": url, "method": "POST"}, ("http_request",))
 
 
 def test_a_change_to_a_host_that_honours_its_key_may_be_sent_again_yet_asks_approval() -> None:

@@ -173,7 +173,7 @@ class Toolbox:
         transient = ToolFailure("mail server timed out", transient=True)
         return [
             counted("gate", self._gate),
-            counted("flaky", self._flaky, idempotent=True, retries=True),
+            counted("flaky", self._flaky, idempotent=True, retries=True, destructive=False),
             counted("send_email", lambda c, a: raises(transient)),
             counted("broken", lambda c, a: raises(ToolFailure("the widget is out of stock"))),
             counted("crash", lambda c, a: raises(RuntimeError(f"cannot read {SECRET_PATH}"))),

@@ -4,6 +4,10 @@
 assumed side-effecting (never retried, never re-run on resume), without fallback, required,
 destructive and needing permission unless its definition says otherwise.
 
+`destructive` (a call may destroy or irreversibly change something) always asks for a
+person's approval unless the agent lists the tool in `auto_approve`, whatever the tool's
+`idempotent` or `requires_approval` say.
+
 Two properties say a call may be sent again: `idempotent` (repeating it changes nothing:
 it needs no approval either) and `deduplicated` (it changes the world, but carries the
 call's idempotency key to a remote that honours it, so a repeat takes effect once: it is
@@ -87,11 +91,12 @@ class Tool:
     retries: bool = False
     fallback: str | None = None  # another tool, run with the same input when this one fails
     optional: bool = False  # failing for good withdraws it from the run instead of failing
-    destructive: bool = True
+    destructive: IdempotencyRule = True  # per call, like `idempotent`
     requires_permission: bool = True
     pauses_run: bool = False  # ask_human and friends: the run waits for a person
     # None: a call that is not idempotent (it may change the world) waits for a person's
-    # approval unless the agent lists the tool in `auto_approve`; True/False: always/never.
+    # approval unless the agent lists the tool in `auto_approve`; True/False: always/never
+    # (but a destructive call asks unless auto-approved, even with False).
     requires_approval: bool | None = None
     # The service a call reaches (an HTTP tool: the host), so that one service's outage
     # opens the breaker for calls to it only; None: one breaker for the whole tool.
@@ -111,12 +116,21 @@ class Tool:
         idempotent, or its remote deduplicates it by its key."""
         return self.is_idempotent(arguments) or _decide(self.deduplicated, arguments)
 
+    def is_destructive(self, arguments: dict[str, Any]) -> bool:
+        return _decide(self.destructive, arguments, undecided=True)
+
     def needs_approval(self, arguments: dict[str, Any], auto_approved: Collection[str]) -> bool:
         """Fail closed: a side-effecting call asks a person first, unless the tool says it
-        never needs to or the agent's operator allowed it (`auto_approve`)."""
-        if self.requires_approval is not None:
-            return self.requires_approval
-        return self.name not in auto_approved and not self.is_idempotent(arguments)
+        never needs to or the agent's operator allowed it (`auto_approve`); a destructive
+        call asks unless the operator allowed it, whatever the tool says."""
+        if self.requires_approval is True:
+            return True
+        allowed = self.name in auto_approved
+        if self.is_destructive(arguments):
+            return not allowed
+        if self.requires_approval is False:
+            return False
+        return not allowed and not self.is_idempotent(arguments)
 
     def breaker_name(self, arguments: dict[str, Any]) -> str:
         """`tool:<name>`, or `tool:<name>:<scope>` for a tool that names its services."""
@@ -130,12 +144,13 @@ class Tool:
         return ToolSpec(self.name, self.description, self.input_schema)
 
 
-def _decide(rule: IdempotencyRule, arguments: dict[str, Any]) -> bool:
+def _decide(rule: IdempotencyRule, arguments: dict[str, Any], *, undecided: bool = False) -> bool:
+    """A per-call rule's answer; `undecided` (the closed side) when it cannot decide."""
     if callable(rule):
         try:
             return bool(rule(arguments))
         except Exception:  # a rule that cannot decide fails closed
-            return False
+            return undecided
     return rule
 
 
@@ -149,7 +164,7 @@ def define_tool(
     retries: bool = False,
     fallback: str | None = None,
     optional: bool = False,
-    destructive: bool = True,
+    destructive: IdempotencyRule = True,
     requires_permission: bool = True,
     pauses_run: bool = False,
     requires_approval: bool | None = None,

@@ -107,6 +107,7 @@ def make_http_request_tool(policy: HttpToolPolicy | None = None) -> Tool:
         INPUT_SCHEMA,
         handler,
         idempotent=_is_safe_method,  # per call: a GET may be repeated, a POST may not
+        destructive=lambda arguments: not _is_safe_method(arguments),  # a GET changes nothing
         deduplicated=deduplicated,  # a POST to a host that honours its key may be re-sent
         retries=True,
     )

@@ -45,7 +45,9 @@ def describe(tool: Tool) -> ToolRead:
         True: ToolApproval.ALWAYS,
         False: ToolApproval.NEVER,
     }[tool.requires_approval]
-    if approval is ToolApproval.SIDE_EFFECTS and idempotency is ToolIdempotency.ALWAYS:
+    if approval is not ToolApproval.ALWAYS and tool.destructive is not False:
+        approval = ToolApproval.SIDE_EFFECTS  # a destructive call asks unless auto-approved
+    elif approval is ToolApproval.SIDE_EFFECTS and idempotency is ToolIdempotency.ALWAYS:
         approval = ToolApproval.NEVER  # no call of it has a side effect to approve
     return ToolRead(
         name=tool.name,

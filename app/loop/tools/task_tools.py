@@ -212,6 +212,8 @@ def task_tools(engine: TaskEngine, sessionmaker: async_sessionmaker[AsyncSession
             # and its blast radius is one task on the board, every move recorded in its
             # audit trail under this run's name. The one irreversible move left to an agent
             # is cancelling a task; completing one is its reviewer's (REFUSED_TARGETS).
+            # Hence not `destructive` either: a destructive call would ask all the same.
+            destructive=False,
             requires_approval=False,
         ),
     ]

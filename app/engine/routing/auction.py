@@ -1,0 +1,68 @@
+"""The auction: every capable agent bids for the task, the highest bid wins.
+
+A bid is a score from 0 to 1. The bidder here needs no model: it scores what the agent
+brings (the share of the requested skills it has), how free it is (its spare capacity)
+and how well its cost tier fits the task's `estimated_complexity` (a simple task suits a
+low tier, an epic a high one). A bidder that asks a model for each agent's confidence
+plugs in through the same `Bidder` protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from app.core.vocabulary import Complexity
+from app.engine.routing.base import TIER_RANK, Candidate, Choice, RoutingContext, Unroutable
+from app.schemas.tasks import RouteRequest, TaskRead
+
+# The tier (by rank) each complexity asks for.
+WANTED_TIER = {
+    Complexity.SIMPLE: 0,
+    Complexity.MEDIUM: 1,
+    Complexity.COMPLEX: 2,
+    Complexity.EPIC: 2,
+}
+SKILLS_WEIGHT, ROOM_WEIGHT, TIER_WEIGHT = 0.4, 0.3, 0.3
+
+
+class Bidder(Protocol):
+    """How much an agent wants a task, from 0 to 1."""
+
+    async def bid(self, task: TaskRead, candidate: Candidate, request: RouteRequest) -> float: ...
+
+
+class CapabilityBidder:
+    """The deterministic bid: skills, spare capacity, and tier against complexity."""
+
+    async def bid(self, task: TaskRead, candidate: Candidate, request: RouteRequest) -> float:
+        return capability_score(task, candidate, request)
+
+
+def capability_score(task: TaskRead, candidate: Candidate, request: RouteRequest) -> float:
+    agent = candidate.agent
+    wanted = set(request.skills)
+    skills = len(wanted & set(agent.skills)) / len(wanted) if wanted else 1.0
+    room = (agent.max_concurrent_tasks - candidate.held) / agent.max_concurrent_tasks
+    distance = abs(TIER_RANK[agent.cost_tier] - WANTED_TIER[task.estimated_complexity])
+    tier = 1 - distance / 2
+    return SKILLS_WEIGHT * skills + ROOM_WEIGHT * room + TIER_WEIGHT * tier
+
+
+class Auction:
+    """Agents of the requested role (any, without one) bid; skills are scored, not
+    required. The highest bid wins; equal bids go to the oldest id."""
+
+    def __init__(self, bidder: Bidder | None = None) -> None:
+        self._bidder = bidder or CapabilityBidder()
+
+    async def choose(
+        self, task: TaskRead, candidates: Sequence[Candidate], context: RoutingContext
+    ) -> Choice | Unroutable:
+        request = context.request.model_copy(update={"skills": []})  # bid on, not required
+        bidders = [c for c in candidates if c.capable(request)]
+        if not bidders:
+            return context.none_capable()
+        bids = [(await self._bidder.bid(task, c, context.request), c) for c in bidders]
+        score, best = min(bids, key=lambda bid: (-bid[0], bid[1].id))
+        return Choice(best.id, f"highest bid {score:.3f} of {len(bids)}")
