@@ -41,7 +41,7 @@ from app.engine.pg_listener import PgListener
 from app.engine.reconciler import Reconciler
 from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
 from app.engine.review_gate import ReviewGate
-from app.engine.routing.router import TaskRouter
+from app.engine.routing.router import TaskRouter, strategies
 from app.engine.runs import RunCommands
 from app.engine.services import Services
 from app.engine.stream_slots import StreamSlots
@@ -252,10 +252,13 @@ def build_runtime(
     delivery_policy = DeliveryPolicy.from_settings(settings.webhooks)
     workflows = WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention)
     firing = TriggerFiring(sessionmaker, bus, runs, workflows, metrics=metrics)
+    prices = PriceTable.from_settings(settings.costs)
+    providers = Providers(settings.llm)
     router = TaskRouter(
         sessionmaker,
         task_engine,
-        PriceTable.from_settings(settings.costs),
+        prices,
+        strategies=strategies(settings.routing, providers, prices, sessionmaker),
         interval_s=settings.workers.poll_interval_s,
     )
     services = Services(
@@ -290,7 +293,6 @@ def build_runtime(
         ),
         sessions=_sessions(settings),
     )
-    providers = Providers(settings.llm)
     committer = boundary_committer(sessionmaker)
     workers = None
     if settings.workers.enabled:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.core.addresses import parse_networks
+from app.core.model_config import ModelConfig
 from app.core.vocabulary import ModelTier, ReviewTimeoutPolicy
 
 
@@ -339,6 +340,23 @@ class CostSettings(BaseModel):
         return self
 
 
+class RoutingSettings(BaseModel):
+    auction_scorer: ModelConfig | None = Field(
+        None,
+        description=(
+            "A model that scores every bidder of an `auction` in one call (JSON like an "
+            "agent's `model`); unset, bids are capability scores."
+        ),
+    )
+    auction_max_usd: float = Field(
+        0.05,
+        gt=0,
+        le=100,
+        description="The most one auction's scoring call may cost (its worst case); dearer: "
+        "capability scores.",
+    )
+
+
 class ResilienceSettings(BaseModel):
     """How hard one LLM call tries (attempts, backoff, the server's `retry-after`, the
     fallback model after overloads, persistent mode for unattended runs) and the circuit
@@ -577,6 +595,7 @@ class Settings(BaseSettings):
     triggers: TriggerSettings = Field(default_factory=TriggerSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     costs: CostSettings = Field(default_factory=CostSettings)
+    routing: RoutingSettings = Field(default_factory=RoutingSettings)
     resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)

@@ -1,15 +1,17 @@
 """The auction: every capable agent bids for the task, the highest bid wins.
 
-A bid is a score from 0 to 1. The bidder here needs no model: it scores what the agent
-brings (the share of the requested skills it has), how free it is (its spare capacity)
-and how well its cost tier fits the task's `estimated_complexity` (a simple task suits a
-low tier, an epic a high one). A bidder that asks a model for each agent's confidence
-plugs in through the same `Bidder` protocol.
+A bid is a score from 0 to 1, given by a `Scorer` to all the bidders at once. The
+capability scorer needs no model: it scores what the agent brings (the share of the
+requested skills it has), how free it is (its spare capacity) and how well its cost tier
+fits the task's `estimated_complexity` (a simple task suits a low tier, an epic a high
+one). A model scorer (`model_scorer.py`, when one is configured) asks an LLM instead, within
+a budget, and falls back to these scores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from app.core.vocabulary import Complexity
@@ -26,17 +28,34 @@ WANTED_TIER = {
 SKILLS_WEIGHT, ROOM_WEIGHT, TIER_WEIGHT = 0.4, 0.3, 0.3
 
 
-class Bidder(Protocol):
-    """How much an agent wants a task, from 0 to 1."""
+@dataclass(frozen=True)
+class Scores:
+    """Each bidder's score (0 to 1) by agent id, and how they were given (for the reason)."""
 
-    async def bid(self, task: TaskRead, candidate: Candidate, request: RouteRequest) -> float: ...
+    by_agent: dict[str, float]
+    how: str
 
 
-class CapabilityBidder:
-    """The deterministic bid: skills, spare capacity, and tier against complexity."""
+class Scorer(Protocol):
+    async def score(
+        self, task: TaskRead, bidders: Sequence[Candidate], request: RouteRequest
+    ) -> Scores: ...
 
-    async def bid(self, task: TaskRead, candidate: Candidate, request: RouteRequest) -> float:
-        return capability_score(task, candidate, request)
+
+class CapabilityScorer:
+    """The deterministic bids: skills, spare capacity, and tier against complexity."""
+
+    async def score(
+        self, task: TaskRead, bidders: Sequence[Candidate], request: RouteRequest
+    ) -> Scores:
+        return capability_scores(task, bidders, request)
+
+
+def capability_scores(
+    task: TaskRead, bidders: Sequence[Candidate], request: RouteRequest
+) -> Scores:
+    scores = {c.id: capability_score(task, c, request) for c in bidders}
+    return Scores(scores, "capability score")
 
 
 def capability_score(task: TaskRead, candidate: Candidate, request: RouteRequest) -> float:
@@ -53,8 +72,8 @@ class Auction:
     """Agents of the requested role (any, without one) bid; skills are scored, not
     required. The highest bid wins; equal bids go to the oldest id."""
 
-    def __init__(self, bidder: Bidder | None = None) -> None:
-        self._bidder = bidder or CapabilityBidder()
+    def __init__(self, scorer: Scorer | None = None) -> None:
+        self._scorer = scorer or CapabilityScorer()
 
     async def choose(
         self, task: TaskRead, candidates: Sequence[Candidate], context: RoutingContext
@@ -63,6 +82,7 @@ class Auction:
         bidders = [c for c in candidates if c.capable(request)]
         if not bidders:
             return context.none_capable()
-        bids = [(await self._bidder.bid(task, c, context.request), c) for c in bidders]
+        scores = await self._scorer.score(task, bidders, context.request)
+        bids = [(scores.by_agent.get(c.id, 0.0), c) for c in bidders]
         score, best = min(bids, key=lambda bid: (-bid[0], bid[1].id))
-        return Choice(best.id, f"highest bid {score:.3f} of {len(bids)}")
+        return Choice(best.id, f"highest bid {score:.3f} of {len(bids)} ({scores.how})")

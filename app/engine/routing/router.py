@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.core.config import RoutingSettings
 from app.core.errors import AppError, Conflict, InvalidTransition, NotFound, ProblemCode
 from app.core.states import TASK_HELD, TaskStatus, allowed_targets
 from app.core.vocabulary import AssignmentStrategy
@@ -36,11 +37,13 @@ from app.engine.routing.auction import Auction
 from app.engine.routing.base import Candidate, RoutingContext, RoutingStrategy, Unroutable
 from app.engine.routing.cost_optimised import CostOptimised
 from app.engine.routing.hierarchical import Hierarchical
+from app.engine.routing.model_scorer import ModelScorer
 from app.engine.routing.simple import LoadBalanced, Manual, RoleBased
 from app.engine.task_engine import MutationResult, TaskEngine
 from app.engine.task_mutations import AgentAtCapacity, AssignTask, NoteUnroutable
 from app.engine.task_runs import execution_stopped
 from app.llm.prices import PriceTable
+from app.llm.provider import Provider
 from app.schemas.tasks import RouteRequest, TaskRead
 from app.store import agent_loads
 from app.store import agents as agent_store
@@ -60,6 +63,25 @@ STRATEGIES: Mapping[AssignmentStrategy, RoutingStrategy] = {
     AssignmentStrategy.HIERARCHICAL: Hierarchical(),
     AssignmentStrategy.COST_OPTIMISED: CostOptimised(),
 }
+
+
+def strategies(
+    settings: RoutingSettings,
+    providers: Callable[..., Provider],
+    prices: PriceTable,
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> Mapping[AssignmentStrategy, RoutingStrategy]:
+    """The strategies, with the auction's bids from the configured scorer model, if any."""
+    if settings.auction_scorer is None:
+        return STRATEGIES
+    scorer = ModelScorer(
+        settings.auction_scorer,
+        providers,
+        prices,
+        sessionmaker,
+        max_usd=settings.auction_max_usd,
+    )
+    return {**STRATEGIES, AssignmentStrategy.AUCTION: Auction(scorer)}
 
 
 class TaskUnroutable(Conflict):
