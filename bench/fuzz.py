@@ -63,6 +63,11 @@ CONFIG += """
 include-operation-id = "activate_workflow"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
+# A history cursor is a step of that run's history: another string is not one of its pages.
+[[operations]]
+include-operation-id = "list_run_history"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
 # The export is YAML text (schema: a string). Schemathesis parses a YAML body and checks the
 # parsed mapping against that schema instead; the test suite checks the export's text.
 [[operations]]

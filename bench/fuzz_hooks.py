@@ -125,6 +125,48 @@ def _trigger_configs(body: dict[str, Any]) -> None:
             config["timezone"] = "Europe/Berlin"
 
 
+def _references_kept(path: str, body: dict[str, Any]) -> None:
+    """Bodies that name another resource, which must exist (each field's description says
+    so): an agent's `reports_to` is dropped, a budget of an agent becomes a project's."""
+    if path.startswith("/v1/agents"):
+        body.pop("reports_to", None)
+    elif path == "/v1/budgets":
+        body["scope"] = "project"
+
+
+def _one_way_to_assign(body: dict[str, Any]) -> None:
+    """Tasks (POST): `assigned_to` or `routing`, not both."""
+    if body.get("assigned_to") is not None:
+        body.pop("routing", None)
+
+
+_FAR_OFFSET = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.]+)([+-](1[6-9]|2\d):\d\d)$")
+
+
+def _storable_times(value: Any) -> Any:
+    """Times with a UTC offset Postgres keeps (within ±15:59, as `StorableDatetime` says):
+    a farther one is given as UTC instead."""
+    if isinstance(value, str):
+        return _FAR_OFFSET.sub(r"\1Z", value)
+    if isinstance(value, dict):
+        return {k: _storable_times(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable_times(v) for v in value]
+    return value
+
+
+def _range_in_order(case: Case[Any]) -> None:
+    """Costs (GET): `start` no later than `end` (`end` is today when left out)."""
+    query = case.query
+    if not isinstance(query, dict):
+        return
+    start, end = query.get("start"), query.get("end")
+    if isinstance(start, str) and isinstance(end, str) and start > end:
+        query["start"], query["end"] = end, start
+    elif isinstance(start, str) and end is None and start > "2026":
+        query["start"] = "2026-01-01"
+
+
 def _without_nul_keys(value: Any) -> Any:
     """`--generation-allow-x00=false` keeps NUL out of generated strings but not out of
     generated object keys (`metadata`'s); the API refuses NUL in both, as documented."""
@@ -139,11 +181,19 @@ def _keep_rules(context: HookContext, case: Case[Any]) -> Case[Any]:
     meta = case.meta
     positive = meta is None or meta.generation.mode.is_positive
     operation = context.operation
-    if not positive or operation is None or not isinstance(case.body, dict):
+    if not positive or operation is None:
         return case
-    body: dict[str, Any] = _without_nul_keys(case.body)
-    case.body = body
     path, method = operation.path, operation.method.upper()
+    if path == "/v1/costs":
+        _range_in_order(case)
+    if not isinstance(case.body, dict):
+        return case
+    body: dict[str, Any] = _storable_times(_without_nul_keys(case.body))
+    case.body = body
+    if method in ("POST", "PATCH"):
+        _references_kept(path, body)
+    if path == "/v1/tasks" and method == "POST":
+        _one_way_to_assign(body)
     if path in ("/v1/agents", "/v1/agents/{agent_id}") and method in ("POST", "PATCH"):
         _soft_below_hard(body)
         _tools_known(body)

@@ -7,9 +7,11 @@ from typing import Annotated
 from pydantic import StringConstraints
 
 # Surrounding whitespace is stripped; what is left must not be empty (the pattern: at least
-# one character that is not whitespace, which says the same to JSON Schema).
+# one character that is not whitespace, which says the same to JSON Schema). The strip
+# takes U+0085 (NEL) as whitespace, which JSON Schema's `\s` does not: the pattern names it.
 Name = Annotated[
-    str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True, pattern=r"\S")
+    str,
+    StringConstraints(min_length=1, max_length=200, strip_whitespace=True, pattern=r"[^\s\x85]"),
 ]
 Text = Annotated[str, StringConstraints(max_length=20_000)]
 Reason = Annotated[str, StringConstraints(max_length=2_000)]

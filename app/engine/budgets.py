@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -50,7 +51,7 @@ class BudgetCommands:
         now = self._clock()
         values = body.model_dump(mode="json") | {
             "id": new_id("bgt"),
-            "limit_usd": body.limit_usd,
+            "limit_usd": Decimal(str(body.limit_usd)),
             "version": 1,
             "created_at": now,
             "updated_at": now,
@@ -80,6 +81,8 @@ class BudgetCommands:
         self, budget_id: str, body: BudgetPatch, *, expected_version: int | None
     ) -> BudgetRead:
         changes = body.model_dump(exclude_unset=True)
+        if "limit_usd" in changes:
+            changes["limit_usd"] = Decimal(str(changes["limit_usd"]))
         async with self._sessionmaker() as session, session.begin():
             current = await self._current(session, budget_id, expected_version)
             changed = await store.update_budget(

@@ -4,7 +4,6 @@ month, and where each stands in its current period."""
 from __future__ import annotations
 
 from datetime import date, datetime
-from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -15,10 +14,7 @@ from app.core.vocabulary import BudgetPeriod, BudgetScope
 from app.schemas.common import PatchBody
 from app.schemas.events import PersistedEvent, Stamped
 
-LimitUsd = Annotated[
-    Decimal,
-    Field(gt=0, le=1_000_000_000, decimal_places=9, description="USD.", examples=[50]),
-]
+LimitUsd = Annotated[float, Field(gt=0, le=1_000_000_000, description="USD.", examples=[50])]
 ALERT_THRESHOLDS = (50, 80, 100)  # percent of the limit spent: an alert each, once a period
 
 
@@ -30,7 +26,8 @@ class BudgetCreate(BaseModel):
 
     scope: BudgetScope
     subject: Name = Field(
-        description="The agent's id (`scope: agent`) or the project's name (`scope: project`).",
+        description="The id of an agent that exists (`scope: agent`), or a project's name "
+        "(`scope: project`).",
         examples=["agt_01jd2x7k8m9n0p1q2r3s4t5v6w"],
     )
     period: BudgetPeriod
