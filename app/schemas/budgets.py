@@ -14,7 +14,10 @@ from app.core.vocabulary import BudgetPeriod, BudgetScope
 from app.schemas.common import PatchBody
 from app.schemas.events import PersistedEvent, Stamped
 
-LimitUsd = Annotated[float, Field(gt=0, le=1_000_000_000, description="USD.", examples=[50])]
+LimitUsd = Annotated[
+    float,
+    Field(ge=0.000_001, le=1_000_000_000, description="USD (kept to 9 decimals).", examples=[50]),
+]
 ALERT_THRESHOLDS = (50, 80, 100)  # percent of the limit spent: an alert each, once a period
 
 
