@@ -15,11 +15,11 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Numeric, func, literal_column, select
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import LLM_COST_DAYS
 from app.schemas.costs import CostGroupBy, CostLine
+from app.store.driver import driver_connection, json_text
 from app.store.task_runs import lane_projects, lane_task
 
 
@@ -40,6 +40,27 @@ class CallCost:
     cost_usd: Decimal | None
 
 
+# One statement a batch, prepared once (a Core upsert is compiled afresh each time: a
+# millisecond of CPU a turn). The rows come in key order: batches wait, never deadlock.
+_UPSERT = """
+    INSERT INTO llm_cost_days AS d
+    SELECT r.day, r.agent_id, r.project, r.task_id, r.provider, r.model, r.calls,
+           r.input_tokens, r.output_tokens, r.cache_write_tokens, r.cache_read_tokens,
+           r.cost_usd, r.unpriced_calls
+    FROM jsonb_to_recordset($1::text::jsonb) AS r(
+        day date, agent_id text, project text, task_id text, provider text, model text,
+        calls int, input_tokens bigint, output_tokens bigint, cache_write_tokens bigint,
+        cache_read_tokens bigint, cost_usd numeric, unpriced_calls int
+    )
+    ON CONFLICT (day, agent_id, project, task_id, provider, model) DO UPDATE SET
+        calls = d.calls + excluded.calls,
+        input_tokens = d.input_tokens + excluded.input_tokens,
+        output_tokens = d.output_tokens + excluded.output_tokens,
+        cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens,
+        cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
+        cost_usd = d.cost_usd + excluded.cost_usd,
+        unpriced_calls = d.unpriced_calls + excluded.unpriced_calls
+"""
 _SUMMED = (
     "calls",
     "input_tokens",
@@ -82,24 +103,12 @@ async def record(session: AsyncSession, calls: Sequence[CallCost]) -> set[tuple[
             "provider": provider,
             "model": model,
             **sums,
+            "cost_usd": str(sums["cost_usd"]),  # exact, as JSON text
         }
         for (day, agent, project, task, provider, model), sums in sorted(totals.items())
     ]
-    statement = insert(LLM_COST_DAYS).values(rows)
-    table = LLM_COST_DAYS.c
-    await session.execute(
-        statement.on_conflict_do_update(
-            index_elements=[
-                table.day,
-                table.agent_id,
-                table.project,
-                table.task_id,
-                table.provider,
-                table.model,
-            ],
-            set_={name: table[name] + statement.excluded[name] for name in _SUMMED},
-        )
-    )
+    driver = await driver_connection(session)
+    await driver.execute(_UPSERT, json_text(rows))
     return {
         (call.agent_id, projects.get(call.lane, "")) for call in calls if call.cost_usd is not None
     }
