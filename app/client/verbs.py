@@ -454,7 +454,8 @@ def costs(args: argparse.Namespace, client: Client) -> Exit:
             str(line["calls"]),
             str(line["input_tokens"] + line["cache_write_tokens"] + line["cache_read_tokens"]),
             str(line["output_tokens"]),
-            _usd(line["cost_usd"]),
+            # Nothing priced: the cost is not known, not zero.
+            _usd(line["cost_usd"] if line["calls"] > line["unpriced_calls"] else None),
             str(line["unpriced_calls"] or ""),
         )
         for line in [*report["items"], {"key": "total", **report["total"]}]
@@ -482,6 +483,9 @@ def budgets(args: argparse.Namespace, client: Client) -> Exit:
                 f"{now['spent_percent']:g}%",
             )
         )
+    if not rows:
+        print("no budgets: runs spend without a limit (POST /v1/budgets sets one)")
+        return Exit.COMPLETED
     _table(rows, ("BUDGET", "FOR", "PERIOD", "LIMIT", "SPENT", "RESERVED", "USED"))
     return Exit.COMPLETED
 

@@ -203,6 +203,9 @@ async def test_the_budgets_resource(client: httpx.AsyncClient) -> None:
     assert gone.status_code == 204
     assert_problem(await client.get(f"/v1/budgets/{budget['id']}"), 404, "not_found")
     assert_problem(await client.delete(f"/v1/budgets/{budget['id']}"), 404, "not_found")
+    await client.delete(f"/v1/budgets/{daily['id']}")
+    none_left = await cli(str(client.base_url), "budgets")
+    assert none_left.out.startswith("no budgets: runs spend without a limit")
 
 
 def _call(day: date, usd: str) -> CallCost:
