@@ -56,6 +56,7 @@ class ModelCalls:
         conversation_id: str,
         journal: dict[str, Any] | None,
         watchers: Watchers,
+        budgets: BudgetGuard,
         *,
         lease_lost: asyncio.Event,
         on_event: EventSink,
@@ -77,7 +78,7 @@ class ModelCalls:
         self._deadline: asyncio.Timeout | None = None
         self.llm = self._model(deps.providers(agent, run_id))
         self.compactor = self._compactor(watchers)
-        self.budgets = BudgetGuard(deps, agent, lane)
+        self.budgets = budgets  # the run's, which knows its task's project once read
 
     async def frame(self) -> Frame:
         """Read once, and again only after a journal tool wrote (nothing else changes the

@@ -117,9 +117,8 @@ class RunLoop(LeasedRun):
             await self._settle(missing)
             return
         self.system_hash = prompt_hash(agent.system_prompt)
-        downgrade = self.run.model_downgrade or await BudgetGuard(
-            deps, agent, self.run.lane
-        ).downgrade(self.run)
+        budgets = BudgetGuard(deps, agent, self.run.lane)
+        downgrade = self.run.model_downgrade or await budgets.downgrade(self.run)
         if downgrade is not None:  # the run uses the cheaper model, and its tier's prompt
             model = agent.model.model_copy(update={"name": downgrade.to_model})
             agent = agent.model_copy(update={"model": model})
@@ -135,6 +134,7 @@ class RunLoop(LeasedRun):
             conversation_id,
             journal,
             self.watchers,
+            budgets,
             lease_lost=self.lease_lost,
             on_event=self._event_now,
         )

@@ -104,7 +104,10 @@ async def test_a_run_s_own_limit_stops_it_before_the_call_that_would_pass_it(
     events = (await client.get(f"/v1/runs/{run['id']}/history")).json()["items"][-1]["events"]
     assert "agent.budget.exhausted" in events
     retried = await client.post(f"/v1/runs/{run['id']}/retry")
-    assert retried.status_code == 200  # a person may retry it (and it stops the same way)
+    assert retried.status_code == 200  # a person may retry it: with no more room, it stops
+    again = await settle(client, run["id"])
+    assert again["stop_reason"] == "budget_exhausted"
+    assert again["usage"]["cost_usd"] == pytest.approx(2 * CALL_USD)
 
 
 async def test_a_task_out_of_budget_stays_where_it_is(
