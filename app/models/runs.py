@@ -45,6 +45,10 @@ class Agent(Base):
     max_concurrent_tasks: Mapped[int] = mapped_column(Integer)
     cost_tier: Mapped[str] = mapped_column(Text)
     personality: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # The MCP servers whose tools it may call (each a stdio command or an HTTP URL).
+    mcp_servers: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, server_default=text("'[]'::jsonb")
+    )
     # Its manager, for hierarchical routing; a deleted manager leaves its reports without.
     reports_to: Mapped[str | None] = mapped_column(
         Text, ForeignKey("agents.id", ondelete="SET NULL")
@@ -124,6 +128,8 @@ class Run(Base):
     system_prompt_hash: Mapped[str | None] = mapped_column(Text)
     # The model it runs on instead of its agent's, when a budget moved it down a tier.
     model_downgrade: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # The W3C trace context (`traceparent`, `tracestate`) of the request that created it.
+    trace_context: Mapped[dict[str, str] | None] = mapped_column(JSONB)
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column()
