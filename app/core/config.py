@@ -277,6 +277,25 @@ class AnthropicSettings(BaseModel):
     )
 
 
+class OpenAISettings(BaseModel):
+    """The `openai` provider: OpenAI's API or a server speaking its Chat Completions
+    (`LOOPWRIGHT_LLM__OPENAI__API_KEY` and so on). The key goes to this base URL only."""
+
+    api_key: SecretStr | None = Field(
+        None, description="Key for `openai` models at the base URL below (OpenAI's API if unset)."
+    )
+    base_url: str | None = Field(
+        None,
+        description="Chat Completions base URL for every `openai` agent without one of its "
+        "own (e.g. `http://localhost:11434/v1` for Ollama); unset: OpenAI's API.",
+    )
+    api_key_file: Path | None = Field(
+        None,
+        description="A file holding the key (a mounted secret); read again after a 401. Takes "
+        "precedence over the key.",
+    )
+
+
 class LLMSettings(BaseModel):
     """One group per model provider that needs settings (the scripted one needs none).
     Unknown names are refused, so a setting of a provider that does not exist, or one
@@ -285,6 +304,7 @@ class LLMSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
+    openai: OpenAISettings = Field(default_factory=OpenAISettings)
 
 
 _USD_PER_MTOK = Field(ge=0, le=10_000, description="USD per million tokens.")

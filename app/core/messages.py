@@ -48,6 +48,20 @@ class ToolResultBlock(BaseModel):
     is_error: bool = False
 
 
+# A tool call whose arguments the model wrote as something other than a JSON object (a
+# provider that receives them as text, Chat Completions, cannot always parse them): the
+# text is kept under this key, the input's only one. The tool runner answers such a call
+# with an error quoting the text instead of running the tool, so the model can correct it.
+UNPARSED_ARGUMENTS = "__unparsed_arguments__"
+
+
+def unparsed_arguments(call: ToolUseBlock) -> str | None:
+    """The text of a call's arguments that were not a JSON object; None for a call whose
+    arguments were."""
+    raw = call.input.get(UNPARSED_ARGUMENTS)
+    return raw if isinstance(raw, str) and len(call.input) == 1 else None
+
+
 Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
 
 

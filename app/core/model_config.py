@@ -1,12 +1,20 @@
-"""Which model answers an agent: the provider, the model names, and the scripted model's
-turns. Shared by the agents' API shapes and the providers that read it."""
+"""Which model answers an agent: the provider, the model names, where to reach it (a base
+URL, the name of the variable holding its key), the fallback model, and the scripted
+model's turns. Shared by the agents' API shapes and the providers that read it."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 from app.core.fields import Name, Text, ToolName
 from app.core.schema_variants import published_as
@@ -17,6 +25,9 @@ class ModelProvider(StrEnum):
     provider)."""
 
     ANTHROPIC = "anthropic"  # Anthropic's Messages API
+    # OpenAI's Chat Completions API, or any server that speaks it (vLLM, Ollama, llama.cpp,
+    # LM Studio, other vendors) at the model's `base_url`
+    OPENAI = "openai"
     SCRIPTED = "scripted"  # plays the agent's `script`: the demo and test double
 
 
@@ -137,24 +148,122 @@ class ScriptedTurn(_TurnFields):
         return self
 
 
+def _not_our_setting(name: str) -> str:
+    if name.startswith("LOOPWRIGHT_"):
+        raise ValueError("names one of Loopwright's own settings: name a variable of its own")
+    return name
+
+
+# The name of an environment variable, where the workers run, that holds a model's API key:
+# the key itself is never stored nor shown. Only a variable named like an API key, and not
+# one of Loopwright's settings: whoever edits an agent also chooses the server the key goes
+# to, so the name must not reach, say, the database's URL.
+ApiKeyEnv = Annotated[
+    str,
+    StringConstraints(max_length=200, pattern=r"^[A-Z][A-Z0-9_]*_API_KEY$"),
+    AfterValidator(_not_our_setting),
+]
+BaseUrl = Annotated[str, StringConstraints(max_length=500)]
+
+_API_KEY_ENV_DESCRIPTION = (
+    "`openai` only: the environment variable, where the workers run, that holds the key "
+    "(e.g. `GROQ_API_KEY`; not a `LOOPWRIGHT_` setting). Unset: the settings' key when the "
+    "base URL is the settings' one, else no key (a local server needs none)."
+)
+
+
+class _FallbackFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name = Field(examples=["llama3.1:8b"])
+    base_url: BaseUrl | None = Field(
+        None,
+        description="Unset: the agent's own base URL when on the same provider, else the "
+        "provider's settings.",
+    )
+
+
+class AnthropicFallback(_FallbackFields):
+    """A fallback model of Anthropic's Messages API."""
+
+    provider: Literal[ModelProvider.ANTHROPIC]
+    api_key_env: None = None
+
+
+class OpenAIFallback(_FallbackFields):
+    """A fallback model on an OpenAI-compatible server (Chat Completions)."""
+
+    provider: Literal[ModelProvider.OPENAI]
+    api_key_env: ApiKeyEnv | None = Field(None, description=_API_KEY_ENV_DESCRIPTION)
+
+
+class ScriptedFallback(_FallbackFields):
+    """A scripted fallback model: it plays the scripted agent's own script."""
+
+    provider: Literal[ModelProvider.SCRIPTED]
+    api_key_env: None = None
+
+
+class FallbackModel(_FallbackFields):
+    """The model tried instead after repeated overloads, or while the primary model's
+    circuit breaker is open: of any provider (a scripted one only for a scripted agent).
+    What it leaves unset comes from the agent's model when on the same provider."""
+
+    provider: ModelProvider
+    api_key_env: ApiKeyEnv | None = Field(None, description=_API_KEY_ENV_DESCRIPTION)
+
+    __get_pydantic_json_schema__ = published_as(
+        AnthropicFallback, OpenAIFallback, ScriptedFallback, tag="provider"
+    )
+
+    @model_validator(mode="after")
+    def _key_env_only_for_openai(self) -> FallbackModel:
+        _check_key_env(self.provider, self.api_key_env)
+        return self
+
+
+def _check_key_env(provider: ModelProvider, api_key_env: str | None) -> None:
+    if api_key_env is not None and provider is not ModelProvider.OPENAI:
+        raise ValueError("`api_key_env` is only for the openai provider")
+
+
+_RealFallback = Annotated[AnthropicFallback | OpenAIFallback, Field(discriminator="provider")]
+
+
 class _ModelFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name = Field(examples=["claude-sonnet-4-5"])
     fallback_name: Name | None = Field(
         None,
-        description="Same provider, another model: used after repeated overloads, or while "
-        "the primary model's circuit breaker is open.",
+        description="Same provider, another model (the short form of `fallback`, which wins "
+        "when both are given).",
     )
     context_window: int = Field(200_000, ge=1_000, le=10_000_000)
     max_output_tokens: int = Field(4_096, ge=1, le=200_000)
-    base_url: Annotated[str, StringConstraints(max_length=500)] | None = None
+    base_url: BaseUrl | None = Field(
+        None,
+        description="The API's base URL (e.g. `http://localhost:11434/v1` for Ollama); "
+        "unset: the provider's settings.",
+    )
 
 
 class AnthropicModelConfig(_ModelFields):
     """A model of Anthropic's Messages API."""
 
     provider: Literal[ModelProvider.ANTHROPIC]
+    fallback: _RealFallback | None = None
+    api_key_env: None = None
+    script: None = None
+
+
+class OpenAIModelConfig(_ModelFields):
+    """A model on an OpenAI-compatible server: OpenAI's API, or vLLM, Ollama, llama.cpp,
+    LM Studio or another vendor at `base_url` (Chat Completions, streamed)."""
+
+    provider: Literal[ModelProvider.OPENAI]
+    fallback: _RealFallback | None = None
+    api_key_env: ApiKeyEnv | None = Field(None, description=_API_KEY_ENV_DESCRIPTION)
     script: None = None
 
 
@@ -162,24 +271,64 @@ class ScriptedModelConfig(_ModelFields):
     """The scripted model (the demo and test double): plays `script` turn by turn."""
 
     provider: Literal[ModelProvider.SCRIPTED]
+    fallback: FallbackModel | None = None
+    api_key_env: None = None
     script: list[ScriptedTurn] = Field(min_length=1, max_length=1_000)
 
 
 class ModelConfig(_ModelFields):
-    """Which model answers. `scripted` plays `script` turn by turn (the demo and test
-    double); `anthropic` calls the Messages API."""
+    """Which model answers. `anthropic` calls the Messages API; `openai` the Chat
+    Completions API of OpenAI or of a compatible server at `base_url`; `scripted` plays
+    `script` turn by turn (the demo and test double)."""
 
     provider: ModelProvider
+    fallback: FallbackModel | None = None
+    api_key_env: ApiKeyEnv | None = Field(None, description=_API_KEY_ENV_DESCRIPTION)
     script: list[ScriptedTurn] | None = Field(None, max_length=1_000)
 
     __get_pydantic_json_schema__ = published_as(
-        AnthropicModelConfig, ScriptedModelConfig, tag="provider"
+        AnthropicModelConfig, OpenAIModelConfig, ScriptedModelConfig, tag="provider"
     )
 
     @model_validator(mode="after")
-    def _script_only_for_scripted(self) -> ModelConfig:
+    def _fields_of_the_provider(self) -> ModelConfig:
         if self.provider is ModelProvider.SCRIPTED and not self.script:
             raise ValueError("a scripted model needs a non-empty `script`")
         if self.provider is not ModelProvider.SCRIPTED and self.script is not None:
             raise ValueError("`script` is only for the scripted provider")
+        _check_key_env(self.provider, self.api_key_env)
+        fallback = self.fallback
+        if (
+            fallback is not None
+            and fallback.provider is ModelProvider.SCRIPTED
+            and self.provider is not ModelProvider.SCRIPTED
+        ):
+            raise ValueError(
+                "a scripted fallback is only for a scripted model (it plays its script)"
+            )
         return self
+
+    def fallback_model(self) -> ModelConfig | None:
+        """The fallback as a model of its own: `fallback`, else `fallback_name` (this
+        provider). On this model's provider without a base URL of its own, it is reached
+        as this model is (its base URL, and its key variable unless it names one); else as
+        it says, the provider's settings filling in the rest."""
+        fallback = self.fallback
+        if fallback is None:
+            if self.fallback_name is None:
+                return None
+            fallback = FallbackModel(provider=self.provider, name=self.fallback_name)
+        if fallback.provider is self.provider and fallback.base_url is None:
+            base_url, key_env = self.base_url, fallback.api_key_env or self.api_key_env
+        else:  # a server of its own: never this model's key
+            base_url, key_env = fallback.base_url, fallback.api_key_env
+        return self.model_copy(
+            update={
+                "provider": fallback.provider,
+                "name": fallback.name,
+                "base_url": base_url,
+                "api_key_env": key_env,
+                "fallback": None,
+                "fallback_name": None,
+            }
+        )

@@ -2,10 +2,10 @@
 input, output, cache writes and cache reads), shipped for current models and overridden
 or extended in settings (`LOOPWRIGHT_COSTS__PRICES`).
 
-A model without a price costs `None`, never a guess: a local model, a new one, or a
-scripted one until a price is set for it. Dated snapshots take their family's price
-(`claude-sonnet-4-5-20250929` is priced as `claude-sonnet-4-5`) unless they have one of
-their own.
+A model without a price costs `None`, never a guess: a local model (any `openai` model a
+server of one's own serves), a new one, or a scripted one until a price is set for it.
+Dated snapshots take their family's price (`claude-sonnet-4-5-20250929` is priced as
+`claude-sonnet-4-5`, `gpt-4o-2024-08-06` as `gpt-4o`) unless they have one of their own.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from app.core.vocabulary import ModelTier
 from app.llm.provider import Usage
 
 _PER_TOKEN = Decimal(1_000_000)
-_SNAPSHOT = re.compile(r"-(?:\d{8}|latest)$")  # `-20250929`, `-latest`
+_SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest)$")  # -20250929, -2024-08-06, -latest
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,18 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "anthropic/claude-haiku-4-5": ModelPrice.of("1", "5", tier=_SMALL),
     "anthropic/claude-3-5-haiku": ModelPrice.of("0.80", "4", tier=_SMALL),
     "anthropic/claude-3-haiku": ModelPrice.of("0.25", "1.25", "0.30", "0.03", tier=_SMALL),
+    # OpenAI's list prices (standard tier, as of 2025-08): input, output, cache writes (not
+    # charged apart: the input's price), cached input.
+    "openai/gpt-4.1": ModelPrice.of("2", "8", "2", "0.50", tier=_LARGE),
+    "openai/gpt-4.1-mini": ModelPrice.of("0.40", "1.60", "0.40", "0.10", tier=_MEDIUM),
+    "openai/gpt-4.1-nano": ModelPrice.of("0.10", "0.40", "0.10", "0.025", tier=_SMALL),
+    "openai/gpt-4o": ModelPrice.of("2.50", "10", "2.50", "1.25", tier=_LARGE),
+    "openai/gpt-4o-2024-05-13": ModelPrice.of("5", "15", "5", "5", tier=_LARGE),
+    "openai/gpt-4o-mini": ModelPrice.of("0.15", "0.60", "0.15", "0.075", tier=_SMALL),
+    "openai/o3": ModelPrice.of("2", "8", "2", "0.50", tier=_LARGE),
+    "openai/o4-mini": ModelPrice.of("1.10", "4.40", "1.10", "0.275", tier=_MEDIUM),
+    "openai/o3-mini": ModelPrice.of("1.10", "4.40", "1.10", "0.55", tier=_MEDIUM),
+    "openai/o1": ModelPrice.of("15", "60", "15", "7.50", tier=_LARGE),
 }
 # The model a run moves to when it is downgraded to a tier, per provider.
 DEFAULT_TIER_MODELS: dict[str, dict[ModelTier, str]] = {
@@ -90,7 +102,8 @@ DEFAULT_TIER_MODELS: dict[str, dict[ModelTier, str]] = {
         _LARGE: "claude-opus-4-5",
         _MEDIUM: "claude-sonnet-4-5",
         _SMALL: "claude-haiku-4-5",
-    }
+    },
+    "openai": {_LARGE: "gpt-4.1", _MEDIUM: "gpt-4.1-mini", _SMALL: "gpt-4.1-nano"},
 }
 _NEXT_TIER = {_LARGE: _MEDIUM, _MEDIUM: _SMALL}
 

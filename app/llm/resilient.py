@@ -1,7 +1,7 @@
 """`ResilientModel`: one logical LLM call made resilient: retries as `app/llm/policy.py`
-classifies, a circuit breaker per model, a fallback model, adaptive `max_tokens`, one
-credentials refresh, and persistent retry mode for unattended runs. Providers never retry
-on their own; this is the one place that does.
+classifies, a circuit breaker per model, a fallback model (on the same provider or
+another), adaptive `max_tokens`, one credentials refresh, and persistent retry mode for
+unattended runs. Providers never retry on their own; this is the one place that does.
 
     breaker open? ──▶ fallback model; else fail at once (persistent mode: wait for its probe)
     attempt ──▶ ok: return
@@ -75,21 +75,34 @@ class LLMCallFailed(Exception):
         super().__init__(f"{operation} failed after {attempts} attempt(s) [{error_class}]: {cause}")
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where an attempt goes: a model of a provider (by the provider's name). Its breaker
+    is `provider:<provider>:<model>`, its calls are priced as that provider's model."""
+
+    provider: str
+    model: str
+
+
 @dataclass
 class ResilientModel:
     """Calls a provider's model with retries, breakers, fallback and adaptive
     `max_tokens`, as the module docstring draws. Made per run (or per background job):
-    `provider_for` maps a model name to its provider, `provider_name` names the breakers
-    (`provider:<provider_name>:<model>`), and the callbacks reach the run."""
+    `provider_for` maps a route to its provider, `provider_name` is the provider of the
+    model the request names, `fallback` the route tried instead, and the callbacks reach
+    the run. `attempting` is the route of the call's latest attempt (None before the
+    first): the one that answered, or was cut short."""
 
-    provider_for: Callable[[str], Provider]
+    provider_for: Callable[[Route], Provider]
     provider_name: str
     breakers: Breakers
     policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
-    fallback_model: str | None = None
+    fallback: Route | None = None
     persistent: bool = False
     on_event: OnEvent = _no_event
-    refresh_credentials: Callback | None = None
+    # After a refused key, once per call: fetch the route's credentials again; False when
+    # its provider cannot (the call then fails at once).
+    refresh_credentials: Callable[[Route], Awaitable[bool]] | None = None
     heartbeat: Callback | None = None  # awaited between the chunks of a persistent wait
     # Told of each chunk of a persistent wait once it is waited out: the run does not
     # charge that time to its time limits.
@@ -97,14 +110,15 @@ class ResilientModel:
     sleep: Sleep = asyncio.sleep
     rng: random.Random = field(default_factory=random.Random)
     clock: Callable[[], datetime] = _utc_now
+    attempting: Route | None = field(default=None, init=False)
 
     def for_purpose(self, purpose: Purpose) -> Provider:
         """This model as a plain provider making calls of one purpose (a background
         summariser takes it, and fails fast under load)."""
         return _PurposeBound(self, purpose)
 
-    def breaker(self, model: str) -> CircuitBreaker:
-        return self.breakers.get(f"provider:{self.provider_name}:{model}")
+    def breaker(self, route: Route) -> CircuitBreaker:
+        return self.breakers.get(f"provider:{route.provider}:{route.model}")
 
     async def complete(
         self,
@@ -120,16 +134,18 @@ class ResilientModel:
         attempts = on_model = overloads = 0
         refreshed = False
         last: ProviderError | None = None
+        route = Route(self.provider_name, request.model)
+        self.attempting = None
 
         def failed(error_class: str) -> LLMCallFailed:
             operation = f"LLM call ({purpose}, model {request.model})"
             return LLMCallFailed(operation, last, error_class, attempts)
 
         while True:
-            breaker = self.breaker(request.model)
+            breaker = self.breaker(route)
             if not breaker.allow():
-                if self._can_fall_back(request.model):
-                    request = await self._fall_back(request, "breaker_open")
+                if self._can_fall_back(route):
+                    route, request = await self._fall_back(route, request, "breaker_open")
                     on_model = overloads = 0
                     continue
                 if not self.persistent:
@@ -144,10 +160,9 @@ class ResilientModel:
                 continue
             attempts += 1
             on_model += 1
+            self.attempting = route
             try:
-                response = await self.provider_for(request.model).complete(
-                    request, on_text, on_usage
-                )
+                response = await self.provider_for(route).complete(request, on_text, on_usage)
             except ProviderError as error:
                 last = error
                 decision = classify(
@@ -159,9 +174,12 @@ class ResilientModel:
                 return response
 
             if decision.refresh_credentials:
-                if refreshed or self.refresh_credentials is None:
+                if (
+                    refreshed
+                    or self.refresh_credentials is None
+                    or not await self.refresh_credentials(route)
+                ):
                     raise failed(decision.error_class)
-                await self.refresh_credentials()
                 refreshed = True
                 await self.on_event("agent.llm.credentials_refreshed", {"model": request.model})
                 continue
@@ -177,14 +195,14 @@ class ResilientModel:
             if not decision.retry:
                 raise failed(decision.error_class)
             overloads = overloads + 1 if decision.error_class == "overloaded" else 0
-            if overloads >= self.policy.overloads_before_fallback and self._can_fall_back(
-                request.model
-            ):
-                request = await self._fall_back(request, "overloaded", overloads=overloads)
+            if overloads >= self.policy.overloads_before_fallback and self._can_fall_back(route):
+                route, request = await self._fall_back(
+                    route, request, "overloaded", overloads=overloads
+                )
                 on_model = overloads = 0
                 continue
             opened = breaker.state is BreakerState.OPEN  # this failure opened it
-            if opened and (self._can_fall_back(request.model) or not self.persistent):
+            if opened and (self._can_fall_back(route) or not self.persistent):
                 continue  # no use waiting: the top of the loop falls back or gives up
             if not self.persistent and on_model >= self.policy.max_attempts:
                 raise failed(decision.error_class)
@@ -204,14 +222,23 @@ class ResilientModel:
             )
             await self._wait(delay)
 
-    def _can_fall_back(self, model: str) -> bool:
-        return self.fallback_model is not None and model != self.fallback_model
+    def _can_fall_back(self, route: Route) -> bool:
+        return self.fallback is not None and route != self.fallback
 
-    async def _fall_back(self, request: LLMRequest, reason: str, **detail: Any) -> LLMRequest:
-        assert self.fallback_model is not None
-        data = {"from_model": request.model, "to_model": self.fallback_model, "reason": reason}
+    async def _fall_back(
+        self, route: Route, request: LLMRequest, reason: str, **detail: Any
+    ) -> tuple[Route, LLMRequest]:
+        fallback = self.fallback
+        assert fallback is not None
+        data = {
+            "from_model": route.model,
+            "to_model": fallback.model,
+            "from_provider": route.provider,
+            "to_provider": fallback.provider,
+            "reason": reason,
+        }
         await self.on_event("agent.llm.fallback", {**data, **detail})
-        return replace(request, model=self.fallback_model)
+        return fallback, replace(request, model=fallback.model)
 
     async def _record(self, breaker: CircuitBreaker, *, failed: bool) -> None:
         event = breaker_event(breaker, breaker.record(failed=failed))

@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.messages import ToolUseBlock
+from app.core.messages import ToolUseBlock, unparsed_arguments
 from app.core.states import ApprovalDecision, ApprovalStatus
 from app.engine.approvals import ApprovalCommands
 from app.engine.tool_approvals import rejection_result, waiting_for
@@ -45,8 +45,10 @@ async def gate(
 ) -> ToolUseBlock | ToolOutcome:
     """The call to run (its arguments as approved), or the outcome that replaces it: a
     pause for the approval, or the refusal. Calls the runner refuses anyway (unknown tool,
-    no permission) pass through: they never reach a person."""
+    no permission, arguments that are not JSON) pass through: they never reach a person."""
     if tool is None or (tool.requires_permission and call.name not in allowed):
+        return call
+    if unparsed_arguments(call) is not None:
         return call
     if not tool.needs_approval(call.input, auto_approved):
         return call

@@ -27,7 +27,7 @@ from app.llm.provider import (
     ToolSpec,
     Usage,
 )
-from app.llm.resilient import LLMCallFailed, ResilientModel
+from app.llm.resilient import LLMCallFailed, ResilientModel, Route
 from app.loop.boundary import Boundary
 from app.loop.budget_guard import BudgetGuard
 from app.loop.compaction import Compactor, Recovery
@@ -76,7 +76,7 @@ class ModelCalls:
         # not charged to the run's time limits (and the call's deadline moves with them).
         self.waited_s = 0.0
         self._deadline: asyncio.Timeout | None = None
-        self.llm = self._model(deps.providers(agent, run_id))
+        self.llm = self._model(deps.providers(agent, run_id), run_id)
         self.compactor = self._compactor(watchers)
         self.budgets = budgets  # the run's, which knows its task's project once read
 
@@ -89,10 +89,17 @@ class ModelCalls:
             )
         return self._frame
 
+    @property
+    def model_in_flight(self) -> str:
+        """The model of the call under way (or the last one): the fallback once it took over."""
+        route = self.llm.attempting
+        return self.agent.model.name if route is None else route.model
+
     def account(self, model: str, usage: Usage) -> CallCost:
         """A call of this run's, priced and counted in the metrics: `model` is the one that
-        answered (a fallback model is priced as itself)."""
-        provider = self.agent.model.provider
+        answered (a fallback model is priced as itself, of its own provider)."""
+        route = self.llm.attempting
+        provider = self.agent.model.provider if route is None else route.provider
         cost = self.deps.prices.cost(provider, model, usage)
         if self.deps.metrics is not None:
             tokens = {
@@ -188,24 +195,42 @@ class ModelCalls:
         )
         return recovery if recovery is not None and recovery.steps else None
 
-    def _model(self, provider: Provider) -> ResilientModel:
-        """The run's model behind the call policy: retries, breakers, fallback."""
+    def _model(self, provider: Provider, run_key: str) -> ResilientModel:
+        """The run's model behind the call policy: retries, breakers, fallback. The
+        fallback model's provider (the same one, or another) is asked for when first used."""
+        fallback = self.agent.model.fallback_model()
+        route = None if fallback is None else Route(fallback.provider, fallback.name)
+        fallback_provider: Provider | None = None
+
+        def provider_for(to: Route) -> Provider:
+            nonlocal fallback_provider
+            if fallback is None or to != route:
+                return provider
+            if fallback_provider is None:
+                owner = self.agent.model_copy(update={"model": fallback})
+                fallback_provider = self.deps.providers(owner, run_key)
+            return fallback_provider
+
+        async def refresh(to: Route) -> bool:
+            chosen = provider_for(to)
+            if not isinstance(chosen, RefreshesCredentials):
+                return False
+            await chosen.refresh_credentials()
+            return True
 
         async def heartbeat() -> None:  # between the chunks of a persistent wait
             if self._lease_lost.is_set():
                 raise LeaseLost()
 
         return ResilientModel(
-            provider_for=lambda _model: provider,  # one provider serves every model name
+            provider_for=provider_for,
             provider_name=self.agent.model.provider,
             breakers=self.deps.breakers,
             policy=self.deps.llm_policy,
-            fallback_model=self.agent.model.fallback_name,
+            fallback=route,
             persistent=self.agent.limits.persistent_retries,
             on_event=self._on_event,
-            refresh_credentials=(
-                provider.refresh_credentials if isinstance(provider, RefreshesCredentials) else None
-            ),
+            refresh_credentials=refresh,
             heartbeat=heartbeat,
             waited=self._waited,
             sleep=self.deps.sleep,
@@ -223,7 +248,8 @@ class ModelCalls:
         load) with the cheap model, on a provider of its own (a scripted one keeps its own
         place in the script)."""
         settings = self.deps.compaction
-        summariser = self._model(self.deps.providers(self.agent, f"{self.run_id}:summary"))
+        run_key = f"{self.run_id}:summary"
+        summariser = self._model(self.deps.providers(self.agent, run_key), run_key)
         return Compactor(
             settings,
             llm_summariser(summariser.for_purpose("compaction_summary"), settings),

@@ -296,7 +296,7 @@ class RunLoop(LeasedRun):
         """The run was cancelled during an LLM call: it settles at once, and what is known
         of the abandoned call's usage (its input, at least) is counted."""
         usage = self.model.usage_in_flight
-        call = self.model.account(self.agent.model.name, usage)
+        call = self.model.account(self.model.model_in_flight, usage)
         abandoned = {
             "reason": "cancelled",
             "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},

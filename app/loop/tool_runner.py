@@ -1,6 +1,6 @@
-"""Runs one tool call through the error pipeline: an unknown tool, an aborted
-call, a permission denied and a failed execution each become an error result for the
-model, never an exception that would leave a `tool_use` unanswered.
+"""Runs one tool call through the error pipeline: an unknown tool, arguments that were not
+a JSON object, an aborted call, a permission denied and a failed execution each become an
+error result for the model, never an exception that would leave a `tool_use` unanswered.
 
 A failing call climbs the escalation ladder, cheapest rung first:
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.breakers import Breakers, BreakerState, CircuitBreaker, breaker_event
-from app.core.messages import ToolUseBlock
+from app.core.messages import ToolUseBlock, unparsed_arguments
 from app.core.sanitize import sanitize
 from app.engine.retry import ToolRetryPolicy, tool_retry_delay
 from app.loop.tools.base import Tool, ToolContext, ToolFailure
@@ -91,6 +91,9 @@ class ToolRunner:
         tool = self.registry.get(call.name)
         if tool is None:
             return ToolOutcome(f"Error: unknown tool {call.name!r}", True, 0)
+        unparsed = unparsed_arguments(call)
+        if unparsed is not None:
+            return ToolOutcome(_not_json(call.name, unparsed), True, 0)
         if call.name in unavailable:
             return ToolOutcome(_withdrawn(call.name), True, 0, degraded=True)
         if tool.requires_permission and call.name not in allowed:
@@ -218,3 +221,11 @@ def _withdrawn(name: str) -> str:
 def aborted(call: ToolUseBlock) -> ToolOutcome:
     """The result recorded for a call that was stopped before it finished."""
     return ToolOutcome(f"Error: the call to {call.name!r} was aborted", True, 1)
+
+
+def _not_json(name: str, arguments: str) -> str:
+    shown = arguments if len(arguments) <= 500 else arguments[:500] + "…"
+    return (
+        f"Error: the arguments of this {name!r} call are not a JSON object, so it did not "
+        f"run: {shown!r}. Call it again with its arguments as one JSON object."
+    )

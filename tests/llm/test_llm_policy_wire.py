@@ -21,7 +21,7 @@ from app.llm.policy import LLMRetryPolicy, Purpose
 from app.llm.provider import LLMRequest, Provider
 from app.llm.providers.anthropic import AnthropicProvider
 from app.llm.providers.registry import Providers
-from app.llm.resilient import LLMCallFailed, ResilientModel
+from app.llm.resilient import LLMCallFailed, ResilientModel, Route
 from app.schemas.agents import AgentRead
 from tests.support.anthropic_wire import (
     AnthropicWire,
@@ -75,15 +75,16 @@ class Harness:
         async def on_event(event_type: str, data: dict[str, Any]) -> None:
             self.events.append((event_type, data))
 
-        async def refresh() -> None:
+        async def refresh(route: Route) -> bool:
             self.refreshes += 1
+            return True
 
         async def heartbeat() -> None:
             self.heartbeats += 1
 
         options.setdefault("refresh_credentials", refresh)
         return ResilientModel(
-            provider_for=lambda _model: self.provider,
+            provider_for=lambda _route: self.provider,
             provider_name="anthropic",
             breakers=self.breakers,
             on_event=on_event,
@@ -164,7 +165,7 @@ async def test_the_foreground_gives_up_after_its_attempts(h: Harness) -> None:
 
 async def test_consecutive_overloads_switch_to_the_fallback_model(h: Harness) -> None:
     policy = LLMRetryPolicy(overloads_before_fallback=2)
-    answer = await h.ask(OVERLOADED, OVERLOADED, ANSWER, fallback_model=FALLBACK, policy=policy)
+    answer = await h.ask(OVERLOADED, OVERLOADED, ANSWER, fallback=Route("anthropic", FALLBACK), policy=policy)
     assert answer == "All good."
     assert h.received("model") == [PRIMARY, PRIMARY, FALLBACK]
     assert len(h.time.sleeps) == 1  # the switch itself does not wait
@@ -172,6 +173,8 @@ async def test_consecutive_overloads_switch_to_the_fallback_model(h: Harness) ->
     assert switch == {
         "from_model": PRIMARY,
         "to_model": FALLBACK,
+        "from_provider": "anthropic",
+        "to_provider": "anthropic",
         "reason": "overloaded",
         "overloads": 2,
     }
@@ -241,7 +244,7 @@ async def test_a_401_without_a_way_to_refresh_fails_at_once(h: Harness) -> None:
 async def test_an_open_breaker_sends_calls_straight_to_the_fallback(h: Harness) -> None:
     h.use_breakers(CircuitBreakerPolicy(window_calls=2, min_calls=2, cooldown_s=60))
     down = HttpError(500, "api_error", "Internal server error")
-    assert await h.ask(down, down, ANSWER, fallback_model=FALLBACK) == "All good."
+    assert await h.ask(down, down, ANSWER, fallback=Route("anthropic", FALLBACK)) == "All good."
     assert h.received("model") == [PRIMARY, PRIMARY, FALLBACK]
     assert len(h.time.sleeps) == 1  # no wait before the switch: the breaker had opened
     assert h.of_type("agent.breaker.opened") == [
@@ -250,7 +253,7 @@ async def test_an_open_breaker_sends_calls_straight_to_the_fallback(h: Harness) 
     assert h.of_type("agent.llm.fallback")[0]["reason"] == "breaker_open"
 
     # The next call does not try the primary model at all while the breaker is open.
-    assert await h.ask(ANSWER, fallback_model=FALLBACK) == "All good."
+    assert await h.ask(ANSWER, fallback=Route("anthropic", FALLBACK)) == "All good."
     assert h.received("model")[3:] == [FALLBACK]
     assert h.breakers.snapshot() == {
         f"provider:anthropic:{FALLBACK}": "closed",
@@ -325,8 +328,9 @@ async def test_persistent_mode_waits_for_an_open_breaker_instead_of_failing(h: H
 
 
 async def test_the_service_providers_serve_an_agents_fallback_model_too() -> None:
-    """`Providers` hands out one provider per agent and run; the fallback model is only
-    another name in the request. A scripted overload storm shows the switch end to end."""
+    """`Providers` hands out one provider per agent and run; a fallback model on the same
+    provider (`fallback_name`) is served by the same one (which counted the faults). A
+    scripted overload storm shows the switch end to end."""
     overloaded = ScriptedFault(kind="http", status=529, message="Overloaded", times=2)
     model = ModelConfig(
         provider="scripted",
@@ -340,10 +344,13 @@ async def test_the_service_providers_serve_an_agents_fallback_model_too() -> Non
     )
     providers = Providers(LLMSettings())
     seen: list[str] = []
+    fallback = agent.model.fallback_model()
+    assert fallback is not None
 
-    def provider_for(name: str) -> Provider:
-        seen.append(name)
-        return providers(agent, "run_1")
+    def provider_for(route: Route) -> Provider:
+        seen.append(route.model)
+        owner = agent if route.model == PRIMARY else agent.model_copy(update={"model": fallback})
+        return providers(owner, "run_1")
 
     time = Time()
     resilient = ResilientModel(
@@ -351,7 +358,7 @@ async def test_the_service_providers_serve_an_agents_fallback_model_too() -> Non
         provider_name=agent.model.provider,
         breakers=Breakers(),
         policy=LLMRetryPolicy(overloads_before_fallback=2),
-        fallback_model=agent.model.fallback_name,
+        fallback=Route(fallback.provider, fallback.name),
         sleep=time.sleep,
         clock=time,
     )

@@ -155,7 +155,7 @@ async def test_an_overflow_from_another_vendor_shrinks_max_tokens() -> None:
         raise AssertionError("a fixed request needs no wait")
 
     model = ResilientModel(
-        provider_for=lambda _model: provider,
+        provider_for=lambda _route: provider,
         provider_name="other",
         breakers=Breakers(),
         on_event=on_event,

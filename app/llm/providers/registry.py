@@ -3,8 +3,8 @@ to the factory of its pool, which takes the LLM settings and reads its own group
 
 Adding a provider is one module (its `Provider`, its pool, its errors in neutral
 classes), one entry in `FACTORIES`, and one settings group in `LLMSettings`. A provider
-serves any model name (each request carries its own), so an agent's fallback model
-(`ModelConfig.fallback_name`) goes through the same provider.
+serves any model name (each request carries its own); an agent's fallback model
+(`ModelConfig.fallback_model()`) is handed out like any model, by its own provider.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import threading
 from collections.abc import Callable
 
 from app.core.config import LLMSettings
+from app.core.model_config import ModelConfig
 from app.llm.provider import ModelOwner, Provider, ProviderPool, ProviderUnavailable
-from app.llm.providers import anthropic_settings
+from app.llm.providers import anthropic_settings, openai_settings
 from app.llm.providers.scripted import ScriptedProviders
 
 PoolFactory = Callable[[LLMSettings], ProviderPool]
@@ -29,30 +30,55 @@ def _anthropic(settings: LLMSettings) -> ProviderPool:
     return AnthropicProviders(settings.anthropic)
 
 
+def _openai(settings: LLMSettings) -> ProviderPool:
+    from app.llm.providers.openai import OpenAIProviders  # the SDK: as for Anthropic's
+
+    return OpenAIProviders(settings.openai)
+
+
 FACTORIES: dict[str, PoolFactory] = {
     "anthropic": _anthropic,
+    "openai": _openai,
     "scripted": lambda settings: ScriptedProviders(),
 }
 
 # The module of each provider whose import is slow enough to load in the background.
-SLOW_IMPORTS: dict[str, str] = {"anthropic": "app.llm.providers.anthropic"}
+SLOW_IMPORTS: dict[str, str] = {
+    "anthropic": "app.llm.providers.anthropic",
+    "openai": "app.llm.providers.openai",
+}
 
-# What each provider lacks for a call (None: nothing), read from its settings group.
-MISSING_CREDENTIALS: dict[str, Callable[[LLMSettings], str | None]] = {
-    "anthropic": lambda settings: anthropic_settings.missing_credentials(settings.anthropic),
+# What each provider lacks for a call to a model (None: nothing), read from its settings
+# group and the model's config (None: a model with nothing of its own).
+MissingCredentials = Callable[[LLMSettings, ModelConfig | None], str | None]
+MISSING_CREDENTIALS: dict[str, MissingCredentials] = {
+    "anthropic": lambda settings, model: anthropic_settings.missing_credentials(settings.anthropic),
+    "openai": lambda settings, model: openai_settings.missing_credentials(settings.openai, model),
 }
 
 
 def missing_credentials(settings: LLMSettings) -> dict[str, str]:
     """The providers that cannot make a call as configured, with the fix for each."""
-    found = {name: check(settings) for name, check in MISSING_CREDENTIALS.items()}
+    found = {name: check(settings, None) for name, check in MISSING_CREDENTIALS.items()}
     return {name: missing for name, missing in found.items() if missing is not None}
 
 
 def provider_warnings(settings: LLMSettings, agent: ModelOwner) -> list[str]:
-    """Why the agent's runs would fail at their first model call, as configured now."""
-    missing = missing_credentials(settings).get(agent.model.provider)
-    return [missing] if missing else []
+    """Why the agent's runs would fail at their first model call (or at their first call
+    to the fallback model), as configured now."""
+    models = [("", agent.model)]
+    fallback = agent.model.fallback_model()
+    if fallback is not None:
+        models.append(("its fallback model: ", fallback))
+    warnings: list[str] = []
+    seen: set[str] = set()
+    for whose, model in models:
+        check = MISSING_CREDENTIALS.get(model.provider)
+        missing = check(settings, model) if check is not None else None
+        if missing is not None and missing not in seen:  # said once for both
+            seen.add(missing)
+            warnings.append(whose + missing)
+    return warnings
 
 
 class Providers:
