@@ -23,13 +23,22 @@ SERVER_STACK = {
     "pydantic_settings",
     "tiktoken",
     "anthropic",
+    "openai",
     "pgserver",
     "yaml",  # read by `agents create` only
 }
-# Loaded when needed: the Anthropic SDK by the first run that calls it, the embedded
-# server's wheel when no DATABASE_URL is set, Alembic when the database is behind the
-# code, PyYAML by a workflow's export; schemathesis is a development tool.
-NOT_AT_SERVER_START = {"anthropic", "pgserver", "alembic", "yaml", "schemathesis", "hypothesis"}
+# Loaded when needed: the Anthropic and OpenAI SDKs by the first run that calls them, the
+# embedded server's wheel when no DATABASE_URL is set, Alembic when the database is behind
+# the code, PyYAML by a workflow's export; schemathesis is a development tool.
+NOT_AT_SERVER_START = {
+    "anthropic",
+    "openai",
+    "pgserver",
+    "alembic",
+    "yaml",
+    "schemathesis",
+    "hypothesis",
+}
 
 REPORT = "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))"
 
@@ -100,3 +109,27 @@ async def test_a_process_with_anthropic_credentials_loads_the_sdk_on_a_thread_of
         "    thread.join()\n"
     )
     assert ("anthropic" in loaded) is (key is not None)
+
+
+@pytest.mark.parametrize(
+    ("openai", "loads"),
+    [
+        ({}, False),
+        ({"base_url": "http://127.0.0.1:11434/v1"}, True),  # a local server needs no key
+        ({"api_key": "sk-test"}, True),
+    ],
+    ids=["nothing", "base-url", "key"],
+)
+async def test_a_process_that_can_reach_an_openai_server_loads_its_sdk_in_the_background(
+    openai: dict[str, str], loads: bool
+) -> None:
+    settings = f"LLMSettings.model_validate({{'openai': {openai!r}}})"
+    loaded = await _loaded(
+        "from app.core.config import LLMSettings\n"
+        "from app.llm.providers.registry import Providers\n"
+        f"thread = Providers({settings}).warm_up()\n"
+        "if thread is not None:\n"
+        "    thread.join()\n"
+    )
+    assert ("openai" in loaded) is loads
+    assert "anthropic" not in loaded  # no key for it

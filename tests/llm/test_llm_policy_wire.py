@@ -165,7 +165,9 @@ async def test_the_foreground_gives_up_after_its_attempts(h: Harness) -> None:
 
 async def test_consecutive_overloads_switch_to_the_fallback_model(h: Harness) -> None:
     policy = LLMRetryPolicy(overloads_before_fallback=2)
-    answer = await h.ask(OVERLOADED, OVERLOADED, ANSWER, fallback=Route("anthropic", FALLBACK), policy=policy)
+    answer = await h.ask(
+        OVERLOADED, OVERLOADED, ANSWER, fallback=Route("anthropic", FALLBACK), policy=policy
+    )
     assert answer == "All good."
     assert h.received("model") == [PRIMARY, PRIMARY, FALLBACK]
     assert len(h.time.sleeps) == 1  # the switch itself does not wait

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from app.core.config import AnthropicSettings, LLMSettings, Settings
+from app.core.config import AnthropicSettings, LLMSettings, OpenAISettings, Settings
 from app.core.messages import Message, TextBlock
 from app.core.model_config import ModelConfig, ScriptedTurn
 from app.llm.provider import (
@@ -25,7 +25,13 @@ from app.llm.provider import (
     UsageSink,
 )
 from app.llm.providers.anthropic import AnthropicProvider
-from app.llm.providers.registry import FACTORIES, PoolFactory, Providers
+from app.llm.providers.registry import (
+    FACTORIES,
+    PoolFactory,
+    Providers,
+    missing_credentials,
+    provider_warnings,
+)
 from app.llm.providers.scripted import ScriptedProvider
 
 
@@ -177,3 +183,92 @@ async def test_a_scripted_turn_streams_its_text_at_its_interval(
     assert chunks == ["x" * 16, "x" * 16, "x" * 8]
     assert pauses == [0.2, 0.05, 0.05]  # the latency, then one pause between chunks
     assert response.content == [TextBlock(text="x" * 40)]
+
+
+def openai_owner(**fields: Any) -> Owner:
+    return Owner(ModelConfig(provider="openai", name="llama3.1:8b", **fields))
+
+
+def test_an_openai_model_needs_a_key_only_for_openais_own_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Any other server gets a placeholder key when none is set; an agent's key variable
+    must be set where the workers run."""
+    monkeypatch.delenv("LOCAL_VENDOR_API_KEY", raising=False)
+    settings = LLMSettings()
+    [missing] = provider_warnings(settings, openai_owner())
+    assert "LOOPWRIGHT_LLM__OPENAI__API_KEY" in missing
+    assert provider_warnings(settings, openai_owner(base_url="http://localhost:11434/v1")) == []
+    local = LLMSettings(openai=OpenAISettings(base_url="http://localhost:8000/v1"))
+    assert provider_warnings(local, openai_owner()) == []
+    assert "openai" not in missing_credentials(local)
+    keyed = openai_owner(
+        base_url="https://api.groq.com/openai/v1", api_key_env="LOCAL_VENDOR_API_KEY"
+    )
+    [unset] = provider_warnings(settings, keyed)
+    assert "LOCAL_VENDOR_API_KEY" in unset
+    monkeypatch.setenv("LOCAL_VENDOR_API_KEY", "sk-set")
+    assert provider_warnings(settings, keyed) == []
+
+
+def test_the_fallback_models_credentials_are_checked_too() -> None:
+    settings = LLMSettings(anthropic=AnthropicSettings(api_key="sk-ant"))
+    to_openai = anthropic_owner(fallback={"provider": "openai", "name": "gpt-4.1-mini"})
+    [warning] = provider_warnings(settings, to_openai)
+    assert warning.startswith("its fallback model: no OpenAI API key")
+    to_local = anthropic_owner(
+        fallback={"provider": "openai", "name": "llama3.1:8b", "base_url": "http://h:11434/v1"}
+    )
+    assert provider_warnings(settings, to_local) == []
+    # One missing key is said once, for the model and its fallback alike.
+    assert len(provider_warnings(LLMSettings(), anthropic_owner(fallback_name="claude-b"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ({"fallback_name": "b"}, None),
+        (
+            {"fallback_name": "b", "base_url": "http://p/v1", "api_key_env": "P_API_KEY"},
+            ("openai", "b", "http://p/v1", "P_API_KEY"),
+        ),
+        (
+            {
+                "base_url": "http://p/v1",
+                "api_key_env": "P_API_KEY",
+                "fallback": {"provider": "openai", "name": "c"},
+            },
+            ("openai", "c", "http://p/v1", "P_API_KEY"),  # reached as the agent's model is
+        ),
+        (
+            {
+                "base_url": "http://p/v1",
+                "api_key_env": "P_API_KEY",
+                "fallback": {"provider": "openai", "name": "c", "base_url": "http://q/v1"},
+            },
+            ("openai", "c", "http://q/v1", None),  # a server of its own: not the agent's key
+        ),
+        (
+            {
+                "base_url": "http://p/v1",
+                "fallback": {"provider": "anthropic", "name": "claude-haiku-4-5"},
+                "fallback_name": "ignored",
+            },
+            ("anthropic", "claude-haiku-4-5", None, None),  # `fallback` wins
+        ),
+    ],
+    ids=["name-only", "name-same-server", "same-server", "own-server", "other-provider"],
+)
+def test_a_fallback_model_is_reached_as_its_config_says(
+    model: dict[str, Any], expected: tuple[str, str, str | None, str | None] | None
+) -> None:
+    config = ModelConfig(provider="openai", name="a", **model)
+    fallback = config.fallback_model()
+    if expected is None:
+        assert fallback is not None and (fallback.provider, fallback.name) == ("openai", "b")
+        assert (fallback.base_url, fallback.api_key_env) == (None, None)
+        return
+    assert fallback is not None
+    assert (fallback.provider, fallback.name, fallback.base_url, fallback.api_key_env) == expected
+    assert fallback.fallback_model() is None
+    assert ModelConfig(provider="openai", name="a").fallback_model() is None

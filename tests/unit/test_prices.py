@@ -33,6 +33,22 @@ def test_a_snapshot_takes_its_family_s_price_unless_it_has_its_own() -> None:
     assert table.cost("anthropic", "claude-haiku-4-5", one_million_in) == 1
 
 
+def test_openai_models_are_priced_under_openai_with_their_cached_input() -> None:
+    table = PriceTable()
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000, cache_read_tokens=1_000_000)
+    assert table.cost("openai", "gpt-4o", usage) == Decimal("13.75")  # 2.50 + 10 + 1.25
+    assert table.cost("openai", "gpt-4.1-mini", usage) == Decimal("2.10")  # 0.40 + 1.60 + 0.10
+    # OpenAI's dated snapshots, `-YYYY-MM-DD`, as their family; an older dearer one as itself.
+    assert table.cost("openai", "gpt-4o-2024-08-06", usage) == Decimal("13.75")
+    assert table.cost("openai", "gpt-4o-2024-05-13", usage) == Decimal("25")
+    assert table.cost("anthropic", "gpt-4o", usage) is None
+    assert table.cost("openai", "llama3.1:8b", usage) is None  # a local server's model
+    assert table.tier("openai", "gpt-4.1") is ModelTier.LARGE
+    downgrade = table.downgrade("openai", "gpt-4o")
+    assert downgrade is not None and downgrade.to_model == "gpt-4.1-mini"
+    assert table.downgrade("openai", "gpt-4.1-mini") is None
+
+
 def test_a_model_without_a_price_costs_none_not_zero() -> None:
     table = PriceTable()
     assert table.cost("scripted", "s", Usage(input_tokens=10)) is None

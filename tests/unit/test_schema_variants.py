@@ -14,9 +14,14 @@ from app.api.pagination import CURSOR_PATTERN, decode_cursor, encode_cursor
 from app.core import requirements
 from app.core.errors import ValidationFailed
 from app.core.model_config import (
+    AnthropicFallback,
     AnthropicModelConfig,
+    FallbackModel,
     HttpFault,
     ModelConfig,
+    OpenAIFallback,
+    OpenAIModelConfig,
+    ScriptedFallback,
     ScriptedFault,
     ScriptedModelConfig,
     ScriptedTurn,
@@ -42,6 +47,7 @@ from app.schemas.workflows import (
 )
 
 TURN = {"text": "hi"}
+FALLBACK = {"provider": "scripted", "name": "small"}
 CASES: list[tuple[type[BaseModel], tuple[type[BaseModel], ...], list[Any]]] = [
     (
         HumanResponse,
@@ -84,7 +90,7 @@ CASES: list[tuple[type[BaseModel], tuple[type[BaseModel], ...], list[Any]]] = [
     ),
     (
         ModelConfig,
-        (AnthropicModelConfig, ScriptedModelConfig),
+        (AnthropicModelConfig, OpenAIModelConfig, ScriptedModelConfig),
         [
             {"provider": "anthropic", "name": "m"},
             {"provider": "anthropic", "name": "m", "script": None},
@@ -93,6 +99,40 @@ CASES: list[tuple[type[BaseModel], tuple[type[BaseModel], ...], list[Any]]] = [
             {"provider": "scripted", "name": "s", "script": []},
             {"provider": "scripted", "name": "s", "script": [TURN]},
             {"provider": "other", "name": "m"},
+            {"provider": "openai", "name": "m", "base_url": "http://localhost:11434/v1"},
+            {"provider": "openai", "name": "m", "api_key_env": "GROQ_API_KEY"},
+            {"provider": "openai", "name": "m", "api_key_env": "groq"},
+            {"provider": "openai", "name": "m", "api_key_env": "LOOPWRIGHT_X_API_KEY"},
+            {"provider": "openai", "name": "m", "script": [TURN]},
+            {"provider": "anthropic", "name": "m", "api_key_env": "GROQ_API_KEY"},
+            {"provider": "anthropic", "name": "m", "api_key_env": None},
+            {"provider": "scripted", "name": "s", "script": [TURN], "api_key_env": "A_API_KEY"},
+            {"provider": "anthropic", "name": "m", "fallback": {"provider": "openai", "name": "l"}},
+            {
+                "provider": "anthropic",
+                "name": "m",
+                "fallback": {"provider": "scripted", "name": "s"},
+            },
+            {"provider": "openai", "name": "m", "fallback": {"provider": "anthropic", "name": "c"}},
+            {"provider": "openai", "name": "m", "fallback": {"provider": "scripted", "name": "c"}},
+            {"provider": "scripted", "name": "s", "script": [TURN], "fallback": FALLBACK},
+            {"provider": "scripted", "name": "s", "script": [TURN], "fallback": {"name": "x"}},
+            {"provider": "anthropic", "name": "m", "fallback_name": "n", "fallback": None},
+        ],
+    ),
+    (
+        FallbackModel,
+        (AnthropicFallback, OpenAIFallback, ScriptedFallback),
+        [
+            {"provider": "openai", "name": "l", "base_url": "http://h/v1"},
+            {"provider": "openai", "name": "l", "api_key_env": "GROQ_API_KEY"},
+            {"provider": "anthropic", "name": "c", "api_key_env": "GROQ_API_KEY"},
+            {"provider": "anthropic", "name": "c", "api_key_env": None},
+            {"provider": "scripted", "name": "s"},
+            {"provider": "scripted", "name": "s", "api_key_env": "GROQ_API_KEY"},
+            {"provider": "other", "name": "x"},
+            {"name": "x"},
+            {"provider": "openai", "name": ""},
         ],
     ),
     (
