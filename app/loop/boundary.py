@@ -198,8 +198,10 @@ def _step(write: BoundaryWrite) -> history.NewStep:
 
 
 def _call_entry(call: CallCost) -> dict[str, Any]:
-    """The LLM call as its step records it: the model that answered, tokens and cost."""
+    """The LLM call as its step records it: the model that answered and its provider,
+    tokens and cost."""
     return {
+        "provider": call.provider,
         "model": call.model,
         "input_tokens": call.input_tokens,
         "output_tokens": call.output_tokens,

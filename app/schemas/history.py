@@ -31,10 +31,13 @@ class AnsweredCall(BaseModel):
 
 class LLMCallRead(BaseModel):
     """The LLM call a step counts: the model that answered (a fallback one under its own
-    name), its tokens, and its cost (null: the model has no price)."""
+    name, of its own provider), its tokens, and its cost (null: the model has no price)."""
 
     model_config = ConfigDict(frozen=True)
 
+    provider: str | None = Field(
+        None, description="Who served the model (null: a step recorded before this was kept)."
+    )
     model: str
     input_tokens: int
     output_tokens: int

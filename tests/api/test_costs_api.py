@@ -71,6 +71,7 @@ async def test_costs_are_summed_on_runs_and_totalled_by_agent_project_model_and_
         calls
         == [
             {
+                "provider": "scripted",
                 "model": "priced",
                 "input_tokens": 1_000,
                 "output_tokens": 200,
