@@ -5,7 +5,9 @@ filled in to edit it, and its recent runs.
 The form's script builds the JSON body and calls the API (`POST /v1/agents`, or `PATCH
 /v1/agents/{id}` with `If-Match`: the version the page showed, so an edit made meanwhile
 is refused rather than overwritten); the API's field errors are shown next to the fields.
-The model's fields are those of the provider chosen: the scripted model adds its script."""
+The model's fields are those of the provider chosen: the scripted model adds its script,
+an OpenAI-compatible one its server and the variable holding its key. A fallback model is
+shown as `fallback` (an agent's older `fallback_name`, as the same provider's), and saved so."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from app.core.model_config import ModelConfig, ModelProvider, ScriptedTurn
+from app.core.model_config import FallbackModel, ModelConfig, ModelProvider, ScriptedTurn
 from app.core.vocabulary import CostTier
 from app.schemas.agents import AgentCreate, AgentRead
 from app.schemas.tools import ToolApproval, ToolRead
@@ -92,11 +94,18 @@ def _form(
         "values": values,
         "agent": agent,
         "script": _script_text(values.model.script),
+        "fallback": _fallback(values.model),
         "tools": tools,
         "side_effects": ToolApproval.SIDE_EFFECTS,
         "providers": list(ModelProvider),
         "cost_tiers": list(CostTier),
     }
+
+
+def _fallback(model: ModelConfig) -> FallbackModel | None:
+    if model.fallback is not None or model.fallback_name is None:
+        return model.fallback
+    return FallbackModel(provider=model.provider, name=model.fallback_name)
 
 
 def _script_text(script: list[ScriptedTurn] | None) -> str:

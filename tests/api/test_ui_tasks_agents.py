@@ -254,3 +254,40 @@ async def test_an_agent_page_tells_why_its_runs_would_fail(client: httpx.AsyncCl
     page = await client.get(f"/ui/agents/{agent_id}")
     assert 'class="agent-warnings"' in page.text
     assert "No runs yet." in page.text
+
+
+async def test_an_openai_compatible_agents_form_shows_its_server_key_variable_and_fallback(
+    client: httpx.AsyncClient,
+) -> None:
+    model = {
+        "provider": "openai",
+        "name": "llama3.1:8b",
+        "base_url": "http://localhost:11434/v1",
+        "api_key_env": "OLLAMA_API_KEY",
+        "fallback": {"provider": "anthropic", "name": "claude-haiku-4-5"},
+    }
+    agent_id = await make_agent(client, {"name": "local", "model": model})
+    page = (await client.get(f"/ui/agents/{agent_id}")).text
+    assert '<option value="openai" selected>openai</option>' in page
+    assert 'data-provider="openai" hidden' not in page
+    assert 'data-provider="anthropic" hidden disabled' in page
+    assert 'name="model.base_url" value="http://localhost:11434/v1"' in page
+    assert 'name="model.api_key_env" value="OLLAMA_API_KEY"' in page
+    assert 'name="model.fallback.name" value="claude-haiku-4-5"' in page
+    fallback_provider = page[page.index('id="m-fallback-provider"') :]
+    assert fallback_provider.index('value="anthropic" selected') < fallback_provider.index(
+        "</select>"
+    )
+
+
+async def test_an_older_agents_fallback_name_is_shown_as_its_providers_fallback(
+    client: httpx.AsyncClient,
+) -> None:
+    model = {"provider": "anthropic", "name": "claude-sonnet-4-5", "fallback_name": "claude-x"}
+    agent_id = await make_agent(client, {"name": "older", "model": model})
+    page = (await client.get(f"/ui/agents/{agent_id}")).text
+    assert 'name="model.fallback.name" value="claude-x"' in page
+    fallback_provider = page[page.index('id="m-fallback-provider"') :]
+    assert fallback_provider.index('value="anthropic" selected') < fallback_provider.index(
+        "</select>"
+    )

@@ -103,17 +103,56 @@ async def test_an_agent_created_through_the_form_has_the_model_it_was_given(
     await expect(page.locator("main h1")).to_have_text("notes-writer")
     agent_id = page.url.rsplit("/", 1)[1]
     agent = (await api.get(f"/v1/agents/{agent_id}")).json()
+    # The fallback's provider is the model's unless another is chosen.
+    fallback = {"provider": "anthropic", "name": "claude-haiku-4-5"}
     assert agent["model"] == {
         "provider": "anthropic",
         "name": "claude-sonnet-4-5",
-        "fallback_name": "claude-haiku-4-5",
+        "fallback_name": None,
+        "fallback": {**fallback, "base_url": None, "api_key_env": None},
         "context_window": 200_000,
         "max_output_tokens": 2048,
         "base_url": None,
+        "api_key_env": None,
         "script": None,
     }
     assert agent["system_prompt"] == "You write release notes." and agent["tools"] == ["echo"]
     assert agent["limits"]["max_iterations"] == 7 and agent["limits"]["max_cost_usd"] == 2.5
+
+
+async def test_an_openai_compatible_agent_falling_back_to_anthropic_is_made_in_the_form(
+    server: str, api: httpx.AsyncClient, page: Page
+) -> None:
+    await page.goto(f"{server}/ui/agents/new")
+    key_variable = page.get_by_label("Variable holding its API key (optional)")
+    await expect(key_variable).to_be_hidden()
+    await page.get_by_label("Provider").select_option("openai")
+    await expect(page.get_by_label("Base URL (optional)")).to_be_hidden()
+    await page.get_by_label("Name", exact=True).fill("local-llama")
+    await page.get_by_label("Model name").fill("llama3.1:8b")
+    await page.get_by_label("Server's base URL").fill("http://localhost:11434/v1")
+    await key_variable.fill("database_url")  # not a key's variable: the API says why
+    await page.get_by_label("Fallback model (optional)").fill("claude-haiku-4-5")
+    await page.get_by_label("Served by").select_option("anthropic")
+    await page.get_by_role("button", name="Create agent").click()
+    await expect(page.locator("#err-model-api_key_env")).to_contain_text("pattern")
+
+    await key_variable.fill("OLLAMA_API_KEY")
+    await page.get_by_role("button", name="Create agent").click()
+    await expect(page.locator("main h1")).to_have_text("local-llama")
+    agent_id = page.url.rsplit("/", 1)[1]
+    model = (await api.get(f"/v1/agents/{agent_id}")).json()["model"]
+    assert (model["provider"], model["name"]) == ("openai", "llama3.1:8b")
+    assert (model["base_url"], model["api_key_env"]) == (
+        "http://localhost:11434/v1",
+        "OLLAMA_API_KEY",
+    )
+    assert model["fallback"] == {
+        "provider": "anthropic",
+        "name": "claude-haiku-4-5",
+        "base_url": None,
+        "api_key_env": None,
+    }
 
 
 async def test_a_scripted_agents_script_is_edited_through_the_form(
@@ -123,7 +162,8 @@ async def test_a_scripted_agents_script_is_edited_through_the_form(
     await page.goto(f"{server}/ui/agents/{agent_id}")
     script = page.get_by_label("Script: the model's turns, as JSON")
     await expect(script).to_have_value('[\n  {\n    "text": "first"\n  }\n]')
-    await expect(page.get_by_label("Fallback model (optional)")).to_be_hidden()
+    await expect(page.get_by_label("Variable holding its API key (optional)")).to_be_hidden()
+    await expect(page.get_by_label("Fallback model (optional)")).to_have_value("")
 
     await script.fill('[{"text": "second"')  # not JSON: said before anything is sent
     await page.get_by_role("button", name="Save changes").click()

@@ -2,7 +2,9 @@
 // body, `model.name`; `data-type` says how its text is read), sends it to the API (a new
 // agent: POST; an edit: PATCH with If-Match, the version the page showed) and goes to the
 // agent's page; a refusal's field errors are shown next to their fields. The provider's
-// select shows the fields of that provider only (the others are disabled: not sent).
+// select shows the fields of that provider only (the others are disabled: not sent). A
+// field with `data-with` is sent only along with the field it names (a fallback model's
+// provider, with its name).
 "use strict";
 (function () {
   const form = document.querySelector(".agent-form");
@@ -25,6 +27,8 @@
 
   // A field's value as the body has it; undefined leaves it out (the default applies).
   function read(control) {
+    const partner = control.dataset.with ? form.elements[control.dataset.with] : null;
+    if (partner && partner.value.trim() === "") return undefined;
     const type = control.dataset.type;
     const text = control.value;
     if (type === "bool") return control.checked;
