@@ -509,7 +509,10 @@ class CompactionSettings(BaseModel):
         2_000, ge=100, le=100_000, description="Longest tool result pinned into a summary."
     )
     summary_model: str = Field(
-        "claude-haiku-4-5", min_length=1, description="The cheap model that writes summaries."
+        "claude-haiku-4-5",
+        min_length=1,
+        description="The cheap model that writes summaries (an `openai` agent's own model "
+        "writes its summaries: its server may know no other).",
     )
     summary_max_tokens: int = Field(
         1_024, ge=64, le=32_000, description="Longest summary the model may write."

@@ -35,7 +35,7 @@ from app.loop.deps import LeaseLost, LoopDeps
 from app.loop.loop_detection import ASK_HUMAN
 from app.loop.prompt import Frame, frame_of, offered_tools, read_frame
 from app.loop.prompt_profiles import profile_for
-from app.loop.summary import llm_summariser
+from app.loop.summary import llm_summariser, summary_settings
 from app.loop.watchers import Watchers
 from app.schemas.agents import AgentRead
 from app.schemas.runs import RunRead
@@ -247,7 +247,7 @@ class ModelCalls:
         """Compaction for this run: the summary is a background call (it fails fast under
         load) with the cheap model, on a provider of its own (a scripted one keeps its own
         place in the script)."""
-        settings = self.deps.compaction
+        settings = summary_settings(self.deps.compaction, self.agent.model)
         run_key = f"{self.run_id}:summary"
         summariser = self._model(self.deps.providers(self.agent, run_key), run_key)
         return Compactor(

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 
 from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock, ToolUseBlock
+from app.core.model_config import ModelConfig
 from app.llm.provider import LLMRequest, Provider
+from app.llm.providers.registry import OWN_MODELS_ONLY
 from app.loop.compaction import Summarise
 
 SUMMARY_SYSTEM_PROMPT = (
@@ -36,6 +38,14 @@ def render(messages: Sequence[Message]) -> str:
                 body = f"tool call {block.tool_use_id} {outcome}: {block.content}"
             lines.append(body[:BLOCK_MAX_CHARS])
     return "\n\n".join(lines)
+
+
+def summary_settings(settings: CompactionSettings, model: ModelConfig) -> CompactionSettings:
+    """The settings an agent's summaries use: the summary model, unless the agent's provider
+    serves only its own models (a local server): then the agent's model summarises."""
+    if model.provider in OWN_MODELS_ONLY:
+        return settings.model_copy(update={"summary_model": model.name})
+    return settings
 
 
 def summary_request(messages: Sequence[Message], settings: CompactionSettings) -> LLMRequest:

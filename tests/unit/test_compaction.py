@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from app.core.model_config import ScriptedFault, ScriptedTurn
+from app.core.model_config import ModelConfig, ScriptedFault, ScriptedTurn
 from app.llm.providers.scripted import ScriptedProvider
 from app.loop.compaction import (
     PIN_PREFIX,
@@ -26,7 +26,7 @@ from app.loop.compaction import (
     is_summary,
     pinned_results,
 )
-from app.loop.summary import llm_summariser
+from app.loop.summary import llm_summariser, summary_settings
 
 SETTINGS = CompactionSettings()
 BIG = "lorem ipsum dolor sit amet " * 60  # about 300 tokens
@@ -453,3 +453,12 @@ def test_the_settings_default_to_the_seed_and_refuse_a_prune_that_keeps_more() -
     ) == (0.7, 10, 4, 3, 4, 20)
     with pytest.raises(ValidationError, match="deep_prune_keep_messages"):
         CompactionSettings(keep_last_messages=4, deep_prune_keep_messages=4)
+
+
+def test_an_openai_compatible_agent_summarises_with_its_own_model() -> None:
+    """A local server knows only the models it loaded: the summary model setting (a Claude
+    model) is for the providers that serve any model of theirs."""
+    local = ModelConfig(provider="openai", name="llama3.1:8b", base_url="http://h:11434/v1")
+    claude = ModelConfig(provider="anthropic", name="claude-sonnet-4-5")
+    assert summary_settings(SETTINGS, local).summary_model == "llama3.1:8b"
+    assert summary_settings(SETTINGS, claude) is SETTINGS

@@ -48,6 +48,11 @@ SLOW_IMPORTS: dict[str, str] = {
     "openai": "app.llm.providers.openai",
 }
 
+# The providers whose servers know only their own models (a local server serves what it
+# loaded): a call that would name a model of its own accord, as the compaction summary's
+# does (`LOOPWRIGHT_COMPACTION__SUMMARY_MODEL`, a Claude model), names the agent's instead.
+OWN_MODELS_ONLY: frozenset[str] = frozenset({"openai"})
+
 # What each provider lacks for a call to a model (None: nothing), read from its settings
 # group and the model's config (None: a model with nothing of its own).
 MissingCredentials = Callable[[LLMSettings, ModelConfig | None], str | None]
