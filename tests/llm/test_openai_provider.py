@@ -159,6 +159,26 @@ async def test_tool_calls_are_put_together_from_their_pieces_by_index(
     assert response.stop_reason == "tool_use"
 
 
+async def test_tool_calls_without_an_index_are_told_apart_by_their_ids(
+    wire: ChatCompletionsWire, provider: OpenAIProvider
+) -> None:
+    wire.plan(
+        Reply.tools(
+            ToolCall("ls", {"path": "/tmp"}, id="call_a"),
+            ToolCall("ls", {"path": "/var"}, id="call_b"),
+            interleave=True,
+            no_index=True,
+        )
+    )
+
+    response = await provider.complete(ask())
+
+    assert response.content == [
+        ToolUseBlock(id="call_a", name="ls", input={"path": "/tmp"}),
+        ToolUseBlock(id="call_b", name="ls", input={"path": "/var"}),
+    ]
+
+
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [

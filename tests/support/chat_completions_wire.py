@@ -57,6 +57,7 @@ class Reply:
     cached_tokens: int = 0  # `prompt_tokens_details.cached_tokens`
     chunk_chars: int = 4
     interleave: bool = False  # the calls' pieces alternate (index tells them apart)
+    no_index: bool = False  # tool-call deltas without `index` (some servers leave it out)
     model: str | None = None  # the model named in the chunks; None: the one asked for
     pause_s: float = 0.0  # between chunks: longer than the client's timeout stalls it
 
@@ -261,6 +262,9 @@ def _call_deltas(reply: Reply) -> Iterator[dict[str, Any]]:
     else:
         ordered = [delta for deltas in per_call for delta in deltas]
     for delta in ordered:
+        if reply.no_index:  # the id then says which call a piece belongs to
+            index = delta.pop("index")
+            delta["id"] = reply.tool_calls[index].id
         yield {"tool_calls": [delta]}
 
 

@@ -215,7 +215,7 @@ class _Answer:
             self.usage = _usage(chunk.usage)
         text = ""
         for choice in chunk.choices or []:
-            if choice.index != 0:
+            if choice.index not in (0, None):
                 continue  # one answer is asked for; a server that sends more is not read
             delta = choice.delta
             if delta is not None:
@@ -229,8 +229,12 @@ class _Answer:
         return text
 
     def _add_call(self, index: int | None, call_id: str | None, function: Any) -> None:
-        if index is None:  # servers that leave it out send each call whole, or its id first
-            index = len(self.calls) if call_id or not self.calls else max(self.calls)
+        if index is None:  # servers that leave it out tell calls apart by their ids
+            known = [i for i, call in self.calls.items() if call_id and call.id == call_id]
+            if known:
+                index = known[0]
+            else:
+                index = len(self.calls) if call_id or not self.calls else max(self.calls)
         call = self.calls.setdefault(index, _Call())
         call.id = call.id or call_id or ""
         if function is not None:
