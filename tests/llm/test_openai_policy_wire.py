@@ -159,8 +159,8 @@ async def test_an_overloaded_anthropic_model_falls_back_to_a_local_one(s: Server
 async def test_breakers_are_named_per_provider_and_an_open_one_goes_straight_across(
     s: Servers,
 ) -> None:
-    """Three overloads open Anthropic's breaker (the default policy); the next call goes
-    to the local model without trying the primary."""
+    """Five overloads in a row open Anthropic's breaker (the default policy: five calls
+    known, half failed); the next call goes to the local model without trying the primary."""
     policy = LLMRetryPolicy(overloads_before_fallback=10, max_attempts=10)
     s.messages.plan(*[OVERLOADED] * 5)
     s.chat.plan(Reply("First."), Reply("Second."))
@@ -175,6 +175,7 @@ async def test_breakers_are_named_per_provider_and_an_open_one_goes_straight_acr
         f"provider:openai:{LOCAL}": "closed",
     }
     assert [f["reason"] for f in s.of_type("agent.llm.fallback")] == ["breaker_open"] * 2
+    assert len(s.messages.requests) == 5  # none once the breaker opened
     assert len(s.chat.requests) == 2
 
 
