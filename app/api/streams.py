@@ -241,7 +241,9 @@ def encode_step(step: StoredStep, start: int = 0) -> Encoded:
         if n < start:
             continue
         event_id = str(step.seq) if n == len(events) - 1 else f"{step.seq}.{n}"
-        sse = ServerSentEvent(data=json.dumps(base | data), event=kind, id=event_id)
+        # The envelope's fields are the run's: an event's own field of the same name (none
+        # should have one) must not pass for the run's status.
+        sse = ServerSentEvent(data=json.dumps(base | data | base), event=kind, id=event_id)
         chunks.append(sse.encode())
     if not events:  # a step with no events still moves the reader's position
         chunks.append(ServerSentEvent(comment="step", id=str(step.seq)).encode())

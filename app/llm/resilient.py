@@ -265,7 +265,7 @@ class ResilientModel:
                 "purpose": purpose,
                 "model": request.model,
                 "class": error_class,
-                "status": error.status if error else None,
+                "http_status": error.status if error else None,
                 "attempt": attempt,
                 "delay_s": round(delay, 3),
                 "error": sanitize(error.message) if error else None,

@@ -36,15 +36,14 @@ async def create_agent(http: httpx.AsyncClient, model: dict[str, Any], **fields:
 
 
 async def events_until(http: httpx.AsyncClient, run_id: str, last: str) -> list[Any]:
-    """The run's events from the start (replayed), up to the first `last`. Not checked
-    against the published schema: `agent.llm.retry`'s `status` (the HTTP status) replaces
-    the run's status that every run event carries, which the schema says it is."""
+    """The run's events from the start (replayed), up to the first `last`, each checked
+    against the published schema."""
     events: list[Any] = []
     async with (
         asyncio.timeout(20),
         http.stream("GET", f"/v1/runs/{run_id}/events") as stream,
     ):
-        reader = SseReader(stream, published=False)
+        reader = SseReader(stream)
         while not events or events[-1].event != last:
             events.append(await reader.next_message())
     return events
@@ -139,7 +138,7 @@ async def test_a_429_is_retried_after_what_retry_after_says(
     assert (final["status"], final["result"]) == ("completed", "Done after the wait.")
     assert final["usage"]["cost_usd"] == pytest.approx((12 * 1 + 7 * 2) / 1e6)
     [retry] = [e.data for e in events if e.event == "agent.llm.retry"]
-    assert (retry["class"], retry["status"], retry["attempt"]) == ("rate_limited", 429, 1)
+    assert (retry["class"], retry["http_status"], retry["attempt"]) == ("rate_limited", 429, 1)
     assert retry["delay_s"] == 0.0
     assert [r.headers["authorization"] for r in wire.requests] == ["Bearer sk-wire"] * 2
 

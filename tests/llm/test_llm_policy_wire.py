@@ -127,7 +127,7 @@ async def test_a_429_waits_what_retry_after_says(h: Harness) -> None:
     assert h.time.sleeps == [7.0]
     [retry] = h.of_type("agent.llm.retry")
     assert retry["class"] == "rate_limited"
-    assert (retry["status"], retry["attempt"], retry["delay_s"]) == (429, 1, 7.0)
+    assert (retry["http_status"], retry["attempt"], retry["delay_s"]) == (429, 1, 7.0)
     assert len(h.wire.requests) == 2
 
 
@@ -220,7 +220,7 @@ async def test_a_dropped_connection_is_retried(h: Harness) -> None:
     assert await h.ask(Drop(partial_text="All go"), ANSWER) == "All good."
     assert len(h.wire.requests) == 2
     [retry] = h.of_type("agent.llm.retry")
-    assert (retry["class"], retry["status"]) == ("connection", None)
+    assert (retry["class"], retry["http_status"]) == ("connection", None)
 
 
 async def test_a_401_refreshes_credentials_once(h: Harness) -> None:

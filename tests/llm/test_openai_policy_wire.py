@@ -91,7 +91,7 @@ async def test_a_429_waits_what_retry_after_says(s: Servers) -> None:
     assert response.content == [TextBlock(text="All good.")]
     assert s.time.sleeps == [7.0]
     [retry] = s.of_type("agent.llm.retry")
-    assert (retry["class"], retry["status"], retry["delay_s"]) == ("rate_limited", 429, 7.0)
+    assert (retry["class"], retry["http_status"], retry["delay_s"]) == ("rate_limited", 429, 7.0)
     assert len(s.chat.requests) == 2
 
 

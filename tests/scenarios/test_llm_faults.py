@@ -64,7 +64,7 @@ async def test_a_429_with_retry_after_waits_what_the_server_asked_then_completes
     assert h.sleeps == [7.0]
     [retry] = await retries(h, done.id)
     assert retry["purpose"] == "main_loop"
-    assert (retry["class"], retry["status"], retry["attempt"]) == ("rate_limited", 429, 1)
+    assert (retry["class"], retry["http_status"], retry["attempt"]) == ("rate_limited", 429, 1)
     assert retry["delay_s"] == 7.0
     assert len(log.requests) == 2
     assert done.iteration == 1  # one logical call, however many attempts it took
@@ -102,7 +102,7 @@ async def test_an_overload_storm_in_the_foreground_is_retried_with_backoff(h: Ha
 
     assert (done.status, done.result) == (RunStatus.COMPLETED, ANSWER)
     found = await retries(h, done.id)
-    assert [(r["class"], r["status"], r["attempt"]) for r in found] == [
+    assert [(r["class"], r["http_status"], r["attempt"]) for r in found] == [
         ("overloaded", 529, 1),
         ("overloaded", 529, 2),
     ]
@@ -195,7 +195,7 @@ async def test_a_dropped_connection_is_retried_and_the_run_completes(h: Harness)
 
     assert (done.status, done.result) == (RunStatus.COMPLETED, ANSWER)
     [retry] = await retries(h, done.id)
-    assert (retry["class"], retry["status"], retry["attempt"]) == ("connection", None, 1)
+    assert (retry["class"], retry["http_status"], retry["attempt"]) == ("connection", None, 1)
     assert "connection reset" in retry["error"]
     [delay] = h.sleeps
     assert within_jitter(delay, 0.5)
