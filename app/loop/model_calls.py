@@ -40,6 +40,7 @@ from app.loop.watchers import Watchers
 from app.schemas.agents import AgentRead
 from app.schemas.runs import RunRead
 from app.store.costs import CallCost
+from app.telemetry import spans
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
 
@@ -160,8 +161,14 @@ class ModelCalls:
         self.usage_in_flight = Usage()
         metrics = self.deps.metrics
         try:
-            async with asyncio.timeout(remaining_s) as self._deadline:
-                response = await self.llm.complete(request, on_text, on_usage, purpose="main_loop")
+            with spans.chat(model.provider, request.model, request.max_tokens) as span:
+                async with asyncio.timeout(remaining_s) as self._deadline:
+                    response = await self.llm.complete(
+                        request, on_text, on_usage, purpose="main_loop"
+                    )
+                if span.recording:
+                    cost = self.deps.prices.cost(model.provider, response.model, response.usage)
+                    span.answered(response, cost)
         except LLMCallFailed as exc:
             if metrics is not None:
                 metrics.llm_call(request.model, exc.error_class)
@@ -202,7 +209,7 @@ class ModelCalls:
             policy=self.deps.llm_policy,
             fallback_model=self.agent.model.fallback_name,
             persistent=self.agent.limits.persistent_retries,
-            on_event=self._on_event,
+            on_event=spans.with_events(self._on_event),  # a retry, a fallback: the call's events
             refresh_credentials=(
                 provider.refresh_credentials if isinstance(provider, RefreshesCredentials) else None
             ),
