@@ -236,6 +236,7 @@ def chat(provider: str, model: str, max_tokens: int) -> _Chat | _NoSpan:
         return NO_SPAN
     from opentelemetry.trace import SpanKind
 
+    provider = str(provider)  # a plain string (the agent's is an enum member)
     span = tracer.start_span(
         f"chat {model}",
         kind=SpanKind.CLIENT,
