@@ -233,7 +233,11 @@ class ModelCalls:
         summariser = self._model(self.deps.providers(self.agent, f"{self.run_id}:summary"))
         return Compactor(
             settings,
-            llm_summariser(summariser.for_purpose("compaction_summary"), settings),
+            llm_summariser(
+                summariser.for_purpose("compaction_summary"),
+                settings,
+                provider_name=self.agent.model.provider,
+            ),
             self.agent.model.context_window,
             system=self.agent.system_prompt,
             tools=self.tool_specs(watchers, None),

@@ -228,9 +228,12 @@ class _Chat(_Scope):
         self.span.set_attributes(attributes)
 
 
-def chat(provider: str, model: str, max_tokens: int) -> _Chat | _NoSpan:
+def chat(
+    provider: str, model: str, max_tokens: int, *, purpose: str = "main_loop"
+) -> _Chat | _NoSpan:
     """The span of one logical LLM call (its retries and fallbacks are its events), with the
-    GenAI semantic conventions' attributes."""
+    GenAI semantic conventions' attributes; `purpose`: the loop's turn, or a background call
+    (`compaction_summary`)."""
     tracer = _state.tracer
     if tracer is None:
         return NO_SPAN
@@ -246,6 +249,7 @@ def chat(provider: str, model: str, max_tokens: int) -> _Chat | _NoSpan:
             "gen_ai.system": provider,  # the attribute's name before gen_ai.provider.name
             "gen_ai.request.model": model,
             "gen_ai.request.max_tokens": max_tokens,
+            "loopwright.llm.purpose": purpose,
         },
     )
     return _Chat(span)
