@@ -66,7 +66,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         # Once every component stopped (a run handed back ended its span): what is queued
         # is exported, off the event loop (an exporter may wait on its collector).
-        await asyncio.to_thread(tracing.stop)
+        if tracing.enabled():
+            await asyncio.to_thread(tracing.stop)
 
 
 def create_app(

@@ -3,6 +3,7 @@ helper answers with a shared no-op or what it was given, without reading any con
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -84,3 +85,23 @@ def test_with_tracing_off_every_helper_is_a_shared_no_op() -> None:
     assert headers == {"traceparent": "given by the model"}
     with spans.NO_SPAN as span:
         assert not span.recording
+
+
+@pytest.mark.parametrize(("service", "named"), [(None, "loopwright"), ("lw-eu", "lw-eu")])
+def test_the_process_configures_tracing_once_and_shuts_it_down_when_it_stops(
+    monkeypatch: pytest.MonkeyPatch, service: str | None, named: str
+) -> None:
+    for name in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    if service is not None:
+        monkeypatch.setenv("OTEL_SERVICE_NAME", service)
+    assert tracing.configure()
+    try:
+        provider = tracing.state.provider
+        assert provider is not None
+        assert provider.resource.attributes["service.name"] == named
+        assert tracing.configure() and tracing.state.provider is provider  # once
+    finally:
+        tracing.stop()
+    assert not tracing.enabled() and tracing.state.provider is None
