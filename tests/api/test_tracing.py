@@ -1,7 +1,8 @@
 """Traces through the real HTTP server and its workers, in one process: a client's request
 that creates a run is the root of one tree of spans (request → run → turns → LLM and tool
-calls), a tool's HTTP call carries it on, a child run joins its parent's trace, group
-commits link to what they wrote; and with tracing off, nothing of it happens."""
+calls), a tool's HTTP call carries it on, a child run joins its parent's trace and a webhook
+delivery's run the delivery's, group commits link to what they wrote; and with tracing off,
+nothing of it happens."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
 from app.telemetry import tracing
+from tests.api.test_hooks_api import ISSUE, body_of, deliver, webhook_trigger
 from tests.support.receiver import Receiver, receiver
 from tests.support.server import make_settings, running_app
 from tests.support.traces import hex_id, recorded_spans
@@ -265,3 +267,24 @@ async def _stored_context(db: AsyncEngine, run_id: str) -> Any:
             )
         ).scalar_one()
     return json.loads(value) if isinstance(value, str) else value
+
+
+async def test_a_webhook_deliverys_run_joins_the_trace_of_the_delivery(
+    traced_settings: Settings, clean_db: AsyncEngine
+) -> None:
+    with recorded_spans() as recorded:
+        async with _client(traced_settings) as (http, _app):
+            trigger = await webhook_trigger(http)
+            delivered = await deliver(
+                http, trigger, body_of(ISSUE), headers={"traceparent": TRACEPARENT}
+            )
+            assert delivered.status_code == 202, delivered.text
+            run_id = delivered.json()["run_id"]
+            run = (await http.get(f"/v1/runs/{run_id}/wait", params={"timeout_s": 20})).json()
+            spans = await recorded.wait_for(_runs_ended(1))
+
+    assert run["trace_id"] == CALLER_TRACE
+    [request] = [s for s in spans if s.name == "POST /v1/hooks/{trigger_id}"]
+    assert (_trace_id(request), _parent_id(request)) == (CALLER_TRACE, CALLER_SPAN)
+    [execution] = _children(spans, request, "invoke_agent")
+    assert (execution.attributes or {})["loopwright.run.id"] == run_id
