@@ -20,6 +20,9 @@ during COMMIT leaves the outcome unknown; the transaction's id, taken when it be
 once the database is back whether it committed (its results stand) or not (it is written
 again), so a group is never written twice.
 
+When tracing, a group is a span of its own linked to the span of each write in it (a group
+serves many runs and requests at once: see `app/telemetry/spans.py`).
+
 A bounded queue (`queue_size`) refuses a write when full with `QueueFull`, carrying the
 seconds after which to retry. `stop()` refuses new writes (`ShuttingDown`), lets the queued
 ones commit within a timeout, then stops the writer; what is still queued fails with

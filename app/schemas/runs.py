@@ -208,8 +208,8 @@ class RunRead(BaseModel):
     )
     @property
     def trace_id(self) -> str | None:
-        traceparent = (self.trace_context or {}).get("traceparent")
-        return traceparent.split("-")[1] if traceparent else None
+        parts = (self.trace_context or {}).get("traceparent", "").split("-")
+        return parts[1] if len(parts) == 4 else None  # version-trace_id-parent_id-flags
 
 
 HumanResponseText = Annotated[str, StringConstraints(min_length=1, max_length=100_000)]
