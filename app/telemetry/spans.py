@@ -85,10 +85,9 @@ class _Scope:
     status and `error.type` (an LLM call's error class, when it has one); a cancellation (a
     call abandoned, a worker stopping) is an event, not an error."""
 
-    recording = True
-
     def __init__(self, span: Span) -> None:
         self.span = span
+        self.recording = span.is_recording()  # False when the sampler left it out
         self._token: Any = None
 
     def __enter__(self) -> Self:
@@ -344,10 +343,9 @@ class _GroupCommit:
     of many runs and requests: parented under one of them it would put the others' work
     into that trace, so it links to each write's span instead."""
 
-    recording = True
-
     def __init__(self, span: Span) -> None:
         self.span = span
+        self.recording = span.is_recording()
 
     def __enter__(self) -> Self:
         return self

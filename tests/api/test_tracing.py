@@ -288,3 +288,31 @@ async def test_a_webhook_deliverys_run_joins_the_trace_of_the_delivery(
     assert (_trace_id(request), _parent_id(request)) == (CALLER_TRACE, CALLER_SPAN)
     [execution] = _children(spans, request, "invoke_agent")
     assert (execution.attributes or {})["loopwright.run.id"] == run_id
+
+
+async def test_a_caller_that_did_not_sample_its_trace_gets_no_spans_of_the_run(
+    traced_settings: Settings, clean_db: AsyncEngine, hook: Receiver
+) -> None:
+    script = [
+        {"tool_calls": [{"name": "http_request", "input": {"url": hook.hook(), "method": "POST"}}]},
+        {"text": "done"},
+    ]
+    unsampled = f"00-{CALLER_TRACE}-{CALLER_SPAN}-00"
+    with recorded_spans() as recorded:
+        async with _client(traced_settings) as (http, _app):
+            agent_id = await _create_agent(http, _agent("unsampled", script, ["http_request"]))
+            created = await http.post(
+                "/v1/runs",
+                json={"agent_id": agent_id, "input": "go"},
+                headers={"traceparent": unsampled},
+            )
+            run_id = created.json()["id"]
+            run = (await http.get(f"/v1/runs/{run_id}/wait", params={"timeout_s": 20})).json()
+        spans = recorded.finished  # the server has stopped: its workers' loops have ended
+
+    # The sampling decision travels with the stored context (`parentbased_always_on`).
+    assert run["status"] == "completed" and run["trace_id"] == CALLER_TRACE
+    assert [s.name for s in spans if _trace_id(s) == CALLER_TRACE] == []
+    [delivered] = hook.received
+    assert delivered.headers["traceparent"].startswith(f"00-{CALLER_TRACE}-")
+    assert delivered.headers["traceparent"].endswith("-00")
