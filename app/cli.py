@@ -26,6 +26,7 @@ from app.client.verbs import Verb
 from app.core.process import tune_gc
 from app.core.vocabulary import AssignmentStrategy
 from app.telemetry.logs import configure_logging
+from app.telemetry.tracing import TracingMisconfigured
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -48,6 +49,9 @@ def _server_command(command: Handler) -> Handler:
             command(args)
         except (ValidationError, SettingsError) as exc:
             sys.stderr.write("".join(f"loopwright: {line}\n" for line in settings_problems(exc)))
+            raise SystemExit(2) from None
+        except TracingMisconfigured as exc:  # an OTEL_* variable (app/telemetry/tracing.py)
+            sys.stderr.write(f"loopwright: {exc}\n")
             raise SystemExit(2) from None
 
     return handler

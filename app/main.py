@@ -3,7 +3,9 @@ process's components (`app/wiring.py` builds, starts and stops them)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
@@ -38,6 +40,7 @@ from app.api.request_ids import install_request_ids
 from app.banner import banner
 from app.core.config import Settings, load_settings
 from app.loop.tools.base import Tool
+from app.telemetry import tracing
 from app.wiring import running
 
 log = logging.getLogger(__name__)
@@ -53,12 +56,18 @@ Lists are paginated by cursor: pass `next_cursor` back as `cursor`.
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    async with running(app.state.settings, app.state.tools) as runtime:
-        app.state.runtime = runtime
-        app.state.services = runtime.services
-        if app.state.announce:
-            log.info(banner(app.state.settings))
-        yield
+    try:
+        async with running(app.state.settings, app.state.tools) as runtime:
+            app.state.runtime = runtime
+            app.state.services = runtime.services
+            if app.state.announce:
+                log.info(banner(app.state.settings))
+            yield
+    finally:
+        # Once every component stopped (a run handed back ended its span): what is queued
+        # is exported, off the event loop (an exporter may wait on its collector).
+        if tracing.enabled():
+            await asyncio.to_thread(tracing.stop)
 
 
 def create_app(
@@ -88,6 +97,8 @@ def create_app(
     if not keys_required:  # the key's stand-in, against other sites' pages
         app.add_middleware(LocalGuard, allowed_hosts=settings.server.allowed_hosts)
     install_request_ids(app)
+    if tracing.configure():  # before the wrapper below: it must find Starlette's own stack
+        _traced(app)
     _outside_everything(app, ConnectionAborts)
     app.include_router(health.router)
     app.include_router(docs.router)
@@ -108,6 +119,29 @@ def create_app(
     ui.install(app)  # the dashboard at /ui; / leads there
     app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]
     return app
+
+
+# Not traced: probes and scrapes, and static files. OTEL_PYTHON_FASTAPI_EXCLUDED_URLS (or
+# OTEL_PYTHON_EXCLUDED_URLS), comma-separated regular expressions, replaces the list.
+UNTRACED_URLS = "/healthz,/readyz,/metrics,/ui/static/,/docs/assets/"
+
+
+def _traced(app: FastAPI) -> None:
+    """A server span for every request (OpenTelemetry's FastAPI instrumentation; its
+    per-message `send`/`receive` spans left out: a stream would make thousands), a child of
+    the caller's `traceparent` when it sent one."""
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+    configured = any(
+        os.environ.get(name)
+        for name in ("OTEL_PYTHON_FASTAPI_EXCLUDED_URLS", "OTEL_PYTHON_EXCLUDED_URLS")
+    )
+    FastAPIInstrumentor.instrument_app(
+        app,
+        tracer_provider=tracing.state.provider,
+        excluded_urls=None if configured else UNTRACED_URLS,
+        exclude_spans=["receive", "send"],
+    )
 
 
 def _outside_everything(app: FastAPI, middleware: Callable[[ASGIApp], ASGIApp]) -> None:

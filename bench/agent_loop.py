@@ -64,6 +64,7 @@ from app.schemas.agents import AgentCreate, Limits
 from app.schemas.runs import RunCreate, RunRead
 from app.store import conversations, history, migrate
 from app.store.db import libpq_url, make_engine, make_sessionmaker
+from app.telemetry import tracing
 from app.wiring import build_tools, build_workers
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -1159,18 +1160,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.perf_counter()
     profile = {n.strip() for n in args.profile.split(",") if n.strip()}
     tune_gc()  # as `loopwright serve` and `worker` do
+    # Traced as the OTEL_* variables say, as `serve` and `worker` are (off by default); e.g.
+    # OTEL_TRACES_EXPORTER=console measures what the spans cost (their JSON lines go to stdout).
+    tracing.configure()
     log(f"load average before: {' '.join(f'{n:.2f}' for n in os.getloadavg())}")
-    report = asyncio.run(
-        bench(
-            args.database_url,
-            args.scenario_list,
-            floor=not args.no_floor,
-            reads=args.reads,
-            idle=args.idle,
-            profile=profile,
-            top=args.profile_top,
+    try:
+        report = asyncio.run(
+            bench(
+                args.database_url,
+                args.scenario_list,
+                floor=not args.no_floor,
+                reads=args.reads,
+                idle=args.idle,
+                profile=profile,
+                top=args.profile_top,
+            )
         )
-    )
+    finally:
+        tracing.stop()
     elapsed = time.perf_counter() - started
     load = " ".join(f"{n:.2f}" for n in os.getloadavg())
     totals = summary(report, args.scenario_list)

@@ -20,6 +20,9 @@ during COMMIT leaves the outcome unknown; the transaction's id, taken when it be
 once the database is back whether it committed (its results stand) or not (it is written
 again), so a group is never written twice.
 
+When tracing, a group is a span of its own linked to the span of each write in it (a group
+serves many runs and requests at once: see `app/telemetry/spans.py`).
+
 A bounded queue (`queue_size`) refuses a write when full with `QueueFull`, carrying the
 seconds after which to retry. `stop()` refuses new writes (`ShuttingDown`), lets the queued
 ones commit within a timeout, then stops the writer; what is still queued fails with
@@ -35,12 +38,16 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.errors import QueueFull, ShuttingDown
 from app.store.outage import Backoff, connection_lost, current_xid, xid_status
+from app.telemetry import spans
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +69,7 @@ def _as_raised(exc: Exception) -> BaseException:
 class _Pending(Generic[I, R]):
     item: I
     future: asyncio.Future[R]
+    link: SpanContext | None = None  # the writer's span, when tracing (the group links it)
 
 
 @dataclass(frozen=True)
@@ -158,7 +166,7 @@ class GroupCommitter(Generic[I, R]):
             raise ShuttingDown()
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         try:
-            self._queue.put_nowait(_Pending(item, future))
+            self._queue.put_nowait(_Pending(item, future, spans.link_here()))
         except asyncio.QueueFull:
             raise QueueFull(self._retry_after_s) from None
         return await future
@@ -171,7 +179,8 @@ class GroupCommitter(Generic[I, R]):
             while len(batch) < self._max_batch and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             try:
-                await self._commit_group(batch)
+                with spans.group_commit(self._name, batch):
+                    await self._commit_group(batch)
             except asyncio.CancelledError:
                 for pending in batch:  # stopped mid-group (a long ride-out): say so
                     _fail(pending, ShuttingDown())

@@ -28,6 +28,7 @@ from app.schemas.runs import RunCreate, RunRead, Usage
 from app.store import agents as agent_store
 from app.store import conversations, history, idempotency
 from app.store import runs as run_store
+from app.telemetry import tracing
 from app.telemetry.metrics import Metrics
 
 CREATE_SCOPE = "runs.create"
@@ -462,6 +463,9 @@ def _queued_run(
         "cancel_requested": False,
         "lease_token": 0,
         "resume_available": False,
+        # Its spans join the trace of the span creating it now (a request, a parent's tool
+        # call); nothing when this process does not trace.
+        "trace_context": tracing.carrier(),
         "version": 1,
         "created_at": now,
         "updated_at": now,

@@ -40,6 +40,7 @@ from app.loop.watchers import Watchers
 from app.schemas.agents import AgentRead
 from app.schemas.runs import RunRead
 from app.store.costs import CallCost
+from app.telemetry import spans
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
 
@@ -95,11 +96,15 @@ class ModelCalls:
         route = self.llm.attempting
         return self.agent.model.name if route is None else route.model
 
+    def _answering_provider(self) -> str:
+        """The provider of the last attempt (a fallback's, after one)."""
+        route = self.llm.attempting
+        return self.agent.model.provider if route is None else route.provider
+
     def account(self, model: str, usage: Usage) -> CallCost:
         """A call of this run's, priced and counted in the metrics: `model` is the one that
         answered (a fallback model is priced as itself, of its own provider)."""
-        route = self.llm.attempting
-        provider = self.agent.model.provider if route is None else route.provider
+        provider = self._answering_provider()
         cost = self.deps.prices.cost(provider, model, usage)
         if self.deps.metrics is not None:
             tokens = {
@@ -167,8 +172,15 @@ class ModelCalls:
         self.usage_in_flight = Usage()
         metrics = self.deps.metrics
         try:
-            async with asyncio.timeout(remaining_s) as self._deadline:
-                response = await self.llm.complete(request, on_text, on_usage, purpose="main_loop")
+            with spans.chat(model.provider, request.model, request.max_tokens) as span:
+                async with asyncio.timeout(remaining_s) as self._deadline:
+                    response = await self.llm.complete(
+                        request, on_text, on_usage, purpose="main_loop"
+                    )
+                if span.recording:
+                    provider = self._answering_provider()
+                    cost = self.deps.prices.cost(provider, response.model, response.usage)
+                    span.answered(response, provider, cost)
         except LLMCallFailed as exc:
             if metrics is not None:
                 metrics.llm_call(request.model, exc.error_class)
@@ -229,7 +241,7 @@ class ModelCalls:
             policy=self.deps.llm_policy,
             fallback=route,
             persistent=self.agent.limits.persistent_retries,
-            on_event=self._on_event,
+            on_event=spans.with_events(self._on_event),  # a retry, a fallback: the call's events
             refresh_credentials=refresh,
             heartbeat=heartbeat,
             waited=self._waited,
@@ -252,7 +264,11 @@ class ModelCalls:
         summariser = self._model(self.deps.providers(self.agent, run_key), run_key)
         return Compactor(
             settings,
-            llm_summariser(summariser.for_purpose("compaction_summary"), settings),
+            llm_summariser(
+                summariser.for_purpose("compaction_summary"),
+                settings,
+                provider_name=self.agent.model.provider,
+            ),
             self.agent.model.context_window,
             system=self.agent.system_prompt,
             tools=self.tool_specs(watchers, None),

@@ -48,6 +48,7 @@ from app.store import agents as agent_store
 from app.store import conversations, history
 from app.store import journal as journal_store
 from app.store.outage import connection_lost
+from app.telemetry import spans
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +61,16 @@ SUMMARY_PROMPT = (
 class RunLoop(LeasedRun):
     """Drives one claimed run until it settles, pauses, or loses its lease."""
 
+    trace: spans.RunSpan = spans.NO_SPAN  # this execution's span, when tracing
+
     # -- entry -----------------------------------------------------------------------
 
     async def execute(self) -> None:
+        with spans.run_execution(self.run, self.owner) as self.trace:
+            await self._drive()
+            self.trace.ended(self.run)
+
+    async def _drive(self) -> None:
         try:
             await self._execute()
         except LeaseLost:
@@ -123,6 +131,7 @@ class RunLoop(LeasedRun):
             model = agent.model.model_copy(update={"name": downgrade.to_model})
             agent = agent.model_copy(update={"model": model})
         self.agent = agent
+        self.trace.agent(agent.name, agent.model.name)
         self.watchers = Watchers.load(checkpoint.loop_counters or None)
         if checkpoint.loop_counters:
             self.loop_written = self.watchers.counters
@@ -167,6 +176,7 @@ class RunLoop(LeasedRun):
         if not await self._answer_pending_calls():
             return
         while True:
+            self.trace.turn(self.run.iteration)
             stop = terminators.first_stop(self._at_boundary())
             if stop is not None:
                 await self._stop(stop)

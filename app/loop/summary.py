@@ -13,6 +13,7 @@ from app.core.model_config import ModelConfig
 from app.llm.provider import LLMRequest, Provider
 from app.llm.providers.registry import OWN_MODELS_ONLY
 from app.loop.compaction import Summarise
+from app.telemetry import spans
 
 SUMMARY_SYSTEM_PROMPT = (
     "You condense the earlier part of an AI agent's working session so the agent can carry "
@@ -58,13 +59,21 @@ def summary_request(messages: Sequence[Message], settings: CompactionSettings) -
     )
 
 
-def llm_summariser(provider: Provider, settings: CompactionSettings) -> Summarise:
+def llm_summariser(
+    provider: Provider, settings: CompactionSettings, *, provider_name: str = "unknown"
+) -> Summarise:
     """A `summarise` for `Compactor` that asks `provider`'s summary model; a slow call
-    times out, and either failure sends compaction to its truncation fallback."""
+    times out, and either failure sends compaction to its truncation fallback. When
+    tracing, each call is a `chat` span (`provider_name`: its `gen_ai.provider.name`)."""
 
     async def summarise(messages: Sequence[Message]) -> str:
-        async with asyncio.timeout(settings.summary_timeout_s):
-            response = await provider.complete(summary_request(messages, settings))
+        request = summary_request(messages, settings)
+        with spans.chat(
+            provider_name, request.model, request.max_tokens, purpose="compaction_summary"
+        ) as span:
+            async with asyncio.timeout(settings.summary_timeout_s):
+                response = await provider.complete(request)
+            span.answered(response, provider_name)
         return "".join(b.text for b in response.content if isinstance(b, TextBlock))
 
     return summarise

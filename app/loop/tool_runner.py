@@ -31,6 +31,7 @@ from app.engine.retry import ToolRetryPolicy, tool_retry_delay
 from app.loop.tools.base import Tool, ToolContext, ToolFailure
 from app.loop.tools.registry import ToolRegistry
 from app.schemas.runs import WaitingFor
+from app.telemetry import spans
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,31 @@ class ToolRunner:
     ) -> ToolOutcome:
         """`allowed`: the agent's tools; `unavailable`: tools degraded earlier in the run.
         `on_retry` receives `agent.tool.retry` data; `on_event` the ladder's other events
-        (`agent.tool.fallback`, `agent.tool.degraded`, `agent.breaker.opened/closed`)."""
+        (`agent.tool.fallback`, `agent.tool.degraded`, `agent.breaker.opened/closed`). When
+        tracing, the call is an `execute_tool` span, and those events are its events."""
+        with spans.execute_tool(call.name, call.id) as span:
+            outcome = await self._ladder(
+                call,
+                context,
+                allowed=allowed,
+                on_retry=spans.with_event("agent.tool.retry", on_retry),
+                on_event=spans.with_events(on_event),
+                unavailable=unavailable,
+            )
+            span.result(outcome.is_error, outcome.content, outcome.attempts)
+        return outcome
+
+    async def _ladder(
+        self,
+        call: ToolUseBlock,
+        context: ToolContext,
+        *,
+        allowed: Collection[str],
+        on_retry: OnRetry,
+        on_event: OnEvent,
+        unavailable: Collection[str],
+    ) -> ToolOutcome:
+        """The call up the escalation ladder (the module's docstring)."""
         tool = self.registry.get(call.name)
         if tool is None:
             return ToolOutcome(f"Error: unknown tool {call.name!r}", True, 0)

@@ -12,6 +12,7 @@ from pydantic import (
     Field,
     StringConstraints,
     WithJsonSchema,
+    computed_field,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -191,11 +192,24 @@ class RunRead(BaseModel):
     model_downgrade: ModelDowngrade | None = Field(
         None, description="Set when a budget moved the run to a cheaper model."
     )
+    # The W3C context its spans are children of (`traceparent`, `tracestate`): the span that
+    # created it, when the creating process traced. `trace_id` is what clients see of it.
+    trace_context: dict[str, str] | None = Field(None, exclude=True)
     version: int
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="The OpenTelemetry trace its spans are in (32 hex digits): the trace of "
+        "the request that created it (or of the run that spawned it). Null when the process "
+        "that created it was not tracing (`OTEL_*` variables)."
+    )
+    @property
+    def trace_id(self) -> str | None:
+        parts = (self.trace_context or {}).get("traceparent", "").split("-")
+        return parts[1] if len(parts) == 4 else None  # version-trace_id-parent_id-flags
 
 
 HumanResponseText = Annotated[str, StringConstraints(min_length=1, max_length=100_000)]

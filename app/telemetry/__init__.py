@@ -1,1 +1,1 @@
-"""What a process tells its operators: Prometheus metrics and structured logs."""
+"""What a process tells its operators: Prometheus metrics, structured logs and traces."""

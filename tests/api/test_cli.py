@@ -247,6 +247,17 @@ async def test_a_settings_mistake_is_one_line_per_setting_without_a_traceback() 
         "loopwright: LOOPWRIGHT_WORKERS__CAPACITY: Input should be greater than or equal to 1 "
         "(got '-1')",
     ]
+    # The standard OpenTelemetry variables are read at start-up too (app/telemetry/tracing.py).
+    grpc = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+    }
+    refused = await cli("http://unused", "worker", env=grpc)
+    assert refused.code == 2
+    assert refused.err.splitlines() == [
+        "loopwright: OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' is not supported; traces are exported "
+        "over OTLP/HTTP (http/protobuf, port 4318)"
+    ]
 
 
 async def test_history_lists_a_runs_steps_and_fork_starts_from_one(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import sys
 
@@ -26,6 +27,7 @@ SERVER_STACK = {
     "openai",
     "pgserver",
     "yaml",  # read by `agents create` only
+    "opentelemetry",
 }
 # Loaded when needed: the Anthropic and OpenAI SDKs by the first run that calls them, the
 # embedded server's wheel when no DATABASE_URL is set, Alembic when the database is behind
@@ -41,16 +43,21 @@ NOT_AT_SERVER_START = {
 }
 
 REPORT = "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))"
+# The OpenTelemetry SDK, exporters and instrumentation: loaded only by a process that traces
+# (FastAPI itself imports the API package, `opentelemetry`, whatever we do).
+TRACING = ("opentelemetry.sdk", "opentelemetry.exporter", "opentelemetry.instrumentation")
 
 
-async def _loaded(code: str) -> set[str]:
-    """The top-level packages a fresh interpreter has loaded after running `code`."""
+async def _loaded(code: str, report: str = REPORT, env: dict[str, str] | None = None) -> set[str]:
+    """The top-level packages (or what `report` prints) a fresh interpreter has loaded after
+    running `code`."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        f"import json, sys\n{code}\n{REPORT}",
+        f"import json, sys\n{code}\n{report}",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env=env,
     )
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode()
@@ -91,6 +98,22 @@ async def test_the_server_loads_only_what_every_start_needs() -> None:
     loaded = await _loaded("import uvicorn\nfrom app.main import create_app\ncreate_app()")
     assert loaded & NOT_AT_SERVER_START == set()
     assert {"fastapi", "sqlalchemy", "tiktoken"} <= loaded  # the check sees the stack
+
+
+@pytest.mark.parametrize("exporter", [None, "console"])
+async def test_the_tracing_sdk_is_loaded_only_by_a_process_that_traces(
+    exporter: str | None,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    if exporter is not None:
+        env["OTEL_TRACES_EXPORTER"] = exporter
+    modules = "print(json.dumps(sorted(sys.modules)))"
+    loaded = await _loaded("from app.main import create_app\ncreate_app()", modules, env)
+    tracing = {name for name in loaded if name.startswith(TRACING)}
+    if exporter is None:
+        assert tracing == set()
+    else:  # the check sees them when they are there
+        assert {"opentelemetry.sdk.trace", "opentelemetry.instrumentation.fastapi"} <= tracing
 
 
 @pytest.mark.parametrize("key", [None, "sk-test"])

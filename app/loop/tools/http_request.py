@@ -2,8 +2,9 @@
 before connecting, the connection goes to the address that was checked (no second lookup), and
 each redirect is checked again from the start.
 
-Every request carries the call's `Idempotency-Key` (stable for the run and the call). To a host
-the operator lists as honouring it (`idempotency_key_hosts`), a POST, PUT, PATCH or DELETE is
+Every request carries the call's `Idempotency-Key` (stable for the run and the call) and, when
+tracing is on, the `traceparent` of the call's span (replacing one the model gave). To a host
+the operator lists as honouring the key (`idempotency_key_hosts`), a POST, PUT, PATCH or DELETE is
 deduplicated by the remote: it is retried and re-sent on resume with the same key instead of
 halting the run. Such a request follows a redirect that keeps its method and body only to a
 host that honours the key too: a re-send would repeat the hop to one that does not.
@@ -27,6 +28,7 @@ import httpx
 
 from app.core.addresses import IPAddress, IPNetwork, literal, parse_networks, refusal_reason
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
+from app.telemetry import tracing
 
 METHODS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -225,6 +227,7 @@ def _request(
     headers = {**call.headers, "Host": url.netloc.decode("ascii"), "Idempotency-Key": key}
     # httpx inflates a whole compressed chunk before the cap is checked: ask for none.
     headers["Accept-Encoding"] = "identity"
+    tracing.inject(headers)  # when tracing: this tool call's span is the callee's parent
     # An IP-literal URL has no name to present; the certificate is then checked against the IP.
     extensions = {} if literal(host) is not None else {"sni_hostname": host}
     target = url.copy_with(host=str(address))
