@@ -26,10 +26,20 @@ SERVER_STACK = {
     "pgserver",
     "yaml",  # read by `agents create` only
 }
-# Loaded when needed: the Anthropic SDK by the first run that calls it, the embedded
-# server's wheel when no DATABASE_URL is set, Alembic when the database is behind the
-# code, PyYAML by a workflow's export; schemathesis is a development tool.
-NOT_AT_SERVER_START = {"anthropic", "pgserver", "alembic", "yaml", "schemathesis", "hypothesis"}
+# Loaded when needed: the Anthropic SDK by the first run that calls it, the MCP SDK (and
+# its httpx2) by the first run that starts an MCP server, the embedded server's wheel when
+# no DATABASE_URL is set, Alembic when the database is behind the code, PyYAML by a
+# workflow's export; schemathesis is a development tool.
+NOT_AT_SERVER_START = {
+    "anthropic",
+    "mcp",
+    "mcp_types",
+    "pgserver",
+    "alembic",
+    "yaml",
+    "schemathesis",
+    "hypothesis",
+}
 
 REPORT = "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))"
 

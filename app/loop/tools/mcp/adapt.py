@@ -1,5 +1,5 @@
-"""MCP tools as the loop's tools: the names the model sees, the safety properties read from
-the tools' annotations (failing closed), and their results as the model reads them.
+"""MCP tools as the loop's tools: the names the model sees, and the safety properties read
+from the tools' annotations (failing closed).
 
     readOnlyHint true          idempotent, not destructive: no approval, retried, re-run
     idempotentHint true        idempotent (retried, re-run on resume); destructive unless
@@ -15,20 +15,16 @@ operator chose to trust when it configured the server.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import mcp_types
-
-from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
+from app.loop.tools.base import Tool, ToolContext, define_tool
 from app.schemas.mcp import tool_prefix
 
 MAX_NAME = 64  # what model APIs accept as a tool's name
 MAX_DESCRIPTION = 4_000
-MAX_RESULT_CHARS = 100_000
 _NOT_A_NAME = re.compile(r"[^A-Za-z0-9_]")
 
 Call = Callable[[str, str, dict[str, Any]], Awaitable[str]]  # (server, tool, arguments)
@@ -65,7 +61,19 @@ class ListedTool:
         return cls(**data)
 
 
-def listed(server: str, tools: list[mcp_types.Tool], only: list[str] | None) -> list[ListedTool]:
+@dataclass(frozen=True)
+class ServerTool:
+    """A tool as its server lists it (the SDK's model, read by the connection)."""
+
+    name: str
+    description: str | None
+    input_schema: Any
+    read_only: bool | None = None
+    idempotent: bool | None = None
+    destructive: bool | None = None
+
+
+def listed(server: str, tools: list[ServerTool], only: list[str] | None) -> list[ListedTool]:
     """A server's tools as the run offers them (`only`: the ones its agent named), each under
     a name of its own."""
     taken: set[str] = set()
@@ -75,17 +83,16 @@ def listed(server: str, tools: list[mcp_types.Tool], only: list[str] | None) -> 
             continue
         name = exposed_name(server, tool.name, taken)
         taken.add(name)
-        hints = tool.annotations
         found.append(
             ListedTool(
                 server=server,
                 name=name,
                 tool=tool.name,
-                description=(tool.description or tool.title or tool.name)[:MAX_DESCRIPTION],
+                description=(tool.description or tool.name)[:MAX_DESCRIPTION],
                 input_schema=_object_schema(tool.input_schema),
-                read_only=hints.read_only_hint if hints else None,
-                idempotent=hints.idempotent_hint if hints else None,
-                destructive=hints.destructive_hint if hints else None,
+                read_only=tool.read_only,
+                idempotent=tool.idempotent,
+                destructive=tool.destructive,
             )
         )
     return found
@@ -121,37 +128,7 @@ def as_tool(listed_tool: ListedTool, call: Call, *, breaker_group: str) -> Tool:
     )
 
 
-def result_text(result: mcp_types.CallToolResult) -> str:
-    """What the model reads: the text parts joined, the others summarised; a result the
-    server marked `isError` is a tool error (not transient: the server answered)."""
-    parts = [_part(block) for block in result.content]
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    text = "\n".join(parts)
-    if len(text) > MAX_RESULT_CHARS:
-        text = text[:MAX_RESULT_CHARS] + f"\n[… cut at {MAX_RESULT_CHARS:,} characters]"
-    if result.is_error:
-        raise ToolFailure(text or "the tool reported an error and said nothing more")
-    return text
-
-
-def _part(block: Any) -> str:
-    if isinstance(block, mcp_types.TextContent):
-        return block.text
-    if isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
-        kind = "image" if isinstance(block, mcp_types.ImageContent) else "audio"
-        return f"[{kind}: {block.mime_type}, {len(block.data) * 3 // 4:,} bytes, not shown]"
-    if isinstance(block, mcp_types.ResourceLink):
-        return f"[resource link: {block.uri}]"
-    if isinstance(block, mcp_types.EmbeddedResource):
-        resource = block.resource
-        if isinstance(resource, mcp_types.TextResourceContents):
-            return f"[resource {resource.uri}]\n{resource.text}"
-        return f"[resource {resource.uri}: {resource.mime_type or 'binary'}, not shown]"
-    return f"[{getattr(block, 'type', 'content')}: not shown]"
-
-
-def _object_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
+def _object_schema(schema: Any) -> dict[str, Any]:
     """Model APIs take an object's schema; a server's that says otherwise is wrapped."""
     if not isinstance(schema, dict):
         return {"type": "object"}

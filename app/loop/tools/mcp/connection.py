@@ -11,15 +11,19 @@ cancel can cut the SDK's shutdown short and leave the process alive): it is aske
 
 A stdio server's stderr goes to an unnamed temporary file, whose tail explains a server
 that failed; it is gone when the connection closes.
+
+This is the only module that speaks the SDK's types (and loads it, with httpx2): the loop
+imports it when a run first starts a server, so a process whose agents have none never does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import IO, Any
 
@@ -29,22 +33,22 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
+from app.loop.tools.mcp.adapt import ServerTool
+from app.loop.tools.mcp.errors import ConnectionLost, McpUnavailable, ServerError
 from app.loop.tools.mcp.pinned import AddressRefused, PinnedTransport
-from app.loop.tools.mcp.policy import AnyServer, McpPolicy, McpUnavailable
+from app.loop.tools.mcp.policy import AnyServer, McpPolicy
 from app.schemas.mcp import McpStdioServer
 
 STDERR_TAIL_CHARS = 500
 MAX_LIST_PAGES = 20
+MAX_RESULT_CHARS = 100_000
 # Set by the transport: a header of the agent's by these names is left out.
 TRANSPORT_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "accept", "content-type"}
 )
 TRANSPORT_HEADERS_PREFIX = "mcp-"
-
-
-class ConnectionLost(Exception):
-    """The server went away (its process exited, its connection closed) during a call."""
 
 
 class Connection:
@@ -83,27 +87,38 @@ class Connection:
             await self.close()
             raise
 
-    async def list_tools(self) -> list[mcp_types.Tool]:
-        client = self._client()
-        tools: list[mcp_types.Tool] = []
+    async def list_tools(self) -> list[ServerTool]:
+        """Every tool the server lists (`ConnectionLost`, `ServerError`)."""
+        tools: list[ServerTool] = []
         cursor: str | None = None
         for _ in range(MAX_LIST_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools += page.tools
+            with self._translated():
+                page = await self._client().list_tools(cursor=cursor)
+            tools += [_server_tool(tool) for tool in page.tools]
             cursor = page.next_cursor
             if cursor is None:
                 break
         return tools
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        """The server's answer; `ConnectionLost` when it went away meanwhile."""
+    async def call(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """The server's answer as the model reads it, and whether the server marked it an
+        error (`ConnectionLost` when the server went away meanwhile, `ServerError`)."""
+        with self._translated():
+            result = await self._client().call_tool(tool, arguments)
+        return _text(result), result.is_error
+
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
         try:
-            return await self._client().call_tool(tool, arguments)
+            yield
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 self.lost = True
                 raise ConnectionLost(self.failure_detail()) from None
-            raise
+            raise ServerError(f"answered: {exc.message}") from None
+        except (ValidationError, RuntimeError) as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+            raise ServerError(f"sent an unusable result: {first}") from None
 
     def failure_detail(self) -> str:
         """What the server said last on stderr (stdio), to explain a failure."""
@@ -222,6 +237,45 @@ class Connection:
         if isinstance(self.server, McpStdioServer):
             detail = f"{detail}; {self.failure_detail()}"
         return self._unavailable(f"could not start ({detail})", retryable=True)
+
+
+def _server_tool(tool: mcp_types.Tool) -> ServerTool:
+    hints = tool.annotations
+    return ServerTool(
+        name=tool.name,
+        description=tool.description or tool.title,
+        input_schema=tool.input_schema,
+        read_only=hints.read_only_hint if hints else None,
+        idempotent=hints.idempotent_hint if hints else None,
+        destructive=hints.destructive_hint if hints else None,
+    )
+
+
+def _text(result: mcp_types.CallToolResult) -> str:
+    """What the model reads: the text parts joined, the others summarised."""
+    parts = [_part(block) for block in result.content]
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n".join(parts)
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"\n[… cut at {MAX_RESULT_CHARS:,} characters]"
+    return text
+
+
+def _part(block: Any) -> str:
+    if isinstance(block, mcp_types.TextContent):
+        return block.text
+    if isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
+        kind = "image" if isinstance(block, mcp_types.ImageContent) else "audio"
+        return f"[{kind}: {block.mime_type}, {len(block.data) * 3 // 4:,} bytes, not shown]"
+    if isinstance(block, mcp_types.ResourceLink):
+        return f"[resource link: {block.uri}]"
+    if isinstance(block, mcp_types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, mcp_types.TextResourceContents):
+            return f"[resource {resource.uri}]\n{resource.text}"
+        return f"[resource {resource.uri}: {resource.mime_type or 'binary'}, not shown]"
+    return f"[{getattr(block, 'type', 'content')}: not shown]"
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
-from app.loop.tools.mcp.connection import Connection
 from app.loop.tools.mcp.policy import McpPolicy
 from app.loop.tools.mcp.run_servers import EventSink, RunServers
 from app.schemas.agents import AgentRead
+
+if TYPE_CHECKING:
+    from app.loop.tools.mcp.connection import Connection
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """What a worker lets agents' MCP servers do: the commands they may run, the addresses they
-may reach, the secrets they may reference; and the error for a server that cannot serve.
+may reach, the secrets they may reference.
 
 Both checks that need no I/O (a command, a reference) are also told to the client with the
 agent (`warnings`), so a misconfigured agent is known before its first run fails.
@@ -15,23 +15,12 @@ from urllib.parse import urlsplit
 
 from app.core.addresses import IPNetwork, literal, parse_networks, refusal_reason
 from app.core.config import McpSettings
+from app.loop.tools.mcp.errors import McpUnavailable
 from app.schemas.agents import AgentRead
 from app.schemas.mcp import REFERENCE, McpHttpServer, McpStdioServer, references
 
 AnyServer = McpStdioServer | McpHttpServer
 ANY_COMMAND = "*"
-
-
-class McpUnavailable(Exception):
-    """An MCP server of the agent could not be started, reached or listed. `retryable`:
-    another attempt later may succeed (it crashed, timed out, refused a connection), as
-    opposed to a configuration the operator must change."""
-
-    def __init__(self, server: str, message: str, *, retryable: bool) -> None:
-        super().__init__(f"MCP server {server!r}: {message}")
-        self.server = server
-        self.reason = message
-        self.retryable = retryable
 
 
 @dataclass(frozen=True)

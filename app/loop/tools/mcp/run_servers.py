@@ -23,16 +23,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any
-
-from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from app.loop.tools.base import Tool, ToolFailure
-from app.loop.tools.mcp.adapt import ListedTool, as_tool, listed, result_text
-from app.loop.tools.mcp.connection import Connection, ConnectionLost
-from app.loop.tools.mcp.policy import AnyServer, McpPolicy, McpUnavailable
+from app.loop.tools.mcp.adapt import ListedTool, as_tool, listed
+from app.loop.tools.mcp.errors import ConnectionLost, McpUnavailable, ServerError
+from app.loop.tools.mcp.policy import AnyServer, McpPolicy
 from app.schemas.agents import AgentRead
+
+if TYPE_CHECKING:  # loaded with the SDK when a run first starts a server
+    from app.loop.tools.mcp.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class RunServers:
         connection = await self._started(server)
         try:
             async with asyncio.timeout(server.timeout_s) as deadline:
-                result = await connection.call(tool, arguments)
+                text, is_error = await connection.call(tool, arguments)
         except TimeoutError:
             if not deadline.expired():
                 raise  # the run's own time is up: not this server's failure
@@ -130,13 +130,11 @@ class RunServers:
                 f"have taken effect ({lost})",
                 transient=True,
             ) from None
-        except MCPError as exc:
-            raise ToolFailure(f"the MCP server {server_name!r} answered: {exc.message}") from None
-        except (ValidationError, RuntimeError) as exc:
-            message = str(exc).splitlines()[0][:300]
-            unusable = f"the MCP server {server_name!r} sent an unusable result: {message}"
-            raise ToolFailure(unusable) from None
-        return result_text(result)
+        except ServerError as exc:
+            raise ToolFailure(f"the MCP server {server_name!r} {exc}") from None
+        if is_error:  # the tool's own failure, for the model to read: not the server's
+            raise ToolFailure(text or "the tool reported an error and said nothing more")
+        return text
 
     async def close(self) -> None:
         """Stop every server this execution started; none is left running."""
@@ -154,7 +152,7 @@ class RunServers:
         except TimeoutError:
             message = f"did not list its tools within {self.policy.start_timeout_s:g} s"
             raise McpUnavailable(server.name, message, retryable=True) from None
-        except (MCPError, ConnectionLost, ValidationError) as exc:
+        except (ConnectionLost, ServerError) as exc:
             message = f"could not list its tools ({str(exc)[:300]})"
             raise McpUnavailable(server.name, message, retryable=True) from None
         return listed(server.name, tools, server.tools)
@@ -189,6 +187,8 @@ class RunServers:
             return connection
 
     async def _start(self, server: AnyServer) -> Connection:
+        from app.loop.tools.mcp.connection import Connection
+
         self._starts[server.name] = self._starts.get(server.name, 0) + 1
         connection = Connection(server, self.policy)
         self._live.add(connection)
