@@ -70,14 +70,24 @@ def crash() -> str:
     os._exit(3)
 
 
-@server.tool(annotations=READ_ONLY, description="Never answer.")
+@server.tool(annotations=READ_ONLY, description="Kill this process the first time only.")
+def crash_once() -> str:
+    record("crash_once", {})
+    marker = Path(os.environ["MCP_TEST_MARKER"])
+    if not marker.exists():
+        marker.touch()
+        os._exit(3)
+    return "recovered"
+
+
+@server.tool(description="Never answer (no annotations: not retried).")
 async def hang() -> str:
     record("hang", {})
     await anyio.sleep(3_600)
     return "woke up"
 
 
-@server.tool(annotations=READ_ONLY, description="Block the whole process (ignores stdin).")
+@server.tool(description="Block the whole process, stdin unread (not retried).")
 def freeze() -> str:
     record("freeze", {})
     time.sleep(3_600)
@@ -127,6 +137,7 @@ def serve_http(port: int) -> None:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
+    sock.listen(64)  # connections made from now on wait for uvicorn to accept them
     print(f"listening on {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(checked(app), log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])

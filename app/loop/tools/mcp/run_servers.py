@@ -9,9 +9,9 @@ its history, servers started and reused within the execution, and stopped when i
     a call                       the server (started again if it went away) → one call,
                                  bounded by the server's `timeout_s`
     a server that dies or hangs  the call is a transient tool error (the runner retries it
-                                 if the tool may repeat; the server's breaker counts it);
-                                 the next call starts the server again, up to
-                                 MAX_RESTARTS times per execution
+                                 if the tool may repeat); the next call, or retry, starts
+                                 the server again, once; the server's breaker counts the
+                                 failures, and once it opens no call starts it
     the execution ends           every server is stopped (`close`), whatever the ending
 
 A server that cannot be started or listed at run start fails the run (`McpUnavailable`):
@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # loaded with the SDK when a run first starts a server
 
 log = logging.getLogger(__name__)
 
-MAX_RESTARTS = 3  # per server and execution, after a crash or a time-out
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
 Recorded = dict[str, Any]  # {server name: {"transport", "tools": [ListedTool.record()]}}
 
@@ -166,11 +165,6 @@ class RunServers:
                 return current
             if current is not None:
                 await self._closed(current)
-            if self._starts.get(server.name, 0) > MAX_RESTARTS:
-                raise ToolFailure(
-                    f"the MCP server {server.name!r} stopped {MAX_RESTARTS + 1} times in this "
-                    "run; it is not started again"
-                )
             try:
                 connection = await self._start(server)
             except McpUnavailable as exc:
