@@ -118,7 +118,7 @@ async def _events_until(
         reader = SseReader(stream)
         while not seen or seen[-1][0] != last:
             message = await reader.next_message()
-            seen.append((message.event, message.data))
+            seen.append((message.event or "message", message.data))
     return seen
 
 
