@@ -2,7 +2,8 @@
 // body, `model.name`; `data-type` says how its text is read), sends it to the API (a new
 // agent: POST; an edit: PATCH with If-Match, the version the page showed) and goes to the
 // agent's page; a refusal's field errors are shown next to their fields. The provider's
-// select shows the fields of that provider only (the others are disabled: not sent).
+// select shows the fields of that provider only (the others are disabled: not sent). Two
+// controls may fill one list (`auto_approve`: the tools' checkboxes and the MCP tools' text).
 "use strict";
 (function () {
   const form = document.querySelector(".agent-form");
@@ -30,7 +31,7 @@
     if (type === "bool") return control.checked;
     if (type === "string") return text;
     if (type === "list") return text.split(",").map((s) => s.trim()).filter(Boolean);
-    if (text.trim() === "") return undefined;
+    if (text.trim() === "") return control.dataset.empty ? JSON.parse(control.dataset.empty) : undefined;
     if (control.type === "number") return Number(text);
     if (type === "json") {
       try { return JSON.parse(text); } catch (error) {
@@ -57,6 +58,10 @@
         continue;
       }
       const value = read(control);
+      if (Array.isArray(value) && Array.isArray(body[control.name])) { // a list's other part
+        body[control.name].push(...value);
+        continue;
+      }
       if (value !== undefined) put(body, control.name, value);
     }
     return body;
