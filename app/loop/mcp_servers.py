@@ -4,6 +4,7 @@ every turn of the run, resumed or not, is offered the same tools."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, replace
 
 from app.core.vocabulary import StepKind
@@ -37,7 +38,11 @@ async def run_tools(deps: LoopDeps, run_id: str, agent: AgentRead, on_event: Eve
         recorded = await history.mcp_tools(session, run_id)
     listing = None
     if recorded is None:
-        recorded = await servers.list_all()  # on failure, it stops what it started
+        try:
+            recorded = await servers.list_all()  # on failure, it stops what it started
+        except asyncio.CancelledError:  # a shutdown during the listing
+            await asyncio.shield(servers.close())
+            raise
         events = [
             (
                 "agent.mcp.tools_listed",

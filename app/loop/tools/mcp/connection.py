@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -41,6 +42,8 @@ from app.loop.tools.mcp.pinned import AddressRefused, PinnedTransport
 from app.loop.tools.mcp.policy import AnyServer, McpPolicy
 from app.schemas.mcp import McpStdioServer
 
+log = logging.getLogger(__name__)
+
 STDERR_TAIL_CHARS = 500
 MAX_LIST_PAGES = 20
 MAX_RESULT_CHARS = 100_000
@@ -52,11 +55,13 @@ TRANSPORT_HEADERS_PREFIX = "mcp-"
 
 
 class Connection:
-    """A started server of one run; `client` answers calls until `close()`."""
+    """A started server of one run; `client` answers calls until `close()`. It is in `live`
+    (the process's hub's set) from its start until its task has ended, whoever ends it."""
 
-    def __init__(self, server: AnyServer, policy: McpPolicy) -> None:
+    def __init__(self, server: AnyServer, policy: McpPolicy, live: set[Connection]) -> None:
         self.server = server
         self.policy = policy
+        self._live = live
         self.client: Client | None = None
         self.lost = False  # it went away, timed out, or was closed: start another
         self._stop = asyncio.Event()
@@ -75,7 +80,9 @@ class Connection:
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
         name = f"mcp:{self.server.name}"
+        self._live.add(self)
         self._task = asyncio.create_task(self._hold(), name=name)
+        self._task.add_done_callback(lambda _: self._live.discard(self))
         try:
             async with asyncio.timeout(self.policy.start_timeout_s):
                 await asyncio.shield(self._ready)
@@ -83,7 +90,7 @@ class Connection:
             await self.close()
             limit = f"{self.policy.start_timeout_s:g} s"
             raise self._unavailable(f"did not start within {limit}", retryable=True) from None
-        except McpUnavailable:
+        except BaseException:  # its failure, or the caller's cancel: nothing is left running
             await self.close()
             raise
 
@@ -136,6 +143,8 @@ class Connection:
         if self._task is not None:
             # Not cancelled: the SDK's bounded shutdown must run to its end.
             await asyncio.shield(self._task)
+        if self._ready is not None and self._ready.done() and not self._ready.cancelled():
+            self._ready.exception()  # a start's failure, told already (or to nobody)
 
     # -- the connection's own task ---------------------------------------------------
 
@@ -149,6 +158,8 @@ class Connection:
         except Exception as exc:
             if not self._ready.done():
                 self._ready.set_exception(self._explained(exc))
+            else:  # the server went away; a call found out, or will
+                log.debug("MCP server %s closed: %r", self.server.name, exc)
         finally:
             self.client = None
             self.lost = True

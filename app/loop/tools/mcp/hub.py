@@ -39,4 +39,3 @@ class McpHub:
         if left:
             log.warning("stopping %d MCP server(s) their runs left running", len(left))
         await asyncio.gather(*(c.close() for c in left), return_exceptions=True)
-        self._live.clear()

@@ -52,6 +52,7 @@ class RunServers:
         *,
         on_event: EventSink,
     ) -> None:
+        """`connections`: the process's live connections, which each joins while it runs."""
         self.agent = agent
         self.policy = policy
         self._configs: dict[str, AnyServer] = {s.name: s for s in agent.mcp_servers}
@@ -139,7 +140,7 @@ class RunServers:
         """Stop every server this execution started; none is left running."""
         connections = list(self._connections.values())
         self._connections.clear()
-        await asyncio.gather(*(self._closed(c) for c in connections), return_exceptions=True)
+        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
 
     # -- servers ---------------------------------------------------------------------
 
@@ -164,7 +165,7 @@ class RunServers:
             if current is not None and current.alive:
                 return current
             if current is not None:
-                await self._closed(current)
+                await current.close()
             try:
                 connection = await self._start(server)
             except McpUnavailable as exc:
@@ -184,13 +185,8 @@ class RunServers:
         from app.loop.tools.mcp.connection import Connection
 
         self._starts[server.name] = self._starts.get(server.name, 0) + 1
-        connection = Connection(server, self.policy)
-        self._live.add(connection)
-        try:
-            await connection.start()
-        except BaseException:
-            self._live.discard(connection)
-            raise
+        connection = Connection(server, self.policy, self._live)
+        await connection.start()  # a start that fails leaves nothing running
         self._connections[server.name] = connection
         return connection
 
@@ -202,9 +198,3 @@ class RunServers:
             "agent.mcp.server_failed",
             {"server": connection.server.name, "stage": stage, "error": error[:500]},
         )
-
-    async def _closed(self, connection: Connection) -> None:
-        try:
-            await connection.close()
-        finally:
-            self._live.discard(connection)
