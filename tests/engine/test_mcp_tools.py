@@ -6,6 +6,7 @@ answers an error, and no server process left behind."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,7 +24,14 @@ from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
 from app.schemas.runs import RunRead
 from app.store import history
 from tests.support.mcp_servers import PYTHON, alive, calls, http_server, started, stdio_server
-from tests.support.runs import Harness, assert_valid_transcript, call, say, tool_results
+from tests.support.runs import (
+    SAFETY_S,
+    Harness,
+    assert_valid_transcript,
+    call,
+    say,
+    tool_results,
+)
 
 TOKEN = "t0ken"
 POLICY = McpPolicy(
@@ -354,3 +362,38 @@ async def test_an_http_server_on_a_private_address_needs_the_operators_leave(
     assert refused.stop_reason is StopReason.TOOLS_UNAVAILABLE
     assert refused.error is not None
     assert "refusing to connect to 127.0.0.1: loopback address" in refused.error.message
+
+
+async def test_a_failed_start_of_one_server_stops_the_others(h: Harness, tmp_path: Path) -> None:
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    broken = stdio_server("broken", bad) | {"args": ["-c", "import sys; sys.exit(2)"]}
+    a = await agent(h, say("Done."), servers=[stdio_server("files", good), broken])
+    failed = await h.finish(a)
+    assert failed.stop_reason is StopReason.TOOLS_UNAVAILABLE
+    assert failed.error is not None and "MCP server 'broken'" in failed.error.message
+    [pid] = started(good)
+    assert not alive(pid)
+
+
+async def test_a_run_cancelled_during_a_call_stops_its_server(h: Harness, log: Path) -> None:
+    a = await agent(
+        h,
+        call("files__hang"),
+        say("Never said."),
+        servers=[stdio_server("files", log, timeout_s=1)],
+        auto_approve=["files__hang"],
+    )
+    run = await h.start(a)
+    draining = h.drain_in_background()
+    async with asyncio.timeout(SAFETY_S):
+        while not calls(log, "hang"):  # noqa: ASYNC110 - another process's file: no event
+            await asyncio.sleep(0.02)
+    await h.runs.cancel(run.id)
+    await draining
+    done = await h.run(run.id)
+    assert done.status is RunStatus.CANCELLED
+    # The call under way ran to its end (its time-out), as any tool's does.
+    [(content, is_error)] = await results(h, done)
+    assert is_error and "did not answer within 1 s" in content
+    [pid] = started(log)
+    assert not alive(pid)
