@@ -181,3 +181,34 @@ def test_a_tool_belongs_to_a_server_by_its_prefix() -> None:
     assert server_of("files__", {"files"}) is None
     assert server_of("other__read", {"files"}) is None
     assert server_of("read", {"files"}) is None
+
+
+def test_a_result_is_its_text_with_other_content_summarised() -> None:
+    import mcp_types
+
+    from app.loop.tools.mcp.connection import MAX_RESULT_CHARS, _text
+
+    result = mcp_types.CallToolResult(
+        content=[
+            mcp_types.TextContent(type="text", text="first"),
+            mcp_types.ImageContent(type="image", data="QUJD", mime_type="image/png"),
+            mcp_types.ResourceLink(type="resource_link", uri="file:///a.txt", name="a"),
+            mcp_types.EmbeddedResource(
+                type="resource",
+                resource=mcp_types.TextResourceContents(uri="file:///b.txt", text="inside"),
+            ),
+        ]
+    )
+    assert _text(result).splitlines() == [
+        "first",
+        "[image: image/png, 3 bytes, not shown]",
+        "[resource link: file:///a.txt]",
+        "[resource file:///b.txt]",
+        "inside",
+    ]
+    structured = mcp_types.CallToolResult(content=[], structured_content={"n": 1})
+    assert _text(structured) == '{"n": 1}'
+    long = mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text="x" * 200_000)]
+    )
+    assert len(_text(long)) < MAX_RESULT_CHARS + 100 and _text(long).endswith("characters]")
