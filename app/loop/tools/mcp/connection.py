@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 STDERR_TAIL_CHARS = 500
 MAX_LIST_PAGES = 20
 MAX_RESULT_CHARS = 100_000
+SESSION_TERMINATED = "Session terminated"  # the SDK's error for an HTTP 404 within a session
 # Set by the transport: a header of the agent's by these names is left out.
 TRANSPORT_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "accept", "content-type"}
@@ -119,7 +120,9 @@ class Connection:
         try:
             yield
         except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
+            # Its process or connection is gone, or (HTTP) it forgot our session (it
+            # restarted): either way another connection is needed.
+            if exc.code == mcp_types.CONNECTION_CLOSED or exc.message == SESSION_TERMINATED:
                 self.lost = True
                 raise ConnectionLost(self.failure_detail()) from None
             raise ServerError(f"answered: {exc.message}") from None
@@ -129,6 +132,8 @@ class Connection:
 
     def failure_detail(self) -> str:
         """What the server said last on stderr (stdio), to explain a failure."""
+        if not isinstance(self.server, McpStdioServer):
+            return "its connection closed"
         tail = self._stderr_tail()
         return f"its last words on stderr: {tail}" if tail else "it said nothing on stderr"
 
