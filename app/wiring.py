@@ -71,6 +71,7 @@ from app.loop.tools.base import Tool
 from app.loop.tools.builtins import BuiltinServices, builtin_tools
 from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
 from app.loop.tools.journal_tools import journal_tools
+from app.loop.tools.mcp import McpHub, McpPolicy
 from app.loop.tools.registry import ToolRegistry
 from app.loop.tools.task_tools import task_tools
 from app.loop.watchers import stagnation_policy
@@ -161,9 +162,11 @@ def build_workers(
     metrics: Metrics | None = None,
     breakers: Breakers | None = None,
     approvals: ApprovalCommands | None = None,
+    mcp: McpHub | None = None,
 ) -> WorkerPool:
-    """The run workers with the tools of `registry`. `breakers` are the process's circuit
-    breakers (of tools and models), shared by every run."""
+    """The run workers with the tools of `registry` (and each agent's MCP servers, under
+    `mcp`'s policy). `breakers` are the process's circuit breakers (of tools and models),
+    shared by every run."""
     breakers = breakers or Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
     services = BuiltinServices(runs, sessionmaker, bus)
     deps = LoopDeps(
@@ -188,6 +191,7 @@ def build_workers(
         approvals=approvals,
         prices=PriceTable.from_settings(settings.costs),
         downgrade_at_percent=settings.costs.downgrade_at_percent,
+        mcp=mcp or McpHub(McpPolicy.from_settings(settings.mcp)),
     )
     worker_settings = settings.workers
     pool = WorkerPool(
@@ -249,6 +253,7 @@ def build_runtime(
     runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
     registry = build_tools(settings, sessionmaker, tools, task_engine)
+    mcp = McpHub(McpPolicy.from_settings(settings.mcp))
     delivery_policy = DeliveryPolicy.from_settings(settings.webhooks)
     workflows = WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention)
     firing = TriggerFiring(sessionmaker, bus, runs, workflows, metrics=metrics)
@@ -271,7 +276,7 @@ def build_runtime(
             sessionmaker,
             idempotency_retention=retention,
             known_tools=registry.names(),
-            warnings=lambda agent: provider_warnings(settings.llm, agent),
+            warnings=lambda agent: provider_warnings(settings.llm, agent) + mcp.warnings(agent),
         ),
         tools=registry.catalogue(),
         runs=runs,
@@ -307,6 +312,7 @@ def build_runtime(
             metrics,
             breakers,
             approvals,
+            mcp,
         )
     listener = PgListener(libpq_url(url), bus)
     workflow_observer = ExecutionObserver(sessionmaker, bus, task_engine)
@@ -371,6 +377,8 @@ def build_runtime(
     ]
     if workers is not None:
         pool = workers
+        # Stopped after the workers: the MCP servers their runs could not stop.
+        components.append(Component("mcp servers", lambda: None, mcp.stop))
         components.append(
             Component("workers", pool.start, lambda: pool.stop(settings.workers.grace_s))
         )

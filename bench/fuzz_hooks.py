@@ -59,6 +59,24 @@ def _tools_known(body: dict[str, Any]) -> None:
             ]
 
 
+def _mcp_names_unique(body: dict[str, Any]) -> None:
+    """Agents (POST, PATCH): `mcp_servers` have unique names; a repeated one gets a suffix
+    (cut to the name's 24 characters)."""
+    servers = body.get("mcp_servers")
+    if not isinstance(servers, list):
+        return
+    seen: set[object] = set()
+    for index, server in enumerate(servers):
+        if not isinstance(server, dict) or not isinstance(server.get("name"), str):
+            continue
+        name = server["name"]
+        while name in seen:
+            name = f"{server['name'][:20].rstrip('_')}_{index}{len(seen)}"[:24]
+            index += 1
+        server["name"] = name
+        seen.add(name)
+
+
 def _graph_holds(body: dict[str, Any], *, patch: bool) -> None:
     """Workflows (POST, PATCH): unique node and edge ids, edges between the body's nodes.
     A patch is made self-contained (nodes and edges sent together), since the stored
@@ -197,6 +215,7 @@ def _keep_rules(context: HookContext, case: Case[Any]) -> Case[Any]:
     if path in ("/v1/agents", "/v1/agents/{agent_id}") and method in ("POST", "PATCH"):
         _soft_below_hard(body)
         _tools_known(body)
+        _mcp_names_unique(body)
     elif path == "/v1/workflows" and method == "POST":
         _graph_holds(body, patch=False)
     elif path in ("/v1/triggers", "/v1/triggers/{trigger_id}") and method in ("POST", "PATCH"):

@@ -32,9 +32,11 @@ async def create_agent(
     response again (`Idempotent-Replayed: true`) and makes no second agent; the same key
     with another body is a 409 `idempotency_key_reused`.
 
-    One rule the schema cannot state (it compares two fields): `limits.soft_time_limit_s`
-    must be below `limits.hard_time_limit_s` (defaults 900 and 1,200); otherwise a 422
-    `validation_error` naming `limits`."""
+    Rules the schema cannot state (they compare fields): `limits.soft_time_limit_s` must be
+    below `limits.hard_time_limit_s` (defaults 900 and 1,200), otherwise a 422
+    `validation_error` naming `limits`; the `mcp_servers` have unique names, otherwise one
+    naming `mcp_servers`; an `auto_approve` entry that is no tool of `GET /v1/tools` is
+    `<server>__<tool>` of one of them (any tool name), otherwise one naming it."""
     digest = request_hash(body.model_dump(mode="json")) if idempotency_key else None
     agent, replayed = await services.agents.create_keyed(
         body, idempotency_key=idempotency_key, request_hash=digest
@@ -79,7 +81,9 @@ async def update_agent(
     """The fields sent replace the agent's (`limits` and `model` as a whole). One rule the
     schema cannot state: `limits.soft_time_limit_s` must be below `hard_time_limit_s`, a
     field left out of `limits` counting as its default (900 and 1,200); otherwise a 422
-    `validation_error` naming `limits`. A stale `If-Match` is a 409 `version_conflict`."""
+    `validation_error` naming `limits`; as on create, unique `mcp_servers` names, and
+    `auto_approve` entries of `GET /v1/tools` or of the agent's MCP servers as patched. A
+    stale `If-Match` is a 409 `version_conflict`."""
     if not body.model_fields_set:
         raise ValidationFailed.field("body", "names no field to change")
     agent = await services.agents.update(

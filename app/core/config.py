@@ -440,6 +440,39 @@ class ToolSettings(BaseModel):
     )
 
 
+class McpSettings(BaseModel):
+    """Agents' MCP tool servers (`mcp_servers`): what a worker lets them run and reach.
+    Closed by default: no command may be run and only public addresses reached until the
+    operator opens what it trusts."""
+
+    stdio_commands: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Commands an agent's stdio server may run (its `command`, exactly); "
+        '["*"]: any. Whoever may write agents may run these on the workers.',
+    )
+    allow_private: bool = Field(
+        False, description="Let MCP server URLs reach private, loopback and link-local addresses."
+    )
+    allowed_networks: list[str] = Field(
+        default_factory=list, description="CIDRs MCP server URLs may reach even if private."
+    )
+    secret_env: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Environment variables of the worker that agents' MCP `env` and `headers` "
+        "may reference as `${NAME}` (the secrets stay out of the agents).",
+    )
+    start_timeout_s: float = Field(
+        30.0, gt=0, le=600, description="Starting a server, its handshake and its tool list."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> McpSettings:
+        parse_networks(self.allowed_networks)
+        return self
+
+
 class WebhookSettings(BaseModel):
     """Outbound webhooks (`/v1/webhooks`): how deliveries are sent, retried and bounded,
     and which addresses their URLs may reach (the `http_request` tool's policy, set apart)."""
@@ -621,6 +654,7 @@ class Settings(BaseSettings):
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
     resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     loop_guards: LoopGuardSettings = Field(default_factory=LoopGuardSettings)

@@ -162,6 +162,7 @@ class StopReason(StrEnum):
     PROVIDER_ERROR = "provider_error"  # failed: an LLM call failed for good
     PROVIDER_UNAVAILABLE = "provider_unavailable"  # failed: no provider for its model
     BUDGET_EXHAUSTED = "budget_exhausted"  # failed, not retried: its next call did not fit
+    TOOLS_UNAVAILABLE = "tools_unavailable"  # failed: an MCP server of its agent did not start
     AGENT_MISSING = "agent_missing"  # failed: its agent was deleted
     INTERNAL = "internal"  # failed: a bug
     CANCELLED = "cancelled"  # cancelled

@@ -20,6 +20,7 @@ from app.core.errors import (
 from app.core.ids import new_id
 from app.engine.idempotent_create import CreateKey, keyed_create
 from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
+from app.schemas.mcp import server_of
 from app.store import agents as agent_store
 from app.store import idempotency
 
@@ -67,18 +68,20 @@ class AgentCommands:
                 return found
             after_id = agents[-1].id
 
-    def _check_tools(self, values: dict[str, Any]) -> None:
-        """An unknown tool name is refused now, not when a run first calls it."""
+    def _check_tools(self, values: dict[str, Any], mcp_servers: Collection[str]) -> None:
+        """An unknown tool name is refused now, not when a run first calls it. The tools of
+        the agent's MCP servers (`mcp_servers`: their names) are known only to its runs: any
+        `<server>__<tool>` of one of them may be auto-approved, and none needs listing."""
         known = self._known_tools
         if known is None:
             return
+        servers = set(mcp_servers)
         unknown = [
-            FieldError(
-                f"body.{field}[{i}]", f"no tool is named {name!r}; known: {', '.join(known)}"
-            )
+            FieldError(f"body.{field}[{i}]", _unknown_tool(name, known, servers, field))
             for field in ("tools", "auto_approve")
             for i, name in enumerate(values.get(field) or [])
             if name not in known
+            and not (field == "auto_approve" and server_of(name, servers) is not None)
         ]
         if unknown:
             raise ValidationFailed(unknown)
@@ -111,7 +114,7 @@ class AgentCommands:
         agent as that create returned it)."""
         key = CreateKey.of(CREATE_SCOPE, idempotency_key, request_hash)
         values = body.model_dump(mode="json") | {"id": new_id("agent"), "version": 1}
-        self._check_tools(values)
+        self._check_tools(values, [server.name for server in body.mcp_servers])
         async with self._sessionmaker() as session, session.begin():
             create = await keyed_create(
                 session, key, now=self._clock(), retention=self._idempotency_retention
@@ -128,7 +131,6 @@ class AgentCommands:
         self, agent_id: str, body: AgentPatch, *, expected_version: int | None
     ) -> AgentRead:
         changes = body.model_dump(mode="json", exclude_unset=True)
-        self._check_tools(changes)
         async with self._sessionmaker() as session, session.begin():
             current = await agent_store.get_agent(session, agent_id)
             if current is None:
@@ -138,6 +140,7 @@ class AgentCommands:
             merged = AgentCreate.model_validate(
                 current.model_dump(mode="json", include=set(AgentCreate.model_fields)) | changes
             )
+            self._check_tools(changes, [server.name for server in merged.mcp_servers])
             if "reports_to" in changes:
                 await self._check_manager(session, agent_id, merged.reports_to)
             updated = await agent_store.update_agent(
@@ -161,3 +164,16 @@ class AgentCommands:
             if await agent_store.has_runs(session, agent_id):
                 raise AgentInUse(f"agent {agent_id!r} has runs; it is kept for their history")
             await agent_store.delete_agent(session, agent_id, read_version=current.version)
+
+
+def _unknown_tool(name: str, known: list[str], servers: set[str], field: str) -> str:
+    if field == "tools" and server_of(name, servers) is not None:
+        return (
+            f"{name!r} is a tool of the agent's MCP server {server_of(name, servers)!r}: "
+            "those are its own without being listed here"
+        )
+    mcp = f"; or `<server>__<tool>` of its MCP servers ({', '.join(sorted(servers))})"
+    return (
+        f"no tool is named {name!r}; known: {', '.join(known)}"
+        f"{mcp if field == 'auto_approve' and servers else ''}"
+    )

@@ -48,6 +48,7 @@ class Boundary:
     # A compaction: the new live context, replacing the transcript through this position.
     context: tuple[int, list[Message]] | None = None
     call: CallCost | None = None  # the LLM call this step counts, added to the cost totals
+    mcp_tools: dict[str, Any] | None = None  # the MCP tools the run listed (see history.py)
 
     @property
     def lifecycle(self) -> bool:
@@ -191,6 +192,8 @@ def _step(write: BoundaryWrite) -> history.NewStep:
         data["loop"] = write.loop_counters
     if boundary.kind is StepKind.INPUT:
         data["prompt_hash"] = write.prompt_hash
+    if boundary.mcp_tools is not None:
+        data["mcp_tools"] = boundary.mcp_tools
     status = boundary.run_values.get("status", RunStatus.RUNNING)
     return history.NewStep(
         run.id, run.conversation_id, boundary.kind, RunStatus(status), write.now, messages, data

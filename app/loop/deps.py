@@ -23,6 +23,7 @@ from app.llm.provider import Provider
 from app.loop.boundary import BoundaryWrite
 from app.loop.stagnation import StagnationPolicy
 from app.loop.tool_runner import ToolRunner
+from app.loop.tools.mcp import McpHub
 from app.schemas.agents import AgentRead
 from app.schemas.runs import RunRead
 from app.telemetry.metrics import Metrics
@@ -59,6 +60,7 @@ class LoopDeps:
     llm_policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # between LLM attempts
     approvals: ApprovalCommands | None = None  # None: calls that need approval are refused
+    mcp: McpHub = field(default_factory=McpHub)  # agents' MCP servers, under its policy
     # During a model call, how often the loop reads its run's cancel flag when no wake-up
     # came (one may be lost; see app.engine.bus).
     cancel_poll_s: float = 2.0

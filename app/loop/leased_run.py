@@ -14,6 +14,7 @@ from app.loop.boundary import COUNTERS, Boundary, BoundaryWrite
 from app.loop.cancel_watch import CancelFlag, cancel_flag
 from app.loop.deps import LeaseLost, LoopDeps
 from app.loop.tool_batch import may_run_again
+from app.loop.tools.mcp import RunServers
 from app.loop.watchers import Watchers
 from app.schemas.runs import RunRead, Usage
 from app.store.outage import connection_lost
@@ -39,6 +40,10 @@ class LeasedRun:
         # it changed (the checkpoint reads the latest one recorded).
         self.loop_written: dict[str, Any] | None = None
         self.system_hash = ""  # of the agent's prompt, once the loop has read its agent
+        # The run's tools: the process's, and its agent's MCP servers' (loop/mcp_servers.py),
+        # whose servers it stops when its execution ends.
+        self.tools = deps.tools
+        self.servers: RunServers | None = None
 
     def cancel_flag(self) -> AbstractContextManager[CancelFlag]:
         return cancel_flag(self.run.id, bus=self.deps.bus, sessionmaker=self.deps.sessionmaker)
@@ -50,7 +55,7 @@ class LeasedRun:
         if self.lease_lost.is_set():  # the heartbeat could not renew: stop here
             raise LeaseLost()
         watchers = watchers or self.watchers
-        registry = self.deps.tools.registry
+        registry = self.tools.registry
         counters = {k: v for k, v in boundary.run_values.items() if k in COUNTERS}
         if "usage" in counters:
             counters["usage"] = Usage.model_validate(counters["usage"])

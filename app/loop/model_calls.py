@@ -36,6 +36,7 @@ from app.loop.loop_detection import ASK_HUMAN
 from app.loop.prompt import Frame, frame_of, offered_tools, read_frame
 from app.loop.prompt_profiles import profile_for
 from app.loop.summary import llm_summariser, summary_settings
+from app.loop.tools.registry import ToolRegistry
 from app.loop.watchers import Watchers
 from app.schemas.agents import AgentRead
 from app.schemas.runs import RunRead
@@ -61,8 +62,11 @@ class ModelCalls:
         *,
         lease_lost: asyncio.Event,
         on_event: EventSink,
+        tools: ToolRegistry | None = None,
     ) -> None:
+        """`tools`: the run's (its agent's MCP tools too); by default the process's."""
         self.deps = deps
+        self.tools = tools or deps.tools.registry
         self.agent = agent
         self.run_id = run_id
         self.lane = lane
@@ -133,8 +137,7 @@ class ModelCalls:
         self._frame = None  # the next call reads the journal again
 
     def tool_specs(self, watchers: Watchers, forced: ToolChoice | None) -> list[ToolSpec]:
-        registry = self.deps.tools.registry
-        return offered_tools(registry, self.agent, withdrawn=watchers.degraded, forced=forced)
+        return offered_tools(self.tools, self.agent, withdrawn=watchers.degraded, forced=forced)
 
     async def complete(
         self,

@@ -39,9 +39,11 @@ from app.loop.crashpoints import crash_point
 from app.loop.deps import LeaseLost, prompt_hash
 from app.loop.exits import hand_back, settled
 from app.loop.leased_run import LeasedRun
+from app.loop.mcp_servers import run_tools
 from app.loop.model_calls import ModelCalls, counted, recovery_boundary, with_usage
 from app.loop.terminators import AtBoundary, Ending, Stop, failed
 from app.loop.tool_batch import BatchEnd, ToolBatch
+from app.loop.tools.mcp import McpUnavailable
 from app.loop.watchers import Watchers
 from app.schemas.runs import Usage
 from app.store import agents as agent_store
@@ -103,6 +105,9 @@ class RunLoop(LeasedRun):
                 return
             log.exception("run %s failed", self.run.id)
             await self._quietly(failed(StopReason.INTERNAL, f"{type(exc).__name__}: {exc}"))
+        finally:
+            if self.servers is not None:  # every way out stops the run's MCP servers
+                await self.servers.close()
 
     async def _execute(self) -> None:
         deps = self.deps
@@ -130,7 +135,14 @@ class RunLoop(LeasedRun):
         if downgrade is not None:  # the run uses the cheaper model, and its tier's prompt
             model = agent.model.model_copy(update={"name": downgrade.to_model})
             agent = agent.model_copy(update={"model": model})
-        self.agent = agent
+        try:
+            tools = await run_tools(deps, self.run.id, agent, self._event_now)
+        except McpUnavailable as exc:
+            reason, retryable = StopReason.TOOLS_UNAVAILABLE, exc.retryable
+            await self._settle(failed(reason, str(exc), retryable=retryable))
+            return
+        self.agent, self.tools, self.servers = tools.agent, tools.runner, tools.servers
+        agent = self.agent
         self.trace.agent(agent.name, agent.model.name)
         self.watchers = Watchers.load(checkpoint.loop_counters or None)
         if checkpoint.loop_counters:
@@ -146,11 +158,12 @@ class RunLoop(LeasedRun):
             budgets,
             lease_lost=self.lease_lost,
             on_event=self._event_now,
+            tools=self.tools.registry,
         )
         self.batch = ToolBatch(
             self,
             agent,
-            tools=deps.tools,
+            tools=self.tools,
             approvals=deps.approvals,
             services=deps.tool_services,
             stagnation=deps.stagnation,
@@ -161,6 +174,8 @@ class RunLoop(LeasedRun):
         # Its first boundary (the input) was its first resume point, with its first message.
         started_here = checkpoint.kind is not None
         await self._start(started_here)
+        if tools.listing is not None:
+            await self.commit(tools.listing)
         if downgrade is not None and self.run.model_downgrade is None:
             record = downgrade.model_dump(mode="json")
             await self.commit(

@@ -12,6 +12,7 @@ from app.core.fields import Name, Text, ToolName
 from app.core.model_config import ModelConfig
 from app.core.vocabulary import CostTier
 from app.schemas.common import PatchBody
+from app.schemas.mcp import McpServers
 
 
 class Limits(BaseModel):
@@ -86,9 +87,11 @@ class _AgentFields(BaseModel):
         default_factory=list,
         max_length=100,
         description="Side-effecting tools this agent may run without a person's approval, "
-        "each a name that `GET /v1/tools` lists. Any other call that can change the world "
-        "waits for an approval first.",
+        "each a name that `GET /v1/tools` lists or a tool of its MCP servers "
+        "(`<server>__<tool>`). Any other call that can change the world waits for an "
+        "approval first.",
     )
+    mcp_servers: McpServers = Field(default_factory=list)
     model: ModelConfig
     limits: Limits = Field(default_factory=Limits)
     max_concurrent_tasks: int = Field(
@@ -128,8 +131,12 @@ class AgentPatch(PatchBody):
         None, max_length=100, description="Each a name that `GET /v1/tools` lists."
     )
     auto_approve: list[ToolName] | None = Field(
-        None, max_length=100, description="Each a name that `GET /v1/tools` lists."
+        None,
+        max_length=100,
+        description="Each a name that `GET /v1/tools` lists, or `<server>__<tool>` of one of "
+        "its MCP servers (as patched).",
     )
+    mcp_servers: McpServers | None = None
     model: ModelConfig | None = None
     limits: Limits | None = None
     max_concurrent_tasks: int | None = Field(None, ge=1, le=1_000)

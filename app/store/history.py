@@ -11,7 +11,9 @@ A step's `data` holds, each key only when the step has it:
 - `forgotten`: calls a person let run again as if never started;
 - `iteration`, `usage`: the run's counters once the step was written (when they changed);
 - `loop`: the watchers' state, when it changed (the checkpoint reads the latest one);
-- `prompt_hash`: the agent's prompt, on the `input` step.
+- `prompt_hash`: the agent's prompt, on the `input` step;
+- `mcp_tools`: the tools of the agent's MCP servers as the run listed them, offered for the
+  rest of the run (a resumed run reads the latest one: `mcp_tools()`).
 
 A `tool_call.completed` event keeps only the call's id: its result, `is_error` and
 `attempts` are those of the step's `completed` entry, read with it.
@@ -204,6 +206,18 @@ async def checkpoint(session: AsyncSession, run_id: str) -> Checkpoint:
         iteration=row.iteration,
         usage=row.usage,
     )
+
+
+_MCP_TOOLS = text(
+    "SELECT data -> 'mcp_tools' FROM run_history WHERE run_id = :run AND data ? 'mcp_tools' "
+    "ORDER BY seq DESC LIMIT 1"
+)
+
+
+async def mcp_tools(session: AsyncSession, run_id: str) -> dict[str, Any] | None:
+    """The MCP tools the run recorded last (None: it has listed none yet)."""
+    found: dict[str, Any] | None = await session.scalar(_MCP_TOOLS, {"run": run_id})
+    return found
 
 
 _COUNTERS = text(

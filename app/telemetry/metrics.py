@@ -154,6 +154,13 @@ class Metrics:
             ["tool"],
             registry=registry,
         )
+        self.mcp_server_failures = Counter(
+            "loopwright_mcp_server_failures",
+            "MCP servers of agents that failed, by stage: `start`, `call` (it went away), "
+            "`timeout` (a call got no answer in time).",
+            ["stage"],
+            registry=registry,
+        )
         self.loop_detections = Counter(
             "loopwright_loop_detections",
             "Tool-loop detections by tier and escalation level.",
@@ -211,6 +218,7 @@ class Metrics:
             "agent.llm.retry": (self.llm_retries, ("class",)),
             "agent.llm.fallback": (self.llm_fallbacks, ("reason",)),
             "agent.tool.retry": (self.tool_retries, ("tool",)),
+            "agent.mcp.server_failed": (self.mcp_server_failures, ("stage",)),
             "agent.loop.detected": (self.loop_detections, ("tier", "level")),
             "agent.stagnation.detected": (self.stagnations, ("action",)),
             "agent.compaction.run": (self.compactions, ()),

@@ -7,7 +7,8 @@ The form's script builds the JSON body and calls the API (`POST /v1/agents`, or 
 is refused rather than overwritten); the API's field errors are shown next to the fields.
 The model's fields are those of the provider chosen: the scripted model adds its script,
 an OpenAI-compatible one its server and the variable holding its key. A fallback model is
-shown as `fallback` (an agent's older `fallback_name`, as the same provider's), and saved so."""
+shown as `fallback` (an agent's older `fallback_name`, as the same provider's), and saved so.
+The MCP servers are a JSON text, as the API takes them."""
 
 from __future__ import annotations
 
@@ -89,6 +90,7 @@ def _form(
 ) -> dict[str, object]:
     """The form's context: `values` to fill it with, and the stored `agent` it edits (None:
     a new one)."""
+    known = {tool.name for tool in tools}
     return {
         "section": "agents",
         "values": values,
@@ -96,6 +98,10 @@ def _form(
         "script": _script_text(values.model.script),
         "fallback": _fallback(values.model),
         "tools": tools,
+        # The MCP servers as JSON, and the auto-approved tools of theirs (no checkbox has
+        # them: the servers' tools are known to runs only).
+        "mcp_servers": _mcp_text(values),
+        "mcp_auto_approve": [name for name in values.auto_approve if name not in known],
         "side_effects": ToolApproval.SIDE_EFFECTS,
         "providers": list(ModelProvider),
         "cost_tiers": list(CostTier),
@@ -115,6 +121,15 @@ def _script_text(script: list[ScriptedTurn] | None) -> str:
         return ""
     turns = [turn.model_dump(mode="json", exclude_defaults=True) for turn in script]
     return json.dumps(turns, indent=2, ensure_ascii=False)
+
+
+def _mcp_text(values: AgentCreate | AgentRead) -> str:
+    servers = [
+        server.model_dump(mode="json", exclude_defaults=True) for server in values.mcp_servers
+    ]
+    for server, typed in zip(servers, values.mcp_servers, strict=True):
+        server["transport"] = typed.transport.value  # a default, but the union's tag
+    return json.dumps(servers, indent=2, ensure_ascii=False)
 
 
 def _not_found(request: Request, viewer: Viewer, agent_id: str) -> HTMLResponse:

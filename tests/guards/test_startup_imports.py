@@ -28,13 +28,17 @@ SERVER_STACK = {
     "pgserver",
     "yaml",  # read by `agents create` only
     "opentelemetry",
+    "mcp",
 }
 # Loaded when needed: the Anthropic and OpenAI SDKs by the first run that calls them, the
-# embedded server's wheel when no DATABASE_URL is set, Alembic when the database is behind
-# the code, PyYAML by a workflow's export; schemathesis is a development tool.
+# MCP SDK (and its httpx2) by the first run that starts an MCP server, the embedded
+# server's wheel when no DATABASE_URL is set, Alembic when the database is behind the code,
+# PyYAML by a workflow's export; schemathesis is a development tool.
 NOT_AT_SERVER_START = {
     "anthropic",
     "openai",
+    "mcp",
+    "mcp_types",
     "pgserver",
     "alembic",
     "yaml",

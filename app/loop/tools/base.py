@@ -101,6 +101,9 @@ class Tool:
     # The service a call reaches (an HTTP tool: the host), so that one service's outage
     # opens the breaker for calls to it only; None: one breaker for the whole tool.
     breaker_scope: BreakerScope | None = None
+    # Tools that reach one service together share one breaker, `tool:<breaker_group>` (the
+    # tools of one MCP server); None: the tool's own.
+    breaker_group: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     # The call sends its idempotency key to a remote that honours it (see the module's
     # docstring); per call, like `idempotent`.
@@ -133,7 +136,10 @@ class Tool:
         return not allowed and not self.is_idempotent(arguments)
 
     def breaker_name(self, arguments: dict[str, Any]) -> str:
-        """`tool:<name>`, or `tool:<name>:<scope>` for a tool that names its services."""
+        """`tool:<name>`, or `tool:<name>:<scope>` for a tool that names its services, or
+        `tool:<group>` for one of a group."""
+        if self.breaker_group is not None:
+            return f"tool:{self.breaker_group}"
         try:
             scope = self.breaker_scope(arguments) if self.breaker_scope else None
         except Exception:  # arguments the rule cannot read: the tool-wide breaker
@@ -170,6 +176,7 @@ def define_tool(
     requires_approval: bool | None = None,
     breaker_scope: BreakerScope | None = None,
     deduplicated: IdempotencyRule = False,
+    breaker_group: str | None = None,
 ) -> Tool:
     """Make a tool. Every safety-relevant property must be given explicitly to loosen it."""
     if retries and idempotent is False and deduplicated is False:
@@ -193,4 +200,5 @@ def define_tool(
         requires_approval=requires_approval,
         breaker_scope=breaker_scope,
         deduplicated=deduplicated,
+        breaker_group=breaker_group,
     )

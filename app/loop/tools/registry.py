@@ -20,6 +20,10 @@ class ToolRegistry:
             raise ValueError(f"tool {tool.name!r} is defined twice")
         self._tools[tool.name] = tool
 
+    def with_tools(self, tools: Iterable[Tool]) -> ToolRegistry:
+        """These tools and `tools` (a run's own: its agent's MCP tools)."""
+        return ToolRegistry([*self._tools.values(), *tools])
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 

@@ -4,7 +4,8 @@
 // agent's page; a refusal's field errors are shown next to their fields. The provider's
 // select shows the fields of that provider only (the others are disabled: not sent). A
 // field with `data-with` is sent only along with the field it names (a fallback model's
-// provider, with its name).
+// provider, with its name). Two controls may fill one list (`auto_approve`: the tools'
+// checkboxes and the MCP tools' text).
 "use strict";
 (function () {
   const form = document.querySelector(".agent-form");
@@ -34,7 +35,7 @@
     if (type === "bool") return control.checked;
     if (type === "string") return text;
     if (type === "list") return text.split(",").map((s) => s.trim()).filter(Boolean);
-    if (text.trim() === "") return undefined;
+    if (text.trim() === "") return control.dataset.empty ? JSON.parse(control.dataset.empty) : undefined;
     if (control.type === "number") return Number(text);
     if (type === "json") {
       try { return JSON.parse(text); } catch (error) {
@@ -61,6 +62,10 @@
         continue;
       }
       const value = read(control);
+      if (Array.isArray(value) && Array.isArray(body[control.name])) { // a list's other part
+        body[control.name].push(...value);
+        continue;
+      }
       if (value !== undefined) put(body, control.name, value);
     }
     return body;
