@@ -230,7 +230,7 @@ async def test_retries_are_events_of_the_llm_call_and_a_failed_tool_is_an_error(
     chats = sorted((s for s in spans if s.name.startswith("chat")), key=lambda s: s.start_time or 0)
     assert [[e.name for e in c.events] for c in chats] == [[], ["agent.llm.retry"]]
     retry = chats[1].events[0].attributes or {}
-    assert (retry["class"], retry["status"], retry["attempt"]) == ("overloaded", 529, 1)
+    assert (retry["class"], retry["http_status"], retry["attempt"]) == ("overloaded", 529, 1)
     assert chats[1].status.status_code is StatusCode.UNSET  # the call succeeded in the end
 
 

@@ -21,7 +21,9 @@ its tools would be missing from every later turn.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,8 @@ if TYPE_CHECKING:  # loaded with the SDK when a run first starts a server
     from app.loop.tools.mcp.connection import Connection
 
 log = logging.getLogger(__name__)
+
+_CONNECTION = "app.loop.tools.mcp.connection"
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
 Recorded = dict[str, Any]  # {server name: {"transport", "tools": [ListedTool.record()]}}
@@ -182,10 +186,9 @@ class RunServers:
             return connection
 
     async def _start(self, server: AnyServer) -> Connection:
-        from app.loop.tools.mcp.connection import Connection
-
+        sdk = await _connection_module()
         self._starts[server.name] = self._starts.get(server.name, 0) + 1
-        connection = Connection(server, self.policy, self._live)
+        connection: Connection = sdk.Connection(server, self.policy, self._live)
         await connection.start()  # a start that fails leaves nothing running
         self._connections[server.name] = connection
         return connection
@@ -198,3 +201,13 @@ class RunServers:
             "agent.mcp.server_failed",
             {"server": connection.server.name, "stage": stage, "error": error[:500]},
         )
+
+
+async def _connection_module() -> Any:
+    """The module that speaks MCP, loaded on a thread the first time: the SDK takes most of
+    a second to import (more on a busy machine), which on the event loop would stall every
+    run of the process, their lease heartbeats too."""
+    module = sys.modules.get(_CONNECTION)
+    if module is None:
+        module = await asyncio.to_thread(importlib.import_module, _CONNECTION)
+    return module
