@@ -30,6 +30,7 @@ from app.core.states import RunStatus, StopReason
 from app.core.vocabulary import StepKind
 from app.llm.policy import PERMANENT_FAILURES
 from app.llm.provider import LLMResponse, ProviderUnavailable
+from app.llm.providers.registry import load_sdks
 from app.llm.resilient import LLMCallFailed
 from app.loop import resume, terminators
 from app.loop.boundary import Boundary, started_events
@@ -147,6 +148,8 @@ class RunLoop(LeasedRun):
         self.watchers = Watchers.load(checkpoint.loop_counters or None)
         if checkpoint.loop_counters:
             self.loop_written = self.watchers.counters
+        fallback = agent.model.fallback_model()
+        await load_sdks(agent.model.provider, *([fallback.provider] if fallback else []))
         self.model = ModelCalls(
             deps,
             agent,

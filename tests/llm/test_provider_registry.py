@@ -4,6 +4,8 @@ missing; each provider reads its own settings group (`LOOPWRIGHT_LLM__<PROVIDER>
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -272,3 +274,28 @@ def test_a_fallback_model_is_reached_as_its_config_says(
     assert (fallback.provider, fallback.name, fallback.base_url, fallback.api_key_env) == expected
     assert fallback.fallback_model() is None
     assert ModelConfig(provider="openai", name="a").fallback_model() is None
+
+
+LOADED_ON = """
+import asyncio, sys, threading
+from app.llm.providers.registry import load_sdks
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "openai":
+            print(threading.current_thread() is threading.main_thread())
+        return None
+
+sys.meta_path.insert(0, Watch())
+asyncio.run(load_sdks("openai", "scripted"))
+print("app.llm.providers.openai" in sys.modules)
+"""
+
+
+def test_a_runs_provider_sdk_is_imported_off_the_event_loop() -> None:
+    """A run whose provider's SDK is not loaded yet imports it on a thread: on the event
+    loop, its import would stall every other run of the process."""
+    found = subprocess.run(
+        [sys.executable, "-c", LOADED_ON], capture_output=True, text=True, check=True
+    )
+    assert found.stdout.split() == ["False", "True"], found.stderr

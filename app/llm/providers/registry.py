@@ -9,7 +9,9 @@ serves any model name (each request carries its own); an agent's fallback model
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import sys
 import threading
 from collections.abc import Callable
 
@@ -60,6 +62,17 @@ MISSING_CREDENTIALS: dict[str, MissingCredentials] = {
     "anthropic": lambda settings, model: anthropic_settings.missing_credentials(settings.anthropic),
     "openai": lambda settings, model: openai_settings.missing_credentials(settings.openai, model),
 }
+
+
+async def load_sdks(*providers: str) -> None:
+    """Imports, on a thread, the SDKs of these providers that are not loaded yet: a run
+    whose provider `warm_up` did not load (an agent's own server, no settings for it) would
+    otherwise import it on the event loop, stalling every run of the process (and their
+    lease heartbeats) for as long as it takes."""
+    modules = [SLOW_IMPORTS[p] for p in providers if p in SLOW_IMPORTS]
+    missing = [module for module in modules if module not in sys.modules]
+    if missing:
+        await asyncio.to_thread(lambda: [importlib.import_module(m) for m in missing])
 
 
 def missing_credentials(settings: LLMSettings) -> dict[str, str]:
