@@ -62,10 +62,8 @@ def _followed(client: Client, run_id: str) -> Exit:
 def _agent_id(client: Client, agent: str | None) -> str:
     """An agent given by id or by name; the demo agent (made on first use) by default."""
     name = agent or "demo"
-    if agent and agent.startswith("agt_"):
-        return agent
     for found in _all(client, "/v1/agents"):
-        if found["name"] == name:
+        if name in (found["name"], found["id"]):
             return str(found["id"])
     if agent:
         raise ClientError(f"no agent named {agent!r} (see `loopwright agents`)")

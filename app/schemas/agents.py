@@ -110,7 +110,7 @@ class _AgentFields(BaseModel):
         None,
         description="The id of this agent's manager (hierarchical routing delegates a "
         "manager's task down to its reports); no chain may loop.",
-        examples=["agt_01jd2x7k8m9n0p1q2r3s4t5v6w"],
+        examples=["agent_01jd2x7k8m9n0p1q2r3s4t5v6w"],
     )
     personality: Personality | None = None
 

@@ -31,7 +31,7 @@ class BudgetCreate(BaseModel):
     subject: Name = Field(
         description="The id of an agent that exists (`scope: agent`), or a project's name "
         "(`scope: project`).",
-        examples=["agt_01jd2x7k8m9n0p1q2r3s4t5v6w"],
+        examples=["agent_01jd2x7k8m9n0p1q2r3s4t5v6w"],
     )
     period: BudgetPeriod
     limit_usd: LimitUsd

@@ -63,6 +63,8 @@ async def test_runs_lists_newest_first_with_agent_stop_and_error_and_pages(
 
     oldest = await cli(base_url, "runs", "--oldest", "--agent", "first")
     assert [line.split()[0] for line in oldest.out.splitlines()[1:]] == [older["id"]]
+    by_id = await cli(base_url, "runs", "--oldest", "--agent", agent_id)  # an id as well
+    assert by_id.out == oldest.out
 
 
 async def test_a_question_is_asked_at_a_terminal_and_the_answer_sent(
