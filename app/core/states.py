@@ -150,6 +150,23 @@ def run_sources(target: RunStatus) -> frozenset[RunStatus]:
     return frozenset(s for s, targets in RUN_ALLOWED.items() if target in targets)
 
 
+class PlanStepStatus(StrEnum):
+    PENDING = "pending"  # in the plan, not started. In: the plan, or a replan.
+    RUNNING = "running"  # the executor works on it; a resumed run continues it here.
+    COMPLETED = "completed"  # the executor gave its result; terminal.
+    FAILED = "failed"  # the executor said it cannot be done; a replan may follow; terminal.
+
+
+PS = PlanStepStatus
+
+PLAN_STEP_ALLOWED: dict[PlanStepStatus, frozenset[PlanStepStatus]] = {
+    PS.PENDING: frozenset({PS.RUNNING}),
+    PS.RUNNING: frozenset({PS.COMPLETED, PS.FAILED}),
+    PS.COMPLETED: frozenset(),
+    PS.FAILED: frozenset(),
+}
+
+
 class StopReason(StrEnum):
     """Why a run stopped (`runs.stop_reason`); the status says how it ended."""
 

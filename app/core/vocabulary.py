@@ -215,3 +215,10 @@ class ModelTier(StrEnum):
     LARGE = "large"
     MEDIUM = "medium"
     SMALL = "small"
+
+
+class ExecutionLoopKind(StrEnum):
+    REACT = "react"  # reason, call tools, see the results, until a text answer
+    PLAN_EXECUTE = "plan_execute"  # a planner's structured plan, its steps run in order
+    HYBRID = "hybrid"  # a plan whose steps may themselves replan and branch
+    AUTO = "auto"  # one of the above, chosen per run by the task's estimated complexity

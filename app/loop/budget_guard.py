@@ -77,12 +77,7 @@ class BudgetGuard:
         target = self.deps.prices.downgrade(self.agent.model.provider, self.agent.model.name)
         if threshold is None or target is None:
             return None
-        async with self.deps.sessionmaker() as session:
-            project = await self._project_in(session)
-            today = self.deps.clock().astimezone(UTC).date()
-            tightest = await budget_store.tightest_monthly(
-                session, self.agent.id, project, today=today
-            )
+        tightest = await self.tightest_monthly()
         if tightest is None or tightest[1] < threshold:
             return None
         budget_id, spent_percent = tightest
@@ -94,6 +89,14 @@ class BudgetGuard:
             budget_id=budget_id,
             spent_percent=spent_percent,
         )
+
+    async def tightest_monthly(self) -> tuple[str, float] | None:
+        """The monthly budget the run counts against that has spent the most of its limit,
+        and that percent; None without one."""
+        async with self.deps.sessionmaker() as session:
+            project = await self._project_in(session)
+            today = self.deps.clock().astimezone(UTC).date()
+            return await budget_store.tightest_monthly(session, self.agent.id, project, today=today)
 
     async def _project_in(self, session: AsyncSession) -> str:
         if self._project is None:

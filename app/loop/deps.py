@@ -21,6 +21,7 @@ from app.llm.policy import LLMRetryPolicy
 from app.llm.prices import PriceTable
 from app.llm.provider import Provider
 from app.loop.boundary import BoundaryWrite
+from app.loop.kinds.auto import AutoLoopPolicy
 from app.loop.stagnation import StagnationPolicy
 from app.loop.tool_runner import ToolRunner
 from app.loop.tools.mcp import McpHub
@@ -56,6 +57,7 @@ class LoopDeps:
     metrics: Metrics | None = None
     prices: PriceTable = field(default_factory=PriceTable)
     downgrade_at_percent: float | None = None  # None: runs keep their agent's model
+    auto_loops: AutoLoopPolicy = field(default_factory=AutoLoopPolicy)  # `auto`'s choice
     breakers: Breakers = field(default_factory=Breakers)  # shared with the tool runner
     llm_policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # between LLM attempts

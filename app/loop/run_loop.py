@@ -16,6 +16,8 @@ units of their own: the checks that may end the run at a boundary (loop/terminat
 the LLM calls and context recovery (loop/model_calls.py), what a resumed run finds
 (loop/resume.py), a tool batch (loop/tool_batch.py, which sees the loop through
 `BatchHost`), and the boundaries that take a run out of `running` (loop/exits.py).
+The turns themselves are driven by the agent's loop kind (loop/kinds/: ReAct by default),
+through `LoopHost`, which `RunLoop` provides.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from app.core.messages import Message, TextBlock, last_assistant_text
+from app.core.messages import Block, Message, TextBlock, last_assistant_text
 from app.core.states import RunStatus, StopReason
 from app.core.vocabulary import StepKind
 from app.llm.policy import PERMANENT_FAILURES
@@ -39,6 +41,7 @@ from app.loop.cancel_watch import CancelledDuringCall, unless_cancelled
 from app.loop.crashpoints import crash_point
 from app.loop.deps import LeaseLost, prompt_hash
 from app.loop.exits import hand_back, settled
+from app.loop.kinds import registry
 from app.loop.leased_run import LeasedRun
 from app.loop.mcp_servers import run_tools
 from app.loop.model_calls import ModelCalls, counted, recovery_boundary, with_usage
@@ -46,7 +49,7 @@ from app.loop.terminators import AtBoundary, Ending, Stop, failed
 from app.loop.tool_batch import BatchEnd, ToolBatch
 from app.loop.tools.mcp import McpUnavailable
 from app.loop.watchers import Watchers
-from app.schemas.runs import Usage
+from app.schemas.runs import LoopSelection, Usage
 from app.store import agents as agent_store
 from app.store import conversations, history
 from app.store import journal as journal_store
@@ -176,7 +179,10 @@ class RunLoop(LeasedRun):
         )
         # Its first boundary (the input) was its first resume point, with its first message.
         started_here = checkpoint.kind is not None
-        await self._start(started_here)
+        kind = self.run.execution_loop or await registry.selection(
+            deps, agent, self.run.lane, budgets
+        )
+        await self._start(started_here, kind)
         if tools.listing is not None:
             await self.commit(tools.listing)
         if downgrade is not None and self.run.model_downgrade is None:
@@ -193,44 +199,29 @@ class RunLoop(LeasedRun):
             return
         if not await self._answer_pending_calls():
             return
-        while True:
-            self.trace.turn(self.run.iteration)
-            stop = terminators.first_stop(self._at_boundary())
-            if stop is not None:
-                await self._stop(stop)
-                return
-            await self._recover_context()
-            response = await self._call_llm(with_tools=True)
-            if await self._record_response(response):
-                return
-            crash_point("after_llm_response")
-            cancel = terminators.cancelled(self._at_boundary())
-            if cancel is not None:  # the response came after a cancel: its calls never run
-                await self._stop(cancel)
-                return
-            if not await self._went_on(await self.batch.run(response.content)):
-                return
-            crash_point("after_tool_result")
+        await registry.loop_of(kind.kind).drive(self)
 
     # -- boundaries ------------------------------------------------------------------
 
-    async def _start(self, started_here: bool) -> None:
+    async def _start(self, started_here: bool, kind: LoopSelection) -> None:
+        """The run's start (or its resumption), fixing its loop kind the first time."""
         event = (
             "agent_run.started",
             {"attempt": self.run.attempt, "resumed": started_here},
         )
+        fixed = {} if self.run.execution_loop else {"execution_loop": kind.model_dump(mode="json")}
         if started_here:
             # A prompt change a human accepted (the hash was cleared) is adopted here.
             accepted = (
                 {} if self.run.system_prompt_hash else {"system_prompt_hash": self.system_hash}
             )
-            await self.commit(Boundary(StepKind.NOTE, run_values=accepted, opening=[event]))
+            await self.commit(Boundary(StepKind.NOTE, run_values=accepted | fixed, opening=[event]))
             return
         await self.commit(
             Boundary(
                 StepKind.INPUT,
                 messages=[Message.user_text(self.run.input)],
-                run_values={"system_prompt_hash": self.system_hash},
+                run_values={"system_prompt_hash": self.system_hash} | fixed,
                 opening=[event],
             )
         )
@@ -253,9 +244,9 @@ class RunLoop(LeasedRun):
             )
         else:
             end = await self.batch.record(pending.calls, pending.answered, [], [], pending.declined)
-        return await self._went_on(end)
+        return await self.went_on(end)
 
-    def _at_boundary(self) -> AtBoundary:
+    def at_boundary(self) -> AtBoundary:
         return AtBoundary(
             run=self.run,
             limits=self.agent.limits,
@@ -266,7 +257,7 @@ class RunLoop(LeasedRun):
             max_error_batches=self.deps.max_error_batches,
         )
 
-    async def _stop(self, stop: Stop) -> None:
+    async def stop(self, stop: Stop) -> None:
         """End the run as a terminator decided (or hand it back to the queue)."""
         if stop.ending is Ending.HAND_BACK:
             await self.commit(hand_back())
@@ -287,7 +278,7 @@ class RunLoop(LeasedRun):
                 events=[("agent.exhaustion.soft_time_limit", {})],
             )
         )
-        response = await self._call_llm(with_tools=False)
+        response = await self.call_llm(with_tools=False)
         call = self.model.account(response.model, response.usage)
         text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
         message = Message(role="assistant", content=[TextBlock(text=text or "(no summary)")])
@@ -301,7 +292,7 @@ class RunLoop(LeasedRun):
             )
         )
 
-    async def _call_llm(self, *, with_tools: bool) -> LLMResponse:
+    async def call_llm(self, *, with_tools: bool) -> LLMResponse:
         """The model's response; `CancelledDuringCall` when a person cancels first."""
         call = self.model.complete(
             await self.model.frame(),
@@ -338,7 +329,7 @@ class RunLoop(LeasedRun):
             call=call,
         )
 
-    async def _recover_context(self) -> None:
+    async def recover_context(self) -> None:
         """Before an LLM call: commit what the recovery ladder did with a `compaction`
         checkpoint. R3's forced `ask_human` is kept in the watchers, so a crash before the
         call does not lose it."""
@@ -363,7 +354,7 @@ class RunLoop(LeasedRun):
         """Seconds left before the hard time limit (bounding an LLM call or a tool)."""
         return max(0.001, self.agent.limits.hard_time_limit_s - self._elapsed_s())
 
-    async def _record_response(self, response: LLMResponse) -> bool:
+    async def record_response(self, response: LLMResponse) -> bool:
         """Persist the assistant message before any of its tools run; True when it is the
         final answer (and the run is settled)."""
         message = Message(role="assistant", content=response.content)
@@ -386,7 +377,10 @@ class RunLoop(LeasedRun):
         await self._settle(replace(answer, messages=(message,), counters=counters, call=call))
         return True
 
-    async def _went_on(self, end: BatchEnd) -> bool:
+    async def run_batch(self, content: list[Block]) -> BatchEnd:
+        return await self.batch.run(content)
+
+    async def went_on(self, end: BatchEnd) -> bool:
         """After a tool batch: False when the run paused for a human, or (stagnant) is
         settled here."""
         if end is BatchEnd.STAGNANT:
@@ -431,6 +425,6 @@ class RunLoop(LeasedRun):
     async def _quietly(self, stop: Stop) -> None:
         """Settle after a failure, unless the lease is already gone."""
         try:
-            await self._stop(stop)
+            await self.stop(stop)
         except LeaseLost:
             log.warning("run %s: lease lost before it could be settled", self.run.id)

@@ -22,7 +22,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.states import RUN_ACTIVE, RunStatus
-from app.core.vocabulary import StepKind
+from app.core.vocabulary import ExecutionLoopKind, StepKind
 from app.models.base import Base
 from app.models.common import now_column, one_of
 
@@ -31,6 +31,7 @@ class Agent(Base):
     """Identity and configuration of an agent: prompt, tools, model, limits."""
 
     __tablename__ = "agents"
+    __table_args__ = (one_of("execution_loop", ExecutionLoopKind),)
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     name: Mapped[str] = mapped_column(Text)
@@ -53,6 +54,10 @@ class Agent(Base):
     reports_to: Mapped[str | None] = mapped_column(
         Text, ForeignKey("agents.id", ondelete="SET NULL")
     )
+    # The loop kind its runs use (react, plan_execute, hybrid, auto), and plan_execute's
+    # settings ({"planner_model", "executor_model", "max_replans"}).
+    execution_loop: Mapped[str] = mapped_column(Text, server_default=text("'react'"))
+    plan_execute: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column()
@@ -128,6 +133,8 @@ class Run(Base):
     system_prompt_hash: Mapped[str | None] = mapped_column(Text)
     # The model it runs on instead of its agent's, when a budget moved it down a tier.
     model_downgrade: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # The loop kind driving it ({"kind", "reason"}), fixed when it first starts.
+    execution_loop: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # The W3C trace context (`traceparent`, `tracestate`) of the request that created it.
     trace_context: Mapped[dict[str, str] | None] = mapped_column(JSONB)
     version: Mapped[int] = mapped_column(Integer)

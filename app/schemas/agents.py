@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from app.core.fields import Name, Text, ToolName
 from app.core.model_config import ModelConfig
-from app.core.vocabulary import CostTier
+from app.core.vocabulary import CostTier, ExecutionLoopKind
 from app.schemas.common import PatchBody
 from app.schemas.mcp import McpServers
 
@@ -63,6 +63,50 @@ class Personality(BaseModel):
     verbosity: Level | None = None
 
 
+# The loop kinds a run can be driven by today; the others are refused, not stored unused.
+AVAILABLE_LOOPS = frozenset({ExecutionLoopKind.REACT})
+
+
+def _available(kind: ExecutionLoopKind) -> ExecutionLoopKind:
+    if kind not in AVAILABLE_LOOPS:
+        available = ", ".join(sorted(AVAILABLE_LOOPS))
+        raise ValueError(f"the {kind.value} loop is not available yet; available: {available}")
+    return kind
+
+
+# On the way in only: what is stored was checked when it was written.
+AvailableLoop = Annotated[ExecutionLoopKind, AfterValidator(_available)]
+
+EXECUTION_LOOP_DESCRIPTION = (
+    "How its runs work: `react` (the model calls tools until it answers in text); "
+    "`plan_execute` (a planner model writes a plan of steps, each run in order on the "
+    "executor model, replanned when a step fails); `hybrid`; `auto` (chosen per run by "
+    "its task's `estimated_complexity`). Only `react` is available yet: the others are "
+    "refused (422)."
+)
+
+
+class PlanExecuteSettings(BaseModel):
+    """The `plan_execute` loop's models and replanning (unused by the other kinds)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    planner_model: Name | None = Field(
+        None,
+        description="The model that writes and revises the plan (its provider as the "
+        "agent's `model`); null: the agent's model.",
+        examples=["claude-opus-4-1"],
+    )
+    executor_model: Name | None = Field(
+        None,
+        description="The model that carries out the steps; null: the agent's model.",
+        examples=["claude-sonnet-4-5"],
+    )
+    max_replans: int = Field(
+        3, ge=0, le=20, description="How many times a failed step may lead to a new plan."
+    )
+
+
 class _AgentFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -113,10 +157,18 @@ class _AgentFields(BaseModel):
         examples=["agent_01jd2x7k8m9n0p1q2r3s4t5v6w"],
     )
     personality: Personality | None = None
+    execution_loop: ExecutionLoopKind = Field(
+        ExecutionLoopKind.REACT, description=EXECUTION_LOOP_DESCRIPTION
+    )
+    plan_execute: PlanExecuteSettings = Field(default_factory=PlanExecuteSettings)
 
 
 class AgentCreate(_AgentFields):
     """A new agent."""
+
+    execution_loop: AvailableLoop = Field(
+        ExecutionLoopKind.REACT, description=EXECUTION_LOOP_DESCRIPTION
+    )
 
 
 class AgentPatch(PatchBody):
@@ -143,6 +195,8 @@ class AgentPatch(PatchBody):
     cost_tier: CostTier | None = None
     reports_to: Name | None = None
     personality: Personality | None = Field(None, description="null removes it.")
+    execution_loop: AvailableLoop | None = Field(None, description=EXECUTION_LOOP_DESCRIPTION)
+    plan_execute: PlanExecuteSettings | None = None
 
     nullable_fields: ClassVar[frozenset[str]] = frozenset({"personality", "reports_to"})
 

@@ -21,7 +21,7 @@ from app.core.fields import Name
 from app.core.messages import Block, Role
 from app.core.schema_variants import published_as
 from app.core.states import ResumeDecision, RunStatus, StopReason, WaitReason
-from app.core.vocabulary import HumanAction, ModelTier, Multitask
+from app.core.vocabulary import ExecutionLoopKind, HumanAction, ModelTier, Multitask
 from app.schemas.bounds import StorableDatetime
 
 RunInput = Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
@@ -111,6 +111,17 @@ class ModelDowngrade(BaseModel):
     spent_percent: float
 
 
+class LoopSelection(BaseModel):
+    """The loop kind that drives a run, fixed when it first starts (a resumed run keeps
+    it): its agent's `execution_loop`, or what `auto` chose from its task's
+    `estimated_complexity` and its tightest monthly budget, with the reason."""
+
+    kind: ExecutionLoopKind
+    reason: str = Field(
+        examples=["complex → hybrid; a monthly budget is 85 % spent → plan_execute"]
+    )
+
+
 class RunError(BaseModel):
     code: StopReason
     message: str
@@ -191,6 +202,9 @@ class RunRead(BaseModel):
     system_prompt_hash: str | None
     model_downgrade: ModelDowngrade | None = Field(
         None, description="Set when a budget moved the run to a cheaper model."
+    )
+    execution_loop: LoopSelection | None = Field(
+        None, description="The loop kind driving it; null until it first starts."
     )
     # The W3C context its spans are children of (`traceparent`, `tracestate`): the span that
     # created it, when the creating process traced. `trace_id` is what clients see of it.

@@ -93,6 +93,7 @@ _BOUNDARY_COLUMNS = (
     "waiting_for",
     "system_prompt_hash",
     "model_downgrade",
+    "execution_loop",
     "lease_owner",
     "lease_expires_at",
     "finished_at",

@@ -10,6 +10,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import RUN_SETTLED, TaskStatus
+from app.core.vocabulary import Complexity
 from app.models import AGENTS, Task
 from app.schemas.runs import RunRead
 from app.schemas.tasks import TaskRead
@@ -41,6 +42,16 @@ async def lane_projects(session: AsyncSession, lanes: Iterable[str]) -> dict[str
 
 async def lane_project(session: AsyncSession, lane: str) -> str:
     return (await lane_projects(session, [lane])).get(lane, "")
+
+
+async def lane_complexity(session: AsyncSession, lane: str) -> Complexity | None:
+    """The `estimated_complexity` of the task a lane executes (None: not a task's lane, or
+    the task is gone)."""
+    task_id = lane_task(lane)
+    if task_id is None:
+        return None
+    found = await session.scalar(select(Task.estimated_complexity).where(Task.id == task_id))
+    return None if found is None else Complexity(found)
 
 
 async def task_spending(

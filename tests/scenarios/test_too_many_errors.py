@@ -18,8 +18,8 @@ from app.core.model_config import ScriptedTurn
 from app.core.states import RunStatus
 from app.engine.reconciler import Reconciler
 from app.engine.retry import RunRetryPolicy
-from app.loop import run_loop
 from app.loop.deps import LeaseLost
+from app.loop.kinds import react
 from app.loop.tools.base import ToolContext, ToolFailure, define_tool
 from app.store import history
 from app.telemetry.metrics import Metrics
@@ -244,7 +244,7 @@ async def test_a_crash_after_the_last_failing_batch_stops_the_resumed_run_at_onc
             if batches == 3:
                 raise LeaseLost()  # the loop ends without writing anything more
 
-    monkeypatch.setattr(run_loop, "crash_point", dies_after_the_third_batch)
+    monkeypatch.setattr(react, "crash_point", dies_after_the_third_batch)
     agent = await h.agent(
         call("broken", sku="W-1"),
         call("broken", sku="W-2"),

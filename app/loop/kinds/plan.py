@@ -1,0 +1,83 @@
+"""The plan of a `plan_execute` run as data: the planner's `submit_plan` tool, reading what
+it submitted (the error text to ask again with), and the moves of a plan, each a pure
+function returning the new plan (its steps follow `PLAN_STEP_ALLOWED`):
+
+    from_draft → start(i) → complete(i, result) | fail(i, reason) → replan(draft) → …
+
+A replan keeps the completed steps and replaces the rest with the new plan's steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.core.states import PLAN_STEP_ALLOWED, PlanStepStatus
+from app.llm.provider import ToolChoice, ToolSpec
+from app.schemas.plans import PlanDraft, PlanStep, RunPlan
+
+SUBMIT_PLAN = "submit_plan"
+SUBMIT_PLAN_TOOL = ToolSpec(
+    name=SUBMIT_PLAN,
+    description="Submit the plan: the steps that carry out the task, in order, each with "
+    "its goal and the acceptance criteria its result must meet.",
+    input_schema=PlanDraft.model_json_schema(),
+)
+FORCE_PLAN = ToolChoice(type="tool", name=SUBMIT_PLAN)
+
+Status = PlanStepStatus
+
+
+def read_draft(arguments: dict[str, Any]) -> PlanDraft | str:
+    """The submitted plan, or what is wrong with it (told to the planner when it is asked
+    again), one line per problem."""
+    try:
+        return PlanDraft.model_validate(arguments)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(map(str, e['loc'])) or 'plan'}: {e['msg']}" for e in exc.errors()]
+        return "The plan is invalid:\n" + "\n".join(problems)
+
+
+def from_draft(draft: PlanDraft) -> RunPlan:
+    steps = [PlanStep(**s.model_dump()) for s in draft.steps]
+    return RunPlan(steps=steps, current_step=0)
+
+
+def _moved(plan: RunPlan, index: int, target: Status, **fields: Any) -> RunPlan:
+    step = plan.steps[index]
+    if target not in PLAN_STEP_ALLOWED[step.status]:
+        raise ValueError(f"step {index} cannot go from {step.status.value} to {target.value}")
+    steps = list(plan.steps)
+    steps[index] = step.model_copy(update={"status": target, **fields})
+    return plan.model_copy(update={"steps": steps})
+
+
+def start(plan: RunPlan, index: int) -> RunPlan:
+    return _moved(plan, index, Status.RUNNING)
+
+
+def complete(plan: RunPlan, index: int, result: str) -> RunPlan:
+    """The step is done; the next one (if any) is current."""
+    done = _moved(plan, index, Status.COMPLETED, result=result)
+    following = index + 1 if index + 1 < len(plan.steps) else None
+    return done.model_copy(update={"current_step": following})
+
+
+def fail(plan: RunPlan, index: int, reason: str) -> RunPlan:
+    """The step cannot be done: no step is current until a replan."""
+    failed = _moved(plan, index, Status.FAILED, result=reason)
+    return failed.model_copy(update={"current_step": None})
+
+
+def replan(plan: RunPlan, draft: PlanDraft) -> RunPlan:
+    """The completed steps, then the new plan's; the first new step is current."""
+    kept = [s for s in plan.steps if s.status is Status.COMPLETED]
+    fresh = [PlanStep(**s.model_dump()) for s in draft.steps]
+    return RunPlan(steps=kept + fresh, current_step=len(kept), replans=plan.replans + 1)
+
+
+def final_result(plan: RunPlan) -> str | None:
+    """The last step's result, once every step is completed."""
+    if not plan.steps or any(s.status is not Status.COMPLETED for s in plan.steps):
+        return None
+    return plan.steps[-1].result

@@ -1,0 +1,39 @@
+"""Which loop drives a run: its agent's kind, or what `auto` chose for it."""
+
+from __future__ import annotations
+
+from app.core.vocabulary import ExecutionLoopKind
+from app.loop.budget_guard import BudgetGuard
+from app.loop.deps import LoopDeps
+from app.loop.kinds.auto import select_loop
+from app.loop.kinds.protocol import ExecutionLoop
+from app.loop.kinds.react import ReAct
+from app.schemas.agents import AgentRead
+from app.schemas.runs import LoopSelection
+from app.store import task_runs
+
+AGENTS_CHOICE = "the agent's execution_loop"
+
+
+async def selection(
+    deps: LoopDeps, agent: AgentRead, lane: str, budgets: BudgetGuard
+) -> LoopSelection:
+    """The kind a run starting now uses: its agent's, or for `auto`, the one its task's
+    `estimated_complexity` and its tightest monthly budget call for (a run that is no
+    task's: the policy's default)."""
+    if agent.execution_loop is not ExecutionLoopKind.AUTO:
+        return LoopSelection(kind=agent.execution_loop, reason=AGENTS_CHOICE)
+    async with deps.sessionmaker() as session:
+        complexity = await task_runs.lane_complexity(session, lane)
+    tightest = await budgets.tightest_monthly()
+    spent_percent = None if tightest is None else tightest[1]
+    chosen = select_loop(complexity, spent_percent, deps.auto_loops)
+    return LoopSelection(kind=chosen.kind, reason=f"auto: {chosen.reason}")
+
+
+def loop_of(kind: ExecutionLoopKind) -> ExecutionLoop:
+    """The loop that drives a run of this kind. The API refuses the kinds not built yet
+    (schemas/agents.py), so no agent names one, nor `auto` (which may choose one)."""
+    if kind is ExecutionLoopKind.REACT:
+        return ReAct()
+    raise NotImplementedError(f"the {kind.value} loop is not available yet")
