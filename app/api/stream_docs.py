@@ -29,6 +29,7 @@ from app.schemas.events import (
 from app.schemas.run_events import (
     MessageCreatedEvent,
     MessageDeltaEvent,
+    PlanEvent,
     ReconcileEvent,
     RunDiagnosticEvent,
     RunLifecycleEvent,
@@ -129,6 +130,7 @@ RUN = EventStream(
         ToolCallStartedEvent,
         ToolCallCompletedEvent,
         MessageDeltaEvent,
+        PlanEvent,
         RunDiagnosticEvent,
     ),
     "One event of `GET /v1/runs/{id}/events`: tell them apart by `event`.",

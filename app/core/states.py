@@ -181,6 +181,8 @@ class StopReason(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"  # failed, not retried: its next call did not fit
     TOOLS_UNAVAILABLE = "tools_unavailable"  # failed: an MCP server of its agent did not start
     AGENT_MISSING = "agent_missing"  # failed: its agent was deleted
+    PLAN_INVALID = "plan_invalid"  # failed: plan_execute's planner gave no valid plan, twice
+    PLAN_FAILED = "plan_failed"  # failed: a plan step failed with no replan left
     INTERNAL = "internal"  # failed: a bug
     CANCELLED = "cancelled"  # cancelled
     HEARTBEAT_LOST = "heartbeat_lost"  # timed_out: its worker died or hung

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC
 from decimal import Decimal
 from typing import Any
@@ -44,6 +44,21 @@ from app.store.costs import CallCost
 from app.telemetry import spans
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """What a loop kind changes about one call (loop/kinds/): the model (a name of the
+    agent's provider), tools offered besides the agent's (or, `only`, instead of them), and
+    a tool the model must call (over the watchers' choice)."""
+
+    model: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    only: bool = False
+    tool_choice: ToolChoice | None = None
+
+
+PLAIN = CallShape()
 
 
 class ModelCalls:
@@ -148,17 +163,23 @@ class ModelCalls:
         run: RunRead,
         remaining_s: float,
         with_tools: bool,
+        shape: CallShape = PLAIN,
     ) -> LLMResponse:
         """One LLM call over the live context, in its frame, bounded by the time left, if
-        the run's budgets have room for it (else `BudgetExhausted`)."""
+        the run's budgets have room for it (else `BudgetExhausted`); `shape` as its loop
+        kind asks."""
         model = self.agent.model
-        tool_choice = watchers.tool_choice if with_tools else None
+        tool_choice = shape.tool_choice or (watchers.tool_choice if with_tools else None)
+        tools: list[ToolSpec] = []
+        if with_tools:
+            own = [] if shape.only else self.tool_specs(watchers, tool_choice)
+            tools = [*own, *shape.tools]
         request = LLMRequest(
-            model=model.name,
+            model=shape.model or model.name,
             system=frame.system,
             messages=[*frame.journal, *for_provider(history)],
             max_tokens=model.max_output_tokens,
-            tools=self.tool_specs(watchers, tool_choice) if with_tools else [],
+            tools=tools,
             tool_choice=tool_choice,
             timeout_s=remaining_s,
             turn=run.iteration,

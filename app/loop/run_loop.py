@@ -29,6 +29,7 @@ from typing import Any
 
 from app.core.messages import Block, Message, TextBlock, last_assistant_text
 from app.core.states import RunStatus, StopReason
+from app.core.streams import StreamEvent
 from app.core.vocabulary import StepKind
 from app.llm.policy import PERMANENT_FAILURES
 from app.llm.provider import LLMResponse, ProviderUnavailable
@@ -44,7 +45,14 @@ from app.loop.exits import hand_back, settled
 from app.loop.kinds import registry
 from app.loop.leased_run import LeasedRun
 from app.loop.mcp_servers import run_tools
-from app.loop.model_calls import ModelCalls, counted, recovery_boundary, with_usage
+from app.loop.model_calls import (
+    PLAIN,
+    CallShape,
+    ModelCalls,
+    counted,
+    recovery_boundary,
+    with_usage,
+)
 from app.loop.terminators import AtBoundary, Ending, Stop, failed
 from app.loop.tool_batch import BatchEnd, ToolBatch
 from app.loop.tools.mcp import McpUnavailable
@@ -262,7 +270,7 @@ class RunLoop(LeasedRun):
         if stop.ending is Ending.HAND_BACK:
             await self.commit(hand_back())
             return
-        if stop.reason is not StopReason.CANCELLED:
+        if stop.reason not in (StopReason.CANCELLED, StopReason.END_TURN):
             log.warning("run %s stopped: %s", self.run.id, stop.reason)
         if stop.ending is Ending.SUMMARISE:
             await self._summarise(stop)
@@ -292,7 +300,7 @@ class RunLoop(LeasedRun):
             )
         )
 
-    async def call_llm(self, *, with_tools: bool) -> LLMResponse:
+    async def call_llm(self, *, with_tools: bool, shape: CallShape = PLAIN) -> LLMResponse:
         """The model's response; `CancelledDuringCall` when a person cancels first."""
         call = self.model.complete(
             await self.model.frame(),
@@ -301,6 +309,7 @@ class RunLoop(LeasedRun):
             run=self.run,
             remaining_s=self.remaining_s(),
             with_tools=with_tools,
+            shape=shape,
         )
         deps = self.deps
         return await unless_cancelled(
@@ -376,6 +385,36 @@ class RunLoop(LeasedRun):
         answer = Stop(Ending.SETTLE, RunStatus.COMPLETED, StopReason.END_TURN, message.text)
         await self._settle(replace(answer, messages=(message,), counters=counters, call=call))
         return True
+
+    async def record_turn(
+        self,
+        response: LLMResponse,
+        *,
+        after: list[Message],
+        run_values: dict[str, Any],
+        events: list[StreamEvent],
+    ) -> None:
+        """Persist the assistant message, and what the loop kind answers it with (`after`),
+        with its state (`run_values`), without settling the run: its tool calls, if any,
+        are answered in `after` (none runs)."""
+        message = Message(role="assistant", content=response.content)
+        call = self.model.account(response.model, response.usage)
+        await self.commit(
+            Boundary(
+                StepKind.LLM_RESPONSE,
+                messages=[message, *after],
+                run_values=counted(self.run, call) | run_values,
+                events=events,
+                call=call,
+            )
+        )
+
+    async def note(
+        self, *, messages: list[Message], run_values: dict[str, Any], events: list[StreamEvent]
+    ) -> None:
+        """Commit the loop kind's own messages (an input the model answers next) and state."""
+        kind = StepKind.INPUT if messages else StepKind.NOTE
+        await self.commit(Boundary(kind, messages=messages, run_values=run_values, events=events))
 
     async def run_batch(self, content: list[Block]) -> BatchEnd:
         return await self.batch.run(content)

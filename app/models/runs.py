@@ -135,6 +135,8 @@ class Run(Base):
     model_downgrade: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # The loop kind driving it ({"kind", "reason"}), fixed when it first starts.
     execution_loop: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # A plan_execute run's plan (schemas/plans.py RunPlan), written with each step's boundary.
+    plan: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # The W3C trace context (`traceparent`, `tracestate`) of the request that created it.
     trace_context: Mapped[dict[str, str] | None] = mapped_column(JSONB)
     version: Mapped[int] = mapped_column(Integer)

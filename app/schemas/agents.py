@@ -6,7 +6,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
 from app.core.fields import Name, Text, ToolName
 from app.core.model_config import ModelConfig
@@ -64,7 +71,7 @@ class Personality(BaseModel):
 
 
 # The loop kinds a run can be driven by today; the others are refused, not stored unused.
-AVAILABLE_LOOPS = frozenset({ExecutionLoopKind.REACT})
+AVAILABLE_LOOPS = frozenset({ExecutionLoopKind.REACT, ExecutionLoopKind.PLAN_EXECUTE})
 
 
 def _available(kind: ExecutionLoopKind) -> ExecutionLoopKind:
@@ -74,15 +81,28 @@ def _available(kind: ExecutionLoopKind) -> ExecutionLoopKind:
     return kind
 
 
-# On the way in only: what is stored was checked when it was written.
-AvailableLoop = Annotated[ExecutionLoopKind, AfterValidator(_available)]
+# On the way in only: what is stored was checked when it was written. The published schema
+# lists only the kinds accepted, so a request valid by the schema is never refused.
+AvailableLoop = Annotated[
+    ExecutionLoopKind,
+    AfterValidator(_available),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "enum": sorted(k.value for k in AVAILABLE_LOOPS),
+            "title": "AvailableLoop",
+        }
+    ),
+]
 
 EXECUTION_LOOP_DESCRIPTION = (
     "How its runs work: `react` (the model calls tools until it answers in text); "
     "`plan_execute` (a planner model writes a plan of steps, each run in order on the "
     "executor model, replanned when a step fails); `hybrid`; `auto` (chosen per run by "
-    "its task's `estimated_complexity`). Only `react` is available yet: the others are "
-    "refused (422)."
+    "its task's `estimated_complexity`). Only `react` and `plan_execute` are available yet: "
+    "the others are refused (422). A scripted model scripts plan_execute's planner and "
+    "executor in one script, played by LLM call: the planner's `submit_plan` call first, "
+    "then the executor's turns."
 )
 
 

@@ -172,6 +172,30 @@ class MessageDeltaEvent(BaseModel):
     data: MessageDeltaData
 
 
+class PlanEventType(StrEnum):
+    """A `plan_execute` run's plan moved (`GET /v1/runs/{id}` shows the plan as it stands)."""
+
+    CREATED = "plan.created"  # the planner's plan was accepted; its first step is next
+    STEP_STARTED = "plan.step.started"  # the executor began a step
+    STEP_COMPLETED = "plan.step.completed"  # the executor gave the step's result
+    STEP_FAILED = "plan.step.failed"  # the executor said the step cannot be done
+    REPLANNED = "plan.replanned"  # a new plan replaced the steps not completed
+
+
+class PlanEventData(RunData):
+    step: int | None = Field(None, description="`step.*`: the step's index in the plan.")
+    goal: str | None = Field(None, description="`step.*`: the step's goal.")
+    result: str | None = Field(None, description="`step.completed`: the step's result.")
+    reason: str | None = Field(None, description="`step.failed`: why it cannot be done.")
+    steps: int | None = Field(None, description="`created`, `replanned`: the plan's steps.")
+    replans: int | None = Field(None, description="`replanned`: the replans so far.")
+
+
+class PlanEvent(StepEvent):
+    event: PlanEventType
+    data: PlanEventData
+
+
 class RunDiagnosticData(RunData):
     """The run's id and status, and the diagnostic's own fields."""
 

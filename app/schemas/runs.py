@@ -23,6 +23,7 @@ from app.core.schema_variants import published_as
 from app.core.states import ResumeDecision, RunStatus, StopReason, WaitReason
 from app.core.vocabulary import ExecutionLoopKind, HumanAction, ModelTier, Multitask
 from app.schemas.bounds import StorableDatetime
+from app.schemas.plans import RunPlan
 
 RunInput = Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
 
@@ -205,6 +206,12 @@ class RunRead(BaseModel):
     )
     execution_loop: LoopSelection | None = Field(
         None, description="The loop kind driving it; null until it first starts."
+    )
+    plan: RunPlan | None = Field(
+        None,
+        description="A `plan_execute` run's plan: its steps (each with its status and "
+        "result), the current step, the replans so far; null for the other kinds, and "
+        "until the planner's plan is accepted.",
     )
     # The W3C context its spans are children of (`traceparent`, `tracestate`): the span that
     # created it, when the creating process traced. `trace_id` is what clients see of it.

@@ -94,6 +94,7 @@ _BOUNDARY_COLUMNS = (
     "system_prompt_hash",
     "model_downgrade",
     "execution_loop",
+    "plan",
     "lease_owner",
     "lease_expires_at",
     "finished_at",

@@ -14,6 +14,7 @@ from app.schemas.run_events import (
     DIAGNOSTIC_EVENTS,
     MessageCreatedEvent,
     MessageDeltaEvent,
+    PlanEvent,
     ReconcileEvent,
     RunLifecycleEvent,
     ToolCallCompletedEvent,
@@ -36,6 +37,7 @@ RUN = [
     *_names(MessageDeltaEvent),
     *_names(ToolCallStartedEvent),
     *_names(ToolCallCompletedEvent),
+    *_names(PlanEvent),
     *DIAGNOSTIC_EVENTS,
 ]
 APPROVALS = _names(ApprovalEvent)

@@ -1,5 +1,5 @@
 """Loop kinds: the loop an agent's runs use (`execution_loop`), plan_execute's settings,
-and the kind a run was given when it first started
+the kind a run was given when it first started, and a plan_execute run's plan
 
 Revision ID: 0017
 Revises: 0016
@@ -40,9 +40,11 @@ def upgrade() -> None:
         ),
     )
     op.add_column("runs", sa.Column("execution_loop", postgresql.JSONB(), nullable=True))
+    op.add_column("runs", sa.Column("plan", postgresql.JSONB(), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("runs", "plan")
     op.drop_column("runs", "execution_loop")
     op.drop_column("agents", "plan_execute")
     op.drop_constraint(op.f(_LOOP), "agents", type_="check")

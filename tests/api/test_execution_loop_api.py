@@ -1,6 +1,7 @@
 """An agent's loop kind through real HTTP: `react` by default, with plan_execute's
-settings stored beside it, and the kinds not built yet refused (422) on create and on
-patch rather than stored as a knob that does nothing. A react agent's run still works."""
+settings stored beside it, `plan_execute` accepted, and the kinds not built yet refused
+(422) on create and on patch rather than stored as a knob that does nothing (the published
+schema lists only the accepted kinds). A react agent's run still works."""
 
 from __future__ import annotations
 
@@ -40,7 +41,21 @@ async def test_plan_execute_settings_are_stored(client: httpx.AsyncClient) -> No
     assert_problem(too_many, 422, "validation_error")
 
 
-@pytest.mark.parametrize("kind", ["plan_execute", "hybrid", "auto"])
+async def test_plan_execute_is_accepted_and_published_alone_with_react(
+    client: httpx.AsyncClient,
+) -> None:
+    made = await client.post(
+        "/v1/agents", json={"name": "p", "model": SCRIPT, "execution_loop": "plan_execute"}
+    )
+    assert made.status_code == 201, made.text
+    assert made.json()["execution_loop"] == "plan_execute"
+    schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+    for body in ("AgentCreate", "AgentPatch"):
+        field = schemas[body]["properties"]["execution_loop"]
+        assert field["enum"] == ["plan_execute", "react"], field  # a valid body is accepted
+
+
+@pytest.mark.parametrize("kind", ["hybrid", "auto"])
 async def test_a_loop_kind_not_built_yet_is_refused(client: httpx.AsyncClient, kind: str) -> None:
     made = await client.post(
         "/v1/agents", json={"name": "p", "model": SCRIPT, "execution_loop": kind}

@@ -25,6 +25,18 @@ SUBMIT_PLAN_TOOL = ToolSpec(
 )
 FORCE_PLAN = ToolChoice(type="tool", name=SUBMIT_PLAN)
 
+STEP_FAILED = "step_failed"
+STEP_FAILED_TOOL = ToolSpec(
+    name=STEP_FAILED,
+    description="Say that the current step of the plan cannot be done, and why: the plan "
+    "is then revised. Call it only when the step's acceptance criteria cannot be met.",
+    input_schema={
+        "type": "object",
+        "properties": {"reason": {"type": "string", "description": "Why it cannot be done."}},
+        "required": ["reason"],
+    },
+)
+
 Status = PlanStepStatus
 
 
@@ -74,6 +86,18 @@ def replan(plan: RunPlan, draft: PlanDraft) -> RunPlan:
     kept = [s for s in plan.steps if s.status is Status.COMPLETED]
     fresh = [PlanStep(**s.model_dump()) for s in draft.steps]
     return RunPlan(steps=kept + fresh, current_step=len(kept), replans=plan.replans + 1)
+
+
+def step_prompt(plan: RunPlan, index: int) -> str:
+    """The executor's input for a step: its goal and acceptance criteria, and how to end it."""
+    step = plan.steps[index]
+    criteria = "\n".join(f"- {c}" for c in step.acceptance_criteria)
+    return (
+        f"Step {index + 1} of {len(plan.steps)} of the plan: {step.goal}\n"
+        f"Acceptance criteria:\n{criteria}\n"
+        "Work on this step only. When it is done, answer in text with its result, meeting "
+        f"every criterion. If it cannot be done, call {STEP_FAILED} with the reason."
+    )
 
 
 def final_result(plan: RunPlan) -> str | None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
-from app.core.messages import Block
+from app.core.messages import Block, Message
+from app.core.streams import StreamEvent
 from app.llm.provider import LLMResponse
+from app.loop.model_calls import PLAIN, CallShape
 from app.loop.terminators import AtBoundary, Stop
 from app.loop.tool_batch import BatchEnd
+from app.schemas.agents import AgentRead
 from app.schemas.runs import RunRead
 from app.telemetry import spans
 
@@ -17,6 +20,7 @@ class LoopHost(Protocol):
     writes commits one boundary, fenced by the run's lease."""
 
     trace: spans.RunSpan
+    agent: AgentRead
 
     @property
     def run(self) -> RunRead:
@@ -35,12 +39,31 @@ class LoopHost(Protocol):
         """Before an LLM call: compact the context when it needs it (and commit that)."""
         ...
 
-    async def call_llm(self, *, with_tools: bool) -> LLMResponse:
-        """The model's response to the context as it stands."""
+    async def call_llm(self, *, with_tools: bool, shape: CallShape = PLAIN) -> LLMResponse:
+        """The model's response to the context as it stands (`shape`: another model, tools
+        of the loop kind's own, a forced tool)."""
         ...
 
     async def record_response(self, response: LLMResponse) -> bool:
         """Persist the assistant message; True when it was the final answer (settled)."""
+        ...
+
+    async def record_turn(
+        self,
+        response: LLMResponse,
+        *,
+        after: list[Message],
+        run_values: dict[str, Any],
+        events: list[StreamEvent],
+    ) -> None:
+        """Persist the assistant message and what answers it (`after`: a result for each
+        of its tool calls), with the loop kind's state, without settling the run."""
+        ...
+
+    async def note(
+        self, *, messages: list[Message], run_values: dict[str, Any], events: list[StreamEvent]
+    ) -> None:
+        """Commit the loop kind's own messages (an input for the model) and state."""
         ...
 
     async def run_batch(self, content: list[Block]) -> BatchEnd:

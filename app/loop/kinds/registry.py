@@ -6,6 +6,7 @@ from app.core.vocabulary import ExecutionLoopKind
 from app.loop.budget_guard import BudgetGuard
 from app.loop.deps import LoopDeps
 from app.loop.kinds.auto import select_loop
+from app.loop.kinds.plan_execute import PlanExecute
 from app.loop.kinds.protocol import ExecutionLoop
 from app.loop.kinds.react import ReAct
 from app.schemas.agents import AgentRead
@@ -36,4 +37,6 @@ def loop_of(kind: ExecutionLoopKind) -> ExecutionLoop:
     (schemas/agents.py), so no agent names one, nor `auto` (which may choose one)."""
     if kind is ExecutionLoopKind.REACT:
         return ReAct()
+    if kind is ExecutionLoopKind.PLAN_EXECUTE:
+        return PlanExecute()
     raise NotImplementedError(f"the {kind.value} loop is not available yet")

@@ -1,0 +1,151 @@
+"""plan_execute through the real service: a scripted agent whose script plays the planner's
+`submit_plan` call first, then the executor's turns (the script is played by LLM call). The
+plan is on `GET /v1/runs/{id}` and its moves on the run's event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+from tests.api.test_runs_api import make_agent, settle, start
+from tests.support.sse import messages
+
+
+def step(goal: str) -> dict[str, Any]:
+    return {"goal": goal, "acceptance_criteria": [f"{goal}: done"]}
+
+
+def submit(*goals: str) -> dict[str, Any]:
+    plan = {"steps": [step(g) for g in goals]}
+    return {"tool_calls": [{"name": "submit_plan", "input": plan}]}
+
+
+def give_up(reason: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "step_failed", "input": {"reason": reason}}]}
+
+
+ECHO = {"tool_calls": [{"name": "echo", "input": {"x": 1}}]}
+
+
+def planned(*turns: dict[str, Any], **settings: Any) -> dict[str, Any]:
+    return {
+        "name": "planner",
+        "tools": ["echo"],
+        "execution_loop": "plan_execute",
+        "plan_execute": {"planner_model": "big", "executor_model": "small", **settings},
+        "model": {"provider": "scripted", "name": "scripted", "script": list(turns)},
+    }
+
+
+async def run_to_end(client: httpx.AsyncClient, agent: dict[str, Any]) -> dict[str, Any]:
+    agent_id = await make_agent(client, agent)
+    run = await settle(client, (await start(client, agent_id=agent_id))["id"])
+    return run
+
+
+async def plan_events(client: httpx.AsyncClient, run_id: str) -> list[tuple[str, Any]]:
+    """The run's plan events (each checked against the published schema), in order."""
+    async with asyncio.timeout(10), client.stream("GET", f"/v1/runs/{run_id}/events") as sse:
+        received = [m async for m in messages(sse) if m.id is not None]  # ends by itself
+    found = []
+    for m in received:
+        if m.event is not None and m.event.startswith("plan."):
+            found.append((m.event, m.data.get("step")))
+    return found
+
+
+async def transcript(client: httpx.AsyncClient, run: dict[str, Any]) -> str:
+    """The run's conversation, as JSON text."""
+    path = f"/v1/conversations/{run['conversation_id']}/messages"
+    return json.dumps((await client.get(path)).json())
+
+
+async def test_a_plan_of_two_steps_runs_them_in_order(client: httpx.AsyncClient) -> None:
+    run = await run_to_end(
+        client, planned(submit("find", "report"), ECHO, {"text": "found"}, {"text": "report"})
+    )
+    assert run["status"] == "completed", run
+    assert run["stop_reason"] == "end_turn" and run["result"] == "report"
+    plan = run["plan"]
+    assert [(s["goal"], s["status"], s["result"]) for s in plan["steps"]] == [
+        ("find", "completed", "found"),
+        ("report", "completed", "report"),
+    ]
+    assert plan["current_step"] is None and plan["replans"] == 0
+    assert await plan_events(client, run["id"]) == [
+        ("plan.created", None),
+        ("plan.step.started", 0),
+        ("plan.step.completed", 0),
+        ("plan.step.started", 1),
+        ("plan.step.completed", 1),
+    ]
+    texts = await transcript(client, run)
+    assert "Step 1 of 2 of the plan: find" in texts and "Step 2 of 2 of the plan: report" in texts
+
+
+async def test_a_failed_step_is_replanned_keeping_what_was_done(
+    client: httpx.AsyncClient,
+) -> None:
+    run = await run_to_end(
+        client,
+        planned(
+            submit("find", "fetch"),
+            {"text": "found"},
+            give_up("the server is gone"),
+            submit("fetch from the mirror"),
+            {"text": "fetched"},
+        ),
+    )
+    assert run["status"] == "completed", run
+    assert run["result"] == "fetched"
+    plan = run["plan"]
+    assert [(s["goal"], s["status"]) for s in plan["steps"]] == [
+        ("find", "completed"),
+        ("fetch from the mirror", "completed"),
+    ]
+    assert plan["replans"] == 1
+    assert await plan_events(client, run["id"]) == [
+        ("plan.created", None),
+        ("plan.step.started", 0),
+        ("plan.step.completed", 0),
+        ("plan.step.started", 1),
+        ("plan.step.failed", 1),
+        ("plan.replanned", None),
+        ("plan.step.started", 1),
+        ("plan.step.completed", 1),
+    ]
+
+
+async def test_a_run_fails_when_its_replans_run_out(client: httpx.AsyncClient) -> None:
+    run = await run_to_end(
+        client,
+        planned(
+            submit("fetch"),
+            give_up("gone"),
+            submit("fetch again"),
+            give_up("still gone"),
+            max_replans=1,
+        ),
+    )
+    assert run["status"] == "failed", run
+    assert run["stop_reason"] == "plan_failed"
+    assert "still gone" in run["error"]["message"] and "max_replans 1" in run["error"]["message"]
+    assert run["plan"]["replans"] == 1
+    assert run["plan"]["steps"][0]["status"] == "failed"
+
+
+async def test_an_invalid_plan_is_asked_for_again_once(client: httpx.AsyncClient) -> None:
+    empty = {"tool_calls": [{"name": "submit_plan", "input": {"steps": []}}]}
+    again = await run_to_end(client, planned(empty, submit("do"), {"text": "did"}))
+    assert again["status"] == "completed" and again["result"] == "did", again
+
+    failed = await run_to_end(client, planned(empty, {"text": "no plan from me"}))
+    assert failed["status"] == "failed", failed
+    assert failed["stop_reason"] == "plan_invalid" and failed["plan"] is None
+    assert "No plan was submitted" in failed["error"]["message"]
+    assert "The plan is invalid" in await transcript(
+        client, failed
+    )  # the first answer told the planner why

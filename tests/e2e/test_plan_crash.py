@@ -1,0 +1,104 @@
+"""A plan_execute run whose worker is killed (SIGKILL, at `after_tool_result`) in the middle
+of a plan step resumes in that step: a fresh worker goes on with the step's next turn (the
+call already made is not made again), then the next step, as if nothing had happened."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.store.db import libpq_url
+from tests.e2e.test_crash_points import _events, _fetch, _wait
+from tests.support.chaos_tools import LEDGER_DDL
+from tests.support.processes import ServerProcess, WorkerProcess
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAN = {
+    "steps": [
+        {"goal": "pay", "acceptance_criteria": ["the card is charged"]},
+        {"goal": "report", "acceptance_criteria": ["the payment is reported"]},
+    ]
+}
+SCRIPT = [
+    {"tool_calls": [{"name": "submit_plan", "input": PLAN}]},  # the planner
+    {"tool_calls": [{"name": "charge_card", "input": {"amount": 5}}]},  # step 1: the crash
+    {"text": "paid"},  # step 1's result, by the fresh worker
+    {"text": "reported"},  # step 2
+]
+
+
+def test_a_crash_in_the_middle_of_a_step_resumes_in_that_step(
+    database_url: str, clean_db: AsyncEngine, tmp_path: Path
+) -> None:
+    dsn = libpq_url(database_url)
+    asyncio.run(_fetch(dsn, LEDGER_DDL))
+    asyncio.run(_fetch(dsn, "TRUNCATE chaos_ledger"))
+    env = {
+        "DATABASE_URL": database_url,
+        "CHAOS_LEDGER_DSN": dsn,
+        "PYTHONPATH": str(ROOT),
+        "LOOPWRIGHT_TOOLS__PLUGINS": '["tests.support.chaos_tools:tools"]',
+        "LOOPWRIGHT_WORKERS__LEASE_TTL_S": "1",
+        "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2",
+        "LOOPWRIGHT_RECONCILER__INTERVAL_S": "0.5",
+    }
+    api = ServerProcess({**env, "LOOPWRIGHT_WORKERS__ENABLED": "false"}, tmp_path / "api.log")
+    doomed = WorkerProcess(
+        {**env, "LOOPWRIGHT_CRASH_AT": "after_tool_result"}, tmp_path / "doomed.log"
+    )
+    healthy = WorkerProcess(env, tmp_path / "healthy.log")
+    api.start()
+    try:
+        with httpx.Client(base_url=api.url, timeout=30) as http:
+            agent = http.post(
+                "/v1/agents",
+                json={
+                    "name": "payer",
+                    "tools": ["charge_card"],
+                    "auto_approve": ["charge_card"],
+                    "execution_loop": "plan_execute",
+                    "model": {"provider": "scripted", "name": "s", "script": SCRIPT},
+                },
+            ).json()
+            run = http.post("/v1/runs", json={"agent_id": agent["id"], "input": "pay"}).json()
+            doomed.spawn()
+            assert doomed.process is not None
+            assert doomed.process.wait(timeout=60) == -9, "the crash point was not reached"
+            crashed = http.get(f"/v1/runs/{run['id']}").json()
+            healthy.start()
+            final = _wait(http, run["id"], {"completed", "failed"})
+            events = _events(http, run["id"], until=None)
+    finally:
+        doomed.terminate_and_wait()
+        healthy.terminate_and_wait()
+        api.terminate_and_wait()
+
+    # The crash left the plan in its first step, running.
+    assert crashed["plan"]["current_step"] == 0
+    assert crashed["plan"]["steps"][0]["status"] == "running"
+    assert final["status"] == "completed", final
+    assert final["result"] == "reported"
+    assert [(s["status"], s["result"]) for s in final["plan"]["steps"]] == [
+        ("completed", "paid"),
+        ("completed", "reported"),
+    ]
+    # The step was started once, before the crash, and went on after it.
+    names = [name for name, _ in events]
+    plan_moves = [(n, d.get("step")) for n, d in events if n.startswith("plan.")]
+    assert plan_moves == [
+        ("plan.created", None),
+        ("plan.step.started", 0),
+        ("plan.step.completed", 0),
+        ("plan.step.started", 1),
+        ("plan.step.completed", 1),
+    ]
+    assert names.index("agent_run.timed_out") < names.index("plan.step.completed")
+    assert names.index("plan.step.started") < names.index("agent_run.timed_out")
+    effects = asyncio.run(_fetch(dsn, "SELECT count(*) AS n FROM chaos_ledger"))[0]["n"]
+    assert effects == 1  # the card was charged once
