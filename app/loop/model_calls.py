@@ -92,6 +92,7 @@ class ModelCalls:
         self.profile = profile_for(deps.prices.tier(agent.model.provider, agent.model.name))
         self._frame: Frame | None = frame_of(agent, journal, self.profile)  # the journal as stored
         self.usage_in_flight = Usage()  # of the call under way, as far as it is known
+        self._requested = agent.model.name  # the model the last call asked for
         # Seconds this execution waited out rate limits and outages in persistent mode:
         # not charged to the run's time limits (and the call's deadline moves with them).
         self.waited_s = 0.0
@@ -113,7 +114,7 @@ class ModelCalls:
     def model_in_flight(self) -> str:
         """The model of the call under way (or the last one): the fallback once it took over."""
         route = self.llm.attempting
-        return self.agent.model.name if route is None else route.model
+        return self._requested if route is None else route.model
 
     def _answering_provider(self) -> str:
         """The provider of the last attempt (a fallback's, after one)."""
@@ -185,6 +186,7 @@ class ModelCalls:
             turn=run.iteration,
         )
         await self.budgets.admit(run, request)
+        self._requested = request.model
         stream = run_stream(self.run_id)
 
         async def on_text(delta: str) -> None:

@@ -146,7 +146,11 @@ class RunLoop(LeasedRun):
         downgrade = self.run.model_downgrade or await budgets.downgrade(self.run)
         if downgrade is not None:  # the run uses the cheaper model, and its tier's prompt
             model = agent.model.model_copy(update={"name": downgrade.to_model})
-            agent = agent.model_copy(update={"model": model})
+            # for every call: plan_execute's planner and executor too
+            plain = agent.plan_execute.model_copy(
+                update={"planner_model": None, "executor_model": None}
+            )
+            agent = agent.model_copy(update={"model": model, "plan_execute": plain})
         try:
             tools = await run_tools(deps, self.run.id, agent, self._event_now)
         except McpUnavailable as exc:
