@@ -149,3 +149,41 @@ async def test_an_invalid_plan_is_asked_for_again_once(client: httpx.AsyncClient
     assert "The plan is invalid" in await transcript(
         client, failed
     )  # the first answer told the planner why
+
+
+async def test_a_step_waits_for_an_approval_and_goes_on_in_that_step(
+    client: httpx.AsyncClient,
+) -> None:
+    post = {"method": "POST", "url": "https://status.example.com/notes", "body": "ok"}
+    agent = planned(
+        submit("post the note", "report"),
+        {"tool_calls": [{"name": "http_request", "input": post}]},
+        {"text": "not posted"},
+        {"text": "reported"},
+    )
+    agent_id = await make_agent(client, agent | {"tools": ["http_request"]})
+    run_id = (await start(client, agent_id=agent_id))["id"]
+    waiting = await settle(client, run_id)
+    assert waiting["status"] == "waiting_on_human", waiting
+    assert waiting["plan"]["current_step"] == 0
+    assert waiting["plan"]["steps"][0]["status"] == "running"
+    [approval] = (await client.get("/v1/approvals", params={"run_id": run_id})).json()["items"]
+    rejected = await client.post(
+        f"/v1/approvals/{approval['id']}/reject", json={"reason": "Wait for QA."}
+    )
+    assert rejected.status_code == 200, rejected.text
+    done = await settle(client, run_id)
+    assert done["status"] == "completed" and done["result"] == "reported", done
+    assert [s["result"] for s in done["plan"]["steps"]] == ["not posted", "reported"]
+    moves = await plan_events(client, run_id)
+    assert moves.count(("plan.step.started", 0)) == 1  # the step went on where it paused
+
+
+async def test_the_runs_iteration_limit_counts_the_planner_and_every_step(
+    client: httpx.AsyncClient,
+) -> None:
+    agent = planned(submit("find", "report"), {"text": "found"}, {"text": "report"})
+    run = await run_to_end(client, agent | {"limits": {"max_iterations": 2}})
+    assert run["status"] == "completed" and run["stop_reason"] == "max_iterations", run
+    assert run["result"] == "found"  # the last answer given
+    assert [s["status"] for s in run["plan"]["steps"]] == ["completed", "pending"]

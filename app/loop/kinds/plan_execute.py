@@ -43,6 +43,14 @@ def _uses(response: LLMResponse) -> list[ToolUseBlock]:
     return [b for b in response.content if isinstance(b, ToolUseBlock)]
 
 
+async def _stopped(host: LoopHost) -> bool:
+    """Whether a terminator ended the run here (and it is stopped)."""
+    stop = terminators.first_stop(host.at_boundary())
+    if stop is not None:
+        await host.stop(stop)
+    return stop is not None
+
+
 class PlanExecute:
     async def drive(self, host: LoopHost) -> None:
         plan = host.run.plan
@@ -63,6 +71,8 @@ class PlanExecute:
                 await host.stop(done)
                 return
             if plan.steps[index].status is PlanStepStatus.PENDING:
+                if await _stopped(host):  # a step starts only if it may run
+                    return
                 plan = plans.start(plan, index)
                 await host.note(
                     messages=[Message.user_text(plans.step_prompt(plan, index))],
@@ -79,9 +89,7 @@ class PlanExecute:
         )
         while True:
             host.trace.turn(host.run.iteration)
-            stop = terminators.first_stop(host.at_boundary())
-            if stop is not None:
-                await host.stop(stop)
+            if await _stopped(host):
                 return None
             await host.recover_context()
             response = await host.call_llm(with_tools=True, shape=shape)
@@ -150,9 +158,7 @@ class PlanExecute:
         )
         problem = NO_PLAN
         for _attempt in range(2):
-            stop = terminators.first_stop(host.at_boundary())
-            if stop is not None:
-                await host.stop(stop)
+            if await _stopped(host):
                 return None
             await host.recover_context()
             response = await host.call_llm(with_tools=True, shape=shape)
