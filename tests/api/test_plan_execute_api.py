@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from tests.api.test_runs_api import make_agent, settle, start
-from tests.support.sse import messages
+from tests.support.sse import SseReader, messages
 
 
 def step(goal: str) -> dict[str, Any]:
@@ -187,3 +187,21 @@ async def test_the_runs_iteration_limit_counts_the_planner_and_every_step(
     assert run["status"] == "completed" and run["stop_reason"] == "max_iterations", run
     assert run["result"] == "found"  # the last answer given
     assert [s["status"] for s in run["plan"]["steps"]] == ["completed", "pending"]
+
+
+async def test_a_cancel_during_a_steps_model_call_ends_the_run_in_that_step(
+    client: httpx.AsyncClient,
+) -> None:
+    agent = planned(submit("wait"), {"text": "too late", "latency_ms": 20_000})
+    run_id = (await start(client, agent_id=await make_agent(client, agent)))["id"]
+    async with client.stream("GET", f"/v1/runs/{run_id}/events") as events:
+        reader = SseReader(events)
+        while (await reader.take(1, persisted_only=True))[0].event != "plan.step.started":
+            pass
+        # The step's model call begins as the step starts; a cancel now lands during it.
+        cancelled = await client.post(f"/v1/runs/{run_id}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        final = await settle(client, run_id)
+    assert (final["status"], final["stop_reason"]) == ("cancelled", "cancelled"), final
+    assert final["plan"]["steps"][0]["status"] == "running"  # where it was cut short
+    assert final["iteration"] == 1  # the planner's call; the step's was abandoned
