@@ -60,8 +60,8 @@ def _tools_known(body: dict[str, Any]) -> None:
 
 
 def _mcp_names_unique(body: dict[str, Any]) -> None:
-    """Agents (POST, PATCH): `mcp_servers` have unique names; a repeated one gets a suffix
-    (cut to the name's 24 characters)."""
+    """Agents (POST, PATCH): `mcp_servers` have unique names (a repeated one gets a suffix,
+    cut to the name's 24 characters), and a host in brackets is an IPv6 address."""
     servers = body.get("mcp_servers")
     if not isinstance(servers, list):
         return
@@ -75,6 +75,9 @@ def _mcp_names_unique(body: dict[str, Any]) -> None:
             index += 1
         server["name"] = name
         seen.add(name)
+        url = server.get("url")
+        if isinstance(url, str):  # as the field's description says: [host] is IPv6
+            server["url"] = re.sub(r"^([^:]*://)\[[^\]]*\]", r"\1[::1]", url, count=1)
 
 
 def _graph_holds(body: dict[str, Any], *, patch: bool) -> None:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from app.schemas.webhooks import URL_MAX_CHARS, URL_PATTERN
+from app.schemas.webhooks import URL_MAX_CHARS, URL_PATTERN, checked_http_url
 
 # Tool names reach the model as `<server>__<tool>` (letters, digits and underscores, at most
 # 64 characters): a server's name has no double underscore, so the prefix is unambiguous.
@@ -60,24 +59,16 @@ def _keys_as_property_names(schema: dict[str, Any]) -> None:
         schema["additionalProperties"] = value
 
 
-def _port_in_range(url: str) -> str:
-    """What the pattern cannot say: a bracketed host is an IPv6 address."""
-    try:
-        urlsplit(url).port  # noqa: B018 (raises on a bracketed host that is no IPv6 address)
-    except ValueError as exc:
-        raise ValueError(f"is not a URL: {exc}") from None
-    return url
-
-
 McpUrl = Annotated[
     str,
     Field(
         min_length=1,
         max_length=URL_MAX_CHARS,
         pattern=URL_PATTERN,
+        description="An http(s) URL; a host in brackets is an IPv6 address.",
         examples=["https://mcp.example.com/mcp"],
     ),
-    AfterValidator(_port_in_range),
+    AfterValidator(checked_http_url),
 ]
 
 

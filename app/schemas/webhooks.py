@@ -24,7 +24,7 @@ _PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4
 URL_PATTERN = rf"^[Hh][Tt][Tt][Pp][Ss]?://{_HOST}(?::{_PORT})?(?:[/?#][^\s\x00-\x1f\x7f]*)?$"
 
 
-def _http_url(url: str) -> str:
+def checked_http_url(url: str) -> str:
     """What the pattern cannot say: an IP address in brackets must be an IPv6 address.
     (The address policy, which needs the settings, is checked by the command.)"""
     try:
@@ -42,7 +42,7 @@ WebhookUrl = Annotated[
         pattern=URL_PATTERN,
         examples=["https://hooks.example.com/loopwright"],
     ),
-    AfterValidator(_http_url),
+    AfterValidator(checked_http_url),
 ]
 Description = Annotated[str, Field(max_length=2_000)]
 EventTypes = Annotated[
