@@ -37,13 +37,15 @@ async def test_a_due_schedule_fires_and_is_armed_again(
         client,
         {
             "kind": "schedule",
-            "name": "every minute",
-            "config": {"interval_s": 60},
+            # Daily: its own next time (the next midnight, UTC) never comes during the
+            # test, so the only fire is the one made due here.
+            "name": "every day",
+            "config": {"interval_s": 86_400},
             "target": {"kind": "run", "agent_id": agent_id, "input": "tick {{ fire_time }}"},
         },
     )
-    due = datetime.fromisoformat(trigger["next_fire_at"]) - timedelta(minutes=1)
-    async with clean_db.begin() as conn:  # as if a minute had passed
+    due = datetime.fromisoformat(trigger["next_fire_at"]) - timedelta(days=1)
+    async with clean_db.begin() as conn:  # as if a day had passed
         await conn.execute(
             text("UPDATE triggers SET next_fire_at = :due WHERE id = :id"),
             {"due": due, "id": trigger["id"]},
@@ -62,7 +64,7 @@ async def test_a_due_schedule_fires_and_is_armed_again(
             if datetime.fromisoformat(armed) > due:
                 break
             await asyncio.sleep(0.05)
-    assert datetime.fromisoformat(armed) == due + timedelta(minutes=1)
+    assert datetime.fromisoformat(armed) == due + timedelta(days=1)
 
 
 async def test_a_settled_run_fires_its_chain(client: httpx.AsyncClient) -> None:
