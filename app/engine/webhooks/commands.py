@@ -24,8 +24,8 @@ from app.engine.idempotent_create import CreateKey, keyed_create
 from app.engine.published import Written, published
 from app.engine.webhooks.policy import DeliveryPolicy
 from app.engine.webhooks.targets import (
+    AddressRefused,
     InvalidUrl,
-    TargetRefused,
     Unresolvable,
     addresses,
     parse,
@@ -76,7 +76,7 @@ class WebhookCommands:
         """Refuse (422 naming `body.url`) a URL whose host resolves to a refused address."""
         try:
             await addresses(parse(url), self._policy, timeout_s=RESOLVE_TIMEOUT_S)
-        except TargetRefused as exc:
+        except AddressRefused as exc:
             raise ValidationFailed.field(
                 "body.url",
                 f"{exc} (webhook URLs must reach public addresses unless the operator allows "

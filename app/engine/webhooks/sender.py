@@ -23,8 +23,8 @@ from app.core.addresses import IPAddress, literal
 from app.core.signatures import SIGNATURE_HEADER, signature_header
 from app.engine.webhooks.policy import DeliveryPolicy
 from app.engine.webhooks.targets import (
+    AddressRefused,
     InvalidUrl,
-    TargetRefused,
     Unresolvable,
     addresses,
     parse,
@@ -84,7 +84,7 @@ class Sender:
                 status, excerpt = await self._post(message, timestamp)
         except TimeoutError:
             return outcome(error=f"timed out after {self._policy.timeout_s:g}s")
-        except (InvalidUrl, TargetRefused, Unresolvable) as exc:
+        except (InvalidUrl, AddressRefused, Unresolvable) as exc:
             return outcome(error=str(exc)[:ERROR_MAX_CHARS])
         except httpx.HTTPError as exc:
             return outcome(error=_describe(exc)[:ERROR_MAX_CHARS])

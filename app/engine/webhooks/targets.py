@@ -4,21 +4,12 @@ address policy (`app/core/addresses.py`), at subscribe time and again at each at
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
-import socket
-
 import httpx
 
-from app.core.addresses import AddressPolicy, IPAddress, literal, refusal_reason
+from app.core.addresses import AddressPolicy, IPAddress
+from app.core.resolution import AddressRefused, Unresolvable, checked_addresses
 
-
-class TargetRefused(Exception):
-    """The URL's host resolves to an address the policy refuses (the message says which)."""
-
-
-class Unresolvable(Exception):
-    """The URL's host does not resolve now."""
+__all__ = ["AddressRefused", "InvalidUrl", "Unresolvable", "addresses", "parse"]
 
 
 class InvalidUrl(Exception):
@@ -37,23 +28,5 @@ def parse(url: str) -> httpx.URL:
 
 
 async def addresses(url: httpx.URL, policy: AddressPolicy, *, timeout_s: float) -> list[IPAddress]:
-    """Every address the URL's host resolves to, looked up once; all must pass, since the
-    connection may go to any of them."""
-    host = url.raw_host.decode("ascii")
-    if (given := literal(host)) is not None:
-        found = [given]
-    else:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout_s):
-                infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except (OSError, TimeoutError) as exc:
-            raise Unresolvable(f"could not resolve {host}") from exc
-        numbers = (i[4][0] for i in infos if i[0] in (socket.AF_INET, socket.AF_INET6))
-        found = list(dict.fromkeys(ipaddress.ip_address(a) for a in numbers))
-        if not found:
-            raise Unresolvable(f"could not resolve {host}")
-    for address in found:
-        if reason := refusal_reason(address, policy):
-            raise TargetRefused(f"refusing to connect to {address}: {reason}")
-    return found
+    """Every address the URL's host resolves to, each checked (see `checked_addresses`)."""
+    return await checked_addresses(url.raw_host.decode("ascii"), policy, timeout_s=timeout_s)

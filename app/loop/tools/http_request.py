@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import re
-import socket
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,7 +24,8 @@ from typing import Any
 import certifi
 import httpx
 
-from app.core.addresses import IPAddress, IPNetwork, literal, parse_networks, refusal_reason
+from app.core.addresses import IPAddress, IPNetwork, literal, parse_networks
+from app.core.resolution import AddressRefused, Unresolvable, checked_addresses
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
 from app.telemetry import tracing
 
@@ -267,26 +266,12 @@ def _checked_url(target: str | httpx.URL, policy: HttpToolPolicy) -> httpx.URL:
 
 
 async def _resolve(host: str, policy: HttpToolPolicy) -> list[IPAddress]:
-    """Every address `host` resolves to, looked up once; all must pass, since the connection
-    may go to any of them."""
-    if (given := literal(host)) is not None:
-        addresses = [given]
-    else:
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            # EAI_AGAIN is the resolver saying "try later"; a name that does not exist is final.
-            transient = exc.errno == socket.EAI_AGAIN
-            raise ToolFailure(f"could not resolve {host}", transient=transient) from exc
-        found = (info[4][0] for info in infos if info[0] in (socket.AF_INET, socket.AF_INET6))
-        addresses = list(dict.fromkeys(ipaddress.ip_address(a) for a in found))
-    if not addresses:
-        raise ToolFailure(f"could not resolve {host}")
-    for address in addresses:
-        if reason := refusal_reason(address, policy):
-            raise ToolFailure(f"refusing to connect to {address}: {reason}")
-    return addresses
+    try:
+        return await checked_addresses(host, policy)
+    except Unresolvable as exc:
+        raise ToolFailure(str(exc), transient=exc.transient) from exc
+    except AddressRefused as exc:
+        raise ToolFailure(str(exc)) from exc
 
 
 async def _send_first(client: httpx.AsyncClient, requests: list[httpx.Request]) -> httpx.Response:

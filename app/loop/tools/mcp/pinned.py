@@ -5,16 +5,15 @@ answer that changes between the check and the connection cannot redirect it)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import ipaddress
-import socket
 import ssl
 
 import certifi
 import httpx2
 
-from app.core.addresses import AddressPolicy, IPAddress, literal, refusal_reason
+from app.core import resolution
+from app.core.addresses import AddressPolicy, IPAddress, literal
+from app.core.resolution import checked_addresses
 
 
 class AddressRefused(httpx2.TransportError):
@@ -49,26 +48,12 @@ class PinnedTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
     async def _checked(self, host: str) -> list[IPAddress]:
-        """Every address `host` resolves to, looked up once; all must pass, since the
-        connection may go to any of them."""
-        if (given := literal(host)) is not None:
-            found = [given]
-        else:
-            loop = asyncio.get_running_loop()
-            try:
-                async with asyncio.timeout(self._resolve_timeout_s):
-                    infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-            except (OSError, TimeoutError) as exc:
-                raise Unresolvable(f"could not resolve {host}") from exc
-            numbers = (i[4][0] for i in infos if i[0] in (socket.AF_INET, socket.AF_INET6))
-            found = list(dict.fromkeys(ipaddress.ip_address(a) for a in numbers))
-            if not found:
-                raise Unresolvable(f"could not resolve {host}")
-        for address in found:
-            if reason := refusal_reason(address, self._policy):
-                raise AddressRefused(
-                    f"refusing to connect to {address}: {reason} (MCP server URLs must reach "
-                    "public addresses unless the operator allows them: "
-                    "LOOPWRIGHT_MCP__ALLOWED_NETWORKS)"
-                )
-        return found
+        try:
+            return await checked_addresses(host, self._policy, timeout_s=self._resolve_timeout_s)
+        except resolution.Unresolvable as exc:
+            raise Unresolvable(str(exc)) from exc
+        except resolution.AddressRefused as exc:
+            raise AddressRefused(
+                f"{exc} (MCP server URLs must reach public addresses unless the operator "
+                "allows them: LOOPWRIGHT_MCP__ALLOWED_NETWORKS)"
+            ) from exc
