@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
 from typing import Any, cast
 
 import anthropic
@@ -31,9 +30,10 @@ from app.llm.provider import (
 )
 from app.llm.providers.anthropic_errors import status_error
 from app.llm.providers.anthropic_settings import KEY_ENV, missing_credentials
+from app.llm.providers.sdk_client import SdkClientOwner, transport_cause
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkClientOwner[anthropic.AsyncAnthropic]):
     """The `Provider` for Anthropic's Messages API.
 
     The SDK never retries (`max_retries=0`): the caller's policy does. `LLMRequest.timeout_s`
@@ -49,37 +49,12 @@ class AnthropicProvider:
         timeout_s: float = 600.0,
         key_source: Callable[[], str] | None = None,
     ) -> None:
-        self._base_url = base_url
-        self._timeout_s = timeout_s
-        self._key_source = key_source
-        self._client = self._new_client(api_key)
+        super().__init__(api_key, base_url=base_url, timeout_s=timeout_s, key_source=key_source)
 
     def _new_client(self, api_key: str) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(
             api_key=api_key, base_url=self._base_url, max_retries=0, timeout=self._timeout_s
         )
-
-    async def refresh_credentials(self) -> None:
-        """After a 401: read the key again from its source (a rotated secret file) and
-        start a new client, which also drops connections a reset left behind."""
-        if self._key_source is None:
-            return
-        old, self._client = self._client, self._new_client(self._key_source())
-        await old.close()
-
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    async def __aenter__(self) -> AnthropicProvider:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def complete(
         self,
@@ -205,9 +180,7 @@ def _read_key_file(path: Path) -> str:
 
 
 def _cause(exc: Exception) -> str:
-    """The transport's own error, which the SDK's wrapper hides behind a generic message."""
-    cause = exc.__cause__ if isinstance(exc, anthropic.APIError) and exc.__cause__ else exc
-    return f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+    return transport_cause(exc, anthropic.APIError)
 
 
 def _message_param(message: Message) -> MessageParam:

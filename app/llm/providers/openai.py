@@ -30,7 +30,6 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import httpx2  # the SDK's transport
@@ -76,6 +75,7 @@ from app.llm.providers.openai_settings import (
     has_settings_key,
     missing_credentials,
 )
+from app.llm.providers.sdk_client import SdkClientOwner, transport_cause
 
 ERROR_PREFIX = "[tool error] "  # a failed tool's result, as the model reads it
 STOP_REASONS = {
@@ -87,7 +87,7 @@ STOP_REASONS = {
 }
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkClientOwner[openai.AsyncOpenAI]):
     """The `Provider` for a Chat Completions server.
 
     The SDK never retries (`max_retries=0`): the caller's policy does. `LLMRequest.timeout_s`
@@ -104,38 +104,13 @@ class OpenAIProvider:
         timeout_s: float = 600.0,
         key_source: Callable[[], str] | None = None,
     ) -> None:
-        self._base_url = base_url
-        self._timeout_s = timeout_s
-        self._key_source = key_source
         self._openai_api = base_url.rstrip("/") == OPENAI_BASE_URL
-        self._client = self._new_client(api_key)
+        super().__init__(api_key, base_url=base_url, timeout_s=timeout_s, key_source=key_source)
 
     def _new_client(self, api_key: str) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
             api_key=api_key, base_url=self._base_url, max_retries=0, timeout=self._timeout_s
         )
-
-    async def refresh_credentials(self) -> None:
-        """After a 401: read the key again from its source (a rotated secret file, the
-        agent's variable) and start a new client."""
-        if self._key_source is None:
-            return
-        old, self._client = self._client, self._new_client(self._key_source())
-        await old.close()
-
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    async def __aenter__(self) -> OpenAIProvider:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def complete(
         self,
@@ -294,9 +269,7 @@ def _error_object(body: object) -> dict[str, Any]:
 
 
 def _cause(exc: Exception) -> str:
-    """The transport's own error, which the SDK's wrapper hides behind a generic message."""
-    cause = exc.__cause__ if isinstance(exc, openai.APIError) and exc.__cause__ else exc
-    return f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+    return transport_cause(exc, openai.APIError)
 
 
 def chat_messages(system: str, messages: Iterable[Message]) -> list[ChatCompletionMessageParam]:
