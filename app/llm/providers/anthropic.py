@@ -5,7 +5,6 @@ which reads the key (or the key file) from `settings.llm.anthropic`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -40,16 +39,6 @@ class AnthropicProvider(SdkClientOwner[anthropic.AsyncAnthropic]):
     bounds each wait on the network (connecting, and every read while the answer streams),
     not the whole call, so a long answer that keeps streaming is not cut off.
     """
-
-    def __init__(
-        self,
-        api_key: str,
-        *,
-        base_url: str | None = None,
-        timeout_s: float = 600.0,
-        key_source: Callable[[], str] | None = None,
-    ) -> None:
-        super().__init__(api_key, base_url=base_url, timeout_s=timeout_s, key_source=key_source)
 
     def _new_client(self, api_key: str) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(

@@ -23,9 +23,9 @@ class SdkClientOwner(ABC, Generic[Client]):
         self,
         api_key: str,
         *,
-        base_url: str | None,
-        timeout_s: float,
-        key_source: Callable[[], str] | None,
+        base_url: str | None = None,
+        timeout_s: float = 600.0,
+        key_source: Callable[[], str] | None = None,
     ) -> None:
         self._base_url = base_url
         self._timeout_s = timeout_s
