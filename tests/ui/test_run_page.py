@@ -158,3 +158,42 @@ async def test_a_queued_run_s_page_fills_in_as_it_runs(
     await expect(page.locator("#transcript .msg-assistant .text")).to_have_text("My turn at last.")
     await expect(page.locator("#transcript .msg")).to_have_count(2)
     await expect(page.get_by_text("No messages yet.")).to_be_hidden()
+
+
+async def test_a_plan_execute_run_shows_its_plan_step_by_step(
+    server: str, api: httpx.AsyncClient, page: Page
+) -> None:
+    """The plan is on the page as it moves: the step in progress marked, each finished
+    step with its result; the page follows the run's events without a reload."""
+    plan = {
+        "steps": [
+            {"goal": "Collect the reports", "acceptance_criteria": ["all three read"]},
+            {"goal": "Name the causes", "acceptance_criteria": ["one cause a report"]},
+        ]
+    }
+    agent = scripted(
+        "planner",
+        {"tool_calls": [{"name": "submit_plan", "input": plan}]},
+        {"text": "three reports collected"},
+        {"tool_calls": [{"name": "ask_human", "input": {"question": "Group them?"}}]},
+        {"text": "cache warm-up race; full disk"},
+        tools=["ask_human"],
+    )
+    agent["execution_loop"] = "plan_execute"
+    run_id = await start(api, await make_agent(api, agent))
+    await page.goto(f"{server}/ui/runs/{run_id}")
+
+    steps = page.locator("#summary .plan-step")
+    await expect(page.locator(".waiting")).to_contain_text("Group them?")
+    await expect(steps).to_have_count(2)
+    await expect(steps.nth(0)).to_contain_text("completed")
+    await expect(steps.nth(0).locator(".step-result")).to_have_text("three reports collected")
+    await expect(steps.nth(1)).to_have_attribute("aria-current", "step")
+    await expect(steps.nth(1)).to_contain_text("running")
+    await expect(page.locator("#summary .facts")).to_contain_text("plan_execute")
+
+    answered = await api.post(f"/v1/runs/{run_id}/human-response", json={"response": "yes"})
+    assert answered.status_code == 200, answered.text
+    await expect(steps.nth(1).locator(".step-result")).to_have_text("cache warm-up race; full disk")
+    await expect(page.locator("#summary .status")).to_have_text("completed")
+    await expect(page.locator("#summary [aria-current]")).to_have_count(0)
