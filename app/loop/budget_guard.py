@@ -3,9 +3,10 @@ limit (`limits.max_cost_usd`, in memory: one worker holds the run), its task's
 `budget_limit` (the task's other runs settled already: a task lane runs one at a time),
 and every agent or project budget it counts against, where the worst case is reserved in
 the database (`store/budgets.py`), so that runs racing for the last of a budget make only
-the calls it has room for. The reservation goes when the call is counted.
+the calls it has room for. The reservation goes when the call is counted. The worst case is
+that of the dearer of the call's model and the agent's fallback (which may answer it).
 
-A call whose model has no price is not checked: its cost is unknown, not zero, and no
+A call none of whose models has a price is not checked: its cost is unknown, not zero, and no
 budget can bound it (the README says so). A call that does not fit ends the run
 `budget_exhausted`: failed, not retried (a retry would be refused the same way); a person
 raises the limit and retries it."""
@@ -105,13 +106,9 @@ class BudgetGuard:
 
     async def admit(self, run: RunRead, request: LLMRequest) -> None:
         """Reserve the call's worst case, or raise `BudgetExhausted`."""
-        price = self.deps.prices.price(self.agent.model.provider, request.model)
-        if price is None:
+        worst = self._worst_case(request)
+        if worst is None:
             return
-        worst = price.worst_case(
-            tokens.count_request(request.system, request.messages, request.tools),
-            request.max_tokens,
-        )
         spent = Decimal(str(run.usage.cost_usd or 0))
         limit = self.agent.limits.max_cost_usd
         if limit is not None and spent + worst > Decimal(str(limit)):
@@ -139,6 +136,18 @@ class BudgetGuard:
                     period=over.period.value,
                 )
             )
+
+    def _worst_case(self, request: LLMRequest) -> Decimal | None:
+        """The most the call may cost: it may be answered by the model it names or by the
+        fallback, each priced as its own provider's model (None: neither has a price)."""
+        routes = [(self.agent.model.provider, request.model)]
+        if (fallback := self.agent.model.fallback_model()) is not None:
+            routes.append((fallback.provider, fallback.name))
+        prices = [p for p in (self.deps.prices.price(*route) for route in routes) if p]
+        if not prices:
+            return None
+        prompt = tokens.count_request(request.system, request.messages, request.tools)
+        return max(price.worst_case(prompt, request.max_tokens) for price in prices)
 
     async def _check_task(
         self, session: AsyncSession, run: RunRead, spent: Decimal, worst: Decimal

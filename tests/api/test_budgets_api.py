@@ -28,7 +28,10 @@ from tests.support.sse import SseReader
 
 # Output only, 10 USD a million tokens: a call that writes its whole `max_output_tokens`
 # (1,000) costs 0.01 USD, which is also its worst case (input is free).
-PRICES = {"scripted/metered": {"input": 0, "output": 10}}
+PRICES = {
+    "scripted/metered": {"input": 0, "output": 10},
+    "scripted/dearer": {"input": 0, "output": 40},
+}
 CALL_USD = 0.01
 WRITES_ALL = {"input_tokens": 0, "output_tokens": 1_000}
 
@@ -108,6 +111,21 @@ async def test_a_run_s_own_limit_stops_it_before_the_call_that_would_pass_it(
     again = await settle(client, run["id"])
     assert again["stop_reason"] == "budget_exhausted"
     assert again["usage"]["cost_usd"] == pytest.approx(2 * CALL_USD)
+
+
+async def test_a_call_s_worst_case_is_that_of_the_dearer_of_its_model_and_the_fallback(
+    client: httpx.AsyncClient,
+) -> None:
+    """The fallback may answer any call, so a call reserves what the fallback could cost
+    when it is dearer: here 0.04 USD, past the run's 0.025 (the model's own 0.01 fits)."""
+    body = metered("falls_back_dearly", turns=1, limits={"max_cost_usd": 0.025})
+    body["model"]["fallback_name"] = "dearer"
+    run = await settle(client, (await start(client, agent_id=await make_agent(client, body)))["id"])
+
+    assert run["stop_reason"] == "budget_exhausted" and run["usage"]["output_tokens"] == 0
+    assert run["error"]["message"] == (
+        f"run {run['id']}: 0.000000 of 0.025000 USD spent or reserved, and the next call may cost 0.040000"
+    )
 
 
 async def test_a_task_out_of_budget_stays_where_it_is(
