@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from app.core.breakers import Breakers, BreakerState, CircuitBreaker, breaker_event
 from app.core.sanitize import sanitize
@@ -77,11 +78,25 @@ class LLMCallFailed(Exception):
 
 @dataclass(frozen=True)
 class Route:
-    """Where an attempt goes: a model of a provider (by the provider's name). Its breaker
-    is `provider:<provider>:<model>`, its calls are priced as that provider's model."""
+    """Where an attempt goes: a model of a provider (by the provider's name), on `server`
+    (a model's own base URL; None: its provider's settings'). Its breaker is
+    `provider:<provider>:<model>`, with `@<host:port>` for a server of its own (one
+    failing local server must not open the breaker of the same model on another); its
+    calls are priced as that provider's model."""
 
     provider: str
     model: str
+    server: str | None = None
+
+    @property
+    def breaker_name(self) -> str:
+        name = f"provider:{self.provider}:{self.model}"
+        return name if self.server is None else f"{name}@{_host(self.server)}"
+
+
+def _host(base_url: str) -> str:
+    """A base URL's `host:port` (its path is one server's API root, not another server)."""
+    return urlsplit(base_url).netloc or base_url
 
 
 @dataclass
@@ -96,6 +111,7 @@ class ResilientModel:
     provider_for: Callable[[Route], Provider]
     provider_name: str
     breakers: Breakers
+    server: str | None = None  # the model's own base URL, if it has one
     policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
     fallback: Route | None = None
     persistent: bool = False
@@ -118,7 +134,7 @@ class ResilientModel:
         return _PurposeBound(self, purpose)
 
     def breaker(self, route: Route) -> CircuitBreaker:
-        return self.breakers.get(f"provider:{route.provider}:{route.model}")
+        return self.breakers.get(route.breaker_name)
 
     async def complete(
         self,
@@ -134,7 +150,7 @@ class ResilientModel:
         attempts = on_model = overloads = 0
         refreshed = False
         last: ProviderError | None = None
-        route = Route(self.provider_name, request.model)
+        route = Route(self.provider_name, request.model, self.server)
         self.attempting = None
 
         def failed(error_class: str) -> LLMCallFailed:

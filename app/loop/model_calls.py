@@ -237,7 +237,9 @@ class ModelCalls:
         """The run's model behind the call policy: retries, breakers, fallback. The
         fallback model's provider (the same one, or another) is asked for when first used."""
         fallback = self.agent.model.fallback_model()
-        route = None if fallback is None else Route(fallback.provider, fallback.name)
+        route = (
+            None if fallback is None else Route(fallback.provider, fallback.name, fallback.base_url)
+        )
         fallback_provider: Provider | None = None
 
         def provider_for(to: Route) -> Provider:
@@ -263,6 +265,7 @@ class ModelCalls:
         return ResilientModel(
             provider_for=provider_for,
             provider_name=self.agent.model.provider,
+            server=self.agent.model.base_url,
             breakers=self.deps.breakers,
             policy=self.deps.llm_policy,
             fallback=route,

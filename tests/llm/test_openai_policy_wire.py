@@ -192,3 +192,31 @@ async def test_a_fallback_on_the_same_provider_is_the_same_server(s: Servers) ->
 
     assert response.content == [TextBlock(text="Smaller model here.")]
     assert [r.body["model"] for r in s.chat.requests] == [LOCAL, LOCAL, "llama3.2:3b"]
+
+
+async def test_one_model_on_two_servers_has_a_breaker_per_server(s: Servers) -> None:
+    """The same local model served by two machines: the one that keeps failing opens its
+    own breaker, and calls to the other go on (a breaker per model name would stop both)."""
+    down = HttpError(503, "Slow Down", "server_error")
+    s.chat.plan(*[down] * 5)
+    policy = LLMRetryPolicy(max_attempts=5, overloads_before_fallback=10)
+    failing = s.model("openai", server=s.chat.base_url, policy=policy)
+    with pytest.raises(LLMCallFailed):
+        await failing.complete(request(LOCAL), purpose="main_loop")
+
+    async with (
+        chat_completions_wire() as other,
+        OpenAIProvider("sk-test", base_url=other.base_url) as other_provider,
+    ):
+        other.plan(Reply("The other machine answers."))
+        healthy = s.model("openai", server=other.base_url)
+        healthy.provider_for = lambda route: other_provider
+        response = await healthy.complete(request(LOCAL), purpose="main_loop")
+        other_host = other.base_url.split("//")[1].split("/")[0]
+
+    assert response.content == [TextBlock(text="The other machine answers.")]
+    host = s.chat.base_url.split("//")[1].split("/")[0]
+    assert s.breakers.snapshot() == {
+        f"provider:openai:{LOCAL}@{host}": "open",
+        f"provider:openai:{LOCAL}@{other_host}": "closed",
+    }
