@@ -4,11 +4,13 @@ dependencies, no cycle, unique keys) are `app.engine.coordination.dag`'s."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.fields import Name, Reason, Statement, Text
+from app.core.states import ExecutionStatus
 from app.core.vocabulary import (
     Complexity,
     CoordinationPhase,
@@ -109,3 +111,33 @@ class PhaseResult(BaseModel):
     outcome: PhaseOutcome
     duration_ms: int = Field(ge=0)
     detail: Reason = Field("", examples=["3 waves: [0], [1, 2], [3]"])
+
+
+class CoordinationRequest(BaseModel):
+    """What a coordination runs: the decomposition, when the client gives one (else an LLM
+    decomposes the parent), and how to dispatch it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decomposition: Decomposition | None = Field(
+        None, description="The subtasks; by default the parent is decomposed by an LLM."
+    )
+    options: DispatchOptions = Field(default_factory=DispatchOptions)
+
+
+class CoordinationRead(BaseModel):
+    """A coordination: the phase it is in and what each phase so far did."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    parent_task_id: str
+    status: ExecutionStatus
+    phase: CoordinationPhase
+    topology: CoordinationTopology | None = Field(
+        description="Resolved by the topology phase; none before it."
+    )
+    request: CoordinationRequest
+    phase_results: list[PhaseResult]
+    created_at: datetime
+    updated_at: datetime
