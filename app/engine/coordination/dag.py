@@ -32,12 +32,12 @@ class _Resolved:
 def _resolve(decomposition: Decomposition, where: str) -> _Resolved:
     subtasks = decomposition.subtasks
     by_key: dict[str, int] = {}
-    problems: list[FieldError] = []
+    found: list[FieldError] = []
     for i, subtask in enumerate(subtasks):
         if subtask.key is None:
             continue
         if subtask.key in by_key:
-            problems.append(
+            found.append(
                 FieldError(
                     f"{where}.subtasks[{i}].key",
                     f"the key {subtask.key!r} is subtask {by_key[subtask.key]}'s already",
@@ -52,36 +52,40 @@ def _resolve(decomposition: Decomposition, where: str) -> _Resolved:
             field = f"{where}.subtasks[{i}].depends_on[{position}]"
             index = ref if isinstance(ref, int) else by_key.get(ref)
             if index is None:
-                problems.append(FieldError(field, f"no subtask has the key {ref!r}"))
+                found.append(FieldError(field, f"no subtask has the key {ref!r}"))
             elif index >= len(subtasks):
-                problems.append(
+                found.append(
                     FieldError(
                         field, f"no subtask {index} (the indices are 0 to {len(subtasks) - 1})"
                     )
                 )
             elif index == i:
-                problems.append(FieldError(field, "a subtask cannot depend on itself"))
+                found.append(FieldError(field, "a subtask cannot depend on itself"))
             else:
                 resolved.append((position, index))
         dependencies.append(resolved)
-    return _Resolved(dependencies, problems)
+    return _Resolved(dependencies, found)
 
 
-def problems(decomposition: Decomposition, where: str = "body") -> list[FieldError]:
-    """Every rule the decomposition breaks (none: it is a DAG), each naming its field under
-    `where`, the decomposition's own path in the request."""
+def _checked(decomposition: Decomposition, where: str) -> tuple[_Resolved, list[FieldError]]:
     resolved = _resolve(decomposition, where)
     cycles = closing_cycles(
         range(len(decomposition.subtasks)),
         lambda i: (((i, position), index) for position, index in resolved.dependencies[i]),
     )
-    return resolved.problems + [
+    return resolved, resolved.problems + [
         FieldError(
             f"{where}.subtasks[{i}].depends_on[{position}]",
             "closes the cycle " + " -> ".join(map(str, loop)) + " (each depends on the next)",
         )
         for (i, position), loop in cycles
     ]
+
+
+def problems(decomposition: Decomposition, where: str = "body") -> list[FieldError]:
+    """Every rule the decomposition breaks (none: it is a DAG), each naming its field under
+    `where`, the decomposition's own path in the request."""
+    return _checked(decomposition, where)[1]
 
 
 @dataclass(frozen=True)
@@ -94,10 +98,9 @@ class SubtaskDag:
     def of(cls, decomposition: Decomposition, where: str = "body") -> SubtaskDag:
         """The decomposition's DAG; `ValidationFailed` (a 422 naming each field) when it
         breaks a rule."""
-        found = problems(decomposition, where)
+        resolved, found = _checked(decomposition, where)
         if found:
             raise ValidationFailed(found)
-        resolved = _resolve(decomposition, where)
         return cls(tuple(tuple(sorted({i for _, i in deps})) for deps in resolved.dependencies))
 
     def waves(self) -> list[Wave]:
