@@ -7,6 +7,10 @@ coordination, not only the parent task, so that coordinating a parent again afte
 last coordination settled makes new subtasks. The request hash is the subtask's draft:
 the same key with another draft (a resumed coordination that somehow decomposed anew) is
 refused (`idempotency_key_reused`), never silently bound to the old child.
+
+Made with no `run_id`, these keys last the clients' window (`IdempotencySettings.
+retention_s`): the dispatcher must keep them while its coordination runs, or also find a
+subtask's child by its parent and index, before a coordination may resume later than that.
 """
 
 from __future__ import annotations
