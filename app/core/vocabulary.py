@@ -42,6 +42,27 @@ class CoordinationTopology(StrEnum):
     CONTEXT_DEPENDENT = "context_dependent"
 
 
+class CoordinationPhase(StrEnum):
+    """The phases of a task's coordination (`POST /v1/tasks/{id}/coordinate`), in the
+    order they run; a coordination resumed after a crash starts again at its phase."""
+
+    DECOMPOSE = "decompose"  # the parent task becomes a DAG of subtasks (given or by an LLM)
+    ROUTE = "route"  # each subtask finds its agent by the routing strategies
+    TOPOLOGY = "topology"  # the topology requested (or `auto`) becomes a concrete one
+    VALIDATE = "validate"  # the plan may run: at least one subtask is routable
+    DISPATCH = "dispatch"  # the subtasks run, wave after wave of the DAG
+    ROLL_UP = "roll_up"  # the subtasks' statuses become the parent's outcome
+    UPDATE_PARENT = "update_parent"  # the parent task moves to that outcome
+
+
+class PhaseOutcome(StrEnum):
+    """How one phase of a coordination ended."""
+
+    OK = "ok"
+    FAILED = "failed"  # a failed decompose, route or validate ends the coordination
+    SKIPPED = "skipped"  # nothing to do (a decomposition the client gave needs no LLM)
+
+
 class NodeType(StrEnum):
     START = "start"  # the single entry point
     END = "end"  # the single exit point

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.core.graphs import closing_cycles
 from app.core.vocabulary import EdgeType, NodeType
 from app.engine.conditions import ConditionSyntaxError, parse
 from app.schemas.workflows import (
@@ -218,29 +219,12 @@ def _reachability_issues(graph: Graph) -> list[ValidationIssue]:
 
 def _cycle_issues(graph: Graph) -> list[ValidationIssue]:
     """One issue per back edge found by a depth-first walk, naming the cycle it closes."""
-    issues: list[ValidationIssue] = []
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    for root in graph.nodes:
-        if root in state:
-            continue
-        path: list[str] = [root]
-        stack = [iter(graph.outgoing[root])]
-        state[root] = 1
-        while stack:
-            edge = next(stack[-1], None)
-            if edge is None:
-                state[path.pop()] = 2
-                stack.pop()
-            elif state.get(edge.target) == 1:
-                loop = [*path[path.index(edge.target) :], edge.target]
-                issues.append(
-                    _edge_issue("cycle", edge.id, "closes the cycle " + " -> ".join(loop))
-                )
-            elif edge.target not in state:
-                state[edge.target] = 1
-                path.append(edge.target)
-                stack.append(iter(graph.outgoing[edge.target]))
-    return issues
+    return [
+        _edge_issue("cycle", edge_id, "closes the cycle " + " -> ".join(loop))
+        for edge_id, loop in closing_cycles(
+            graph.nodes, lambda node: ((e.id, e.target) for e in graph.outgoing[node])
+        )
+    ]
 
 
 def topological_order(graph: Graph) -> list[str]:

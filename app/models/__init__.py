@@ -12,6 +12,7 @@ from app.models.budgets import (
     BudgetAlert,
     BudgetReservation,
 )
+from app.models.coordinations import COORDINATIONS, Coordination
 from app.models.costs import LLM_COST_DAYS, LLMCostDay
 from app.models.events import EVENTS, IDEMPOTENCY_KEYS, Event, EventStream, IdempotencyKey
 from app.models.runs import (
@@ -60,6 +61,7 @@ __all__ = [
     "BUDGET_RESERVATIONS",
     "CHAIN_EVENTS",
     "CONVERSATIONS",
+    "COORDINATIONS",
     "EVENTS",
     "HOOK_SIGNATURES",
     "IDEMPOTENCY_KEYS",
@@ -84,6 +86,7 @@ __all__ = [
     "BudgetReservation",
     "ChainEvent",
     "Conversation",
+    "Coordination",
     "Event",
     "EventStream",
     "HookSignature",

@@ -3,7 +3,7 @@ writes on `version`, the CHECK constraints, and the translation of driver errors
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,28 +19,9 @@ from app.store import tasks
 from app.store.db import make_engine
 from app.store.errors import StaleWrite, translate
 from app.store.tasks import TransitionRecord
+from tests.support.task_rows import T0, new_task, rows
 
 S = TaskStatus
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def new_task(task_id: str, **fields: Any) -> TaskRead:
-    values: dict[str, Any] = {
-        "id": task_id,
-        "title": f"title of {task_id}",
-        "created_by": "tester",
-        "status": S.CREATED,
-        "retry_count": 0,
-        "version": 1,
-        "created_at": T0,
-        "updated_at": T0,
-    }
-    return TaskRead.model_validate(values | fields)
-
-
-def rows(*tasks_: TaskRead) -> list[dict[str, Any]]:
-    """Snapshots in the JSON form the store writes."""
-    return [t.model_dump(mode="json") for t in tasks_]
 
 
 def bump(task: TaskRead, **fields: Any) -> TaskRead:

@@ -1,0 +1,143 @@
+"""A task's coordination: the subtask DAG a client (or a decomposing LLM) supplies, the
+options of its dispatch, and what each phase reports. Rules beyond a single field (known
+dependencies, no cycle, unique keys) are `app.engine.coordination.dag`'s."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.fields import Name, Reason, Statement, Text
+from app.core.states import ExecutionStatus
+from app.core.vocabulary import (
+    Complexity,
+    CoordinationPhase,
+    CoordinationTopology,
+    PhaseOutcome,
+)
+
+# Bounds a decomposition: each subtask becomes a child task and a run, and a wide DAG is
+# better split by a second coordination of one of its subtasks.
+MAX_SUBTASKS = 20
+MAX_ACCEPTANCE_CRITERIA = 10
+
+SubtaskIndex = Annotated[int, Field(ge=0, lt=MAX_SUBTASKS)]
+
+
+class SubtaskDraft(BaseModel):
+    """One subtask of a decomposition, before it is a child task of the parent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: Name | None = Field(
+        None,
+        description="A name other subtasks' `depends_on` may use instead of this one's "
+        "index; unique within the decomposition.",
+        examples=["schema"],
+    )
+    title: Name = Field(examples=["Design the accounts table"])
+    description: Text = ""
+    acceptance_criteria: list[Statement] = Field(
+        min_length=1,
+        max_length=MAX_ACCEPTANCE_CRITERIA,
+        description="How the subtask's reviewer knows it is done: 1 to "
+        f"{MAX_ACCEPTANCE_CRITERIA} statements, none blank.",
+        examples=[["The migration creates and drops the table"]],
+    )
+    depends_on: list[SubtaskIndex | Name] = Field(
+        default_factory=list,
+        max_length=MAX_SUBTASKS,
+        description="The subtasks that must complete before this one starts, each by its "
+        "index in `subtasks` (from 0) or by its `key`. The dependencies must not form a "
+        "cycle.",
+        examples=[[0, "schema"]],
+    )
+    role: Name | None = Field(
+        None, description="Route the subtask to an agent of this role.", examples=["backend"]
+    )
+    required_skills: list[Name] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Route the subtask to an agent whose skills include all of these.",
+        examples=[["postgres"]],
+    )
+    estimated_complexity: Complexity | None = Field(
+        None, description="The child task's complexity; by default the parent's."
+    )
+
+
+class Decomposition(BaseModel):
+    """A parent task split into subtasks whose dependencies form a DAG."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subtasks: list[SubtaskDraft] = Field(
+        min_length=1,
+        max_length=MAX_SUBTASKS,
+        description=f"1 to {MAX_SUBTASKS} subtasks; their positions are their indices.",
+    )
+
+
+class DispatchOptions(BaseModel):
+    """How a coordination runs its subtasks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    topology: CoordinationTopology | None = Field(
+        None, description="By default the parent task's `coordination_topology`."
+    )
+    max_concurrency_per_wave: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_SUBTASKS,
+        description="At most this many subtasks of a wave run at once (a wave is split in "
+        "turns); none: a whole wave at once.",
+    )
+    fail_fast: bool = Field(
+        False,
+        description="A subtask that fails cancels the subtasks not yet finished, and the "
+        "parent fails; otherwise the others run on and the parent fails at the end.",
+    )
+
+
+class PhaseResult(BaseModel):
+    """What one phase of a coordination did."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phase: CoordinationPhase
+    outcome: PhaseOutcome
+    duration_ms: int = Field(ge=0)
+    detail: Reason = Field("", examples=["3 waves: [0], [1, 2], [3]"])
+
+
+class CoordinationRequest(BaseModel):
+    """What a coordination runs: the decomposition, when the client gives one (else an LLM
+    decomposes the parent), and how to dispatch it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decomposition: Decomposition | None = Field(
+        None, description="The subtasks; by default the parent is decomposed by an LLM."
+    )
+    options: DispatchOptions = Field(default_factory=DispatchOptions)
+
+
+class CoordinationRead(BaseModel):
+    """A coordination: the phase it is in and what each phase so far did."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    parent_task_id: str
+    status: ExecutionStatus
+    phase: CoordinationPhase
+    topology: CoordinationTopology | None = Field(
+        description="Resolved by the topology phase; none before it."
+    )
+    request: CoordinationRequest
+    phase_results: list[PhaseResult]
+    created_at: datetime
+    updated_at: datetime
