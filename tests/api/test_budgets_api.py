@@ -124,7 +124,8 @@ async def test_a_call_s_worst_case_is_that_of_the_dearer_of_its_model_and_the_fa
 
     assert run["stop_reason"] == "budget_exhausted" and run["usage"]["output_tokens"] == 0
     assert run["error"]["message"] == (
-        f"run {run['id']}: 0.000000 of 0.025000 USD spent or reserved, and the next call may cost 0.040000"
+        f"run {run['id']}: 0.000000 of 0.025000 USD spent or reserved, "
+        "and the next call may cost 0.040000"
     )
 
 
