@@ -92,7 +92,9 @@ async def test_a_step_out_of_turns_fails_and_is_replanned(client: httpx.AsyncCli
         ("plan.replanned", None),
         *moves(1, 2),
     ]
-    assert "used its 2 turns (max_turns_per_step)" in await transcript(client, run)
+    texts = await transcript(client, run)
+    assert "You have 2 turns for it." in texts
+    assert "used its 2 turns (max_turns_per_step)" in texts
 
 
 async def test_a_plan_of_the_wrong_size_is_asked_for_again_then_fails(

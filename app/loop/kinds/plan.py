@@ -132,15 +132,17 @@ def _clipped(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def step_prompt(plan: RunPlan, index: int) -> str:
-    """The executor's input for a step: its goal and acceptance criteria, and how to end it."""
+def step_prompt(plan: RunPlan, index: int, turns: int | None) -> str:
+    """The executor's input for a step: its goal and acceptance criteria, how to end it,
+    and how many turns it may take (None: no limit of its own)."""
     step = plan.steps[index]
     criteria = "\n".join(f"- {c}" for c in step.acceptance_criteria)
+    limit = "" if turns is None else f" You have {turns} turns for it."
     return (
         f"Step {index + 1} of {len(plan.steps)} of the plan: {step.goal}\n"
         f"Acceptance criteria:\n{criteria}\n"
         "Work on this step only. When it is done, answer in text with its result, meeting "
-        f"every criterion. If it cannot be done, call {STEP_FAILED} with the reason."
+        f"every criterion. If it cannot be done, call {STEP_FAILED} with the reason.{limit}"
     )
 
 

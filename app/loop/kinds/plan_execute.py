@@ -97,8 +97,9 @@ class PlanExecute:
                 if await _stopped(host):  # a step starts only if it may run
                     return
                 plan = plans.start(plan, index, host.run.iteration)
+                turns = self.turn_limit(host.agent.plan_execute)
                 await host.note(
-                    messages=[Message.user_text(plans.step_prompt(plan, index))],
+                    messages=[Message.user_text(plans.step_prompt(plan, index, turns))],
                     run_values=_values(plan),
                     events=[("plan.step.started", _step(plan, index))],
                 )
