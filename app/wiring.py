@@ -65,6 +65,7 @@ from app.llm.prices import PriceTable
 from app.llm.providers.registry import Providers, provider_warnings
 from app.loop.boundary import BoundaryWrite, boundary_committer
 from app.loop.deps import LoopDeps, ProviderFactory
+from app.loop.kinds.auto import AutoLoopPolicy
 from app.loop.run_loop import RunLoop
 from app.loop.tool_runner import ToolRunner
 from app.loop.tools.base import Tool
@@ -191,6 +192,7 @@ def build_workers(
         approvals=approvals,
         prices=PriceTable.from_settings(settings.costs),
         downgrade_at_percent=settings.costs.downgrade_at_percent,
+        auto_loops=AutoLoopPolicy.from_settings(settings.auto_loop),
         mcp=mcp or McpHub(McpPolicy.from_settings(settings.mcp)),
     )
     worker_settings = settings.workers

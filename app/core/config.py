@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.core.addresses import parse_networks
 from app.core.model_config import ModelConfig
-from app.core.vocabulary import ModelTier, ReviewTimeoutPolicy
+from app.core.vocabulary import ExecutionLoopKind, ModelTier, ReviewTimeoutPolicy
 
 
 def _default_data_dir() -> Path:
@@ -608,6 +608,30 @@ class LoopGuardSettings(BaseModel):
         return self
 
 
+class AutoLoopSettings(BaseModel):
+    """How `execution_loop: auto` moves a run off hybrid (app/loop/kinds/auto.py); which
+    kind each task complexity calls for is fixed."""
+
+    budget_tight_at_percent: float = Field(
+        80,
+        gt=0,
+        le=100,
+        description="From this percent of a monthly budget spent, a run `auto` would give "
+        "`hybrid` runs `plan_execute`.",
+    )
+    hybrid_fallback: ExecutionLoopKind | None = Field(
+        None,
+        description="The kind `auto` gives the runs it would give `hybrid` (not `auto`); "
+        "null: hybrid.",
+    )
+
+    @model_validator(mode="after")
+    def _falls_back_to_a_kind(self) -> AutoLoopSettings:
+        if self.hybrid_fallback is ExecutionLoopKind.AUTO:
+            raise ValueError("hybrid_fallback cannot be auto")
+        return self
+
+
 class AuthSettings(BaseModel):
     api_keys: list[SecretStr] = Field(
         default_factory=list,
@@ -658,6 +682,7 @@ class Settings(BaseSettings):
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     loop_guards: LoopGuardSettings = Field(default_factory=LoopGuardSettings)
+    auto_loop: AutoLoopSettings = Field(default_factory=AutoLoopSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Root log level."
     )

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, ClassVar
+from typing import ClassVar
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    WithJsonSchema,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.core.fields import Name, Text, ToolName
 from app.core.model_config import ModelConfig
@@ -70,44 +63,21 @@ class Personality(BaseModel):
     verbosity: Level | None = None
 
 
-# The loop kinds a run can be driven by today; the others are refused, not stored unused.
-AVAILABLE_LOOPS = frozenset({ExecutionLoopKind.REACT, ExecutionLoopKind.PLAN_EXECUTE})
-
-
-def _available(kind: ExecutionLoopKind) -> ExecutionLoopKind:
-    if kind not in AVAILABLE_LOOPS:
-        available = ", ".join(sorted(AVAILABLE_LOOPS))
-        raise ValueError(f"the {kind.value} loop is not available yet; available: {available}")
-    return kind
-
-
-# On the way in only: what is stored was checked when it was written. The published schema
-# lists only the kinds accepted, so a request valid by the schema is never refused.
-AvailableLoop = Annotated[
-    ExecutionLoopKind,
-    AfterValidator(_available),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "enum": sorted(k.value for k in AVAILABLE_LOOPS),
-            "title": "AvailableLoop",
-        }
-    ),
-]
-
 EXECUTION_LOOP_DESCRIPTION = (
     "How its runs work: `react` (the model calls tools until it answers in text); "
     "`plan_execute` (a planner model writes a plan of steps, each run in order on the "
-    "executor model, replanned when a step fails); `hybrid`; `auto` (chosen per run by "
-    "its task's `estimated_complexity`). Only `react` and `plan_execute` are available yet: "
-    "the others are refused (422). A scripted model scripts plan_execute's planner and "
-    "executor in one script, played by LLM call: the planner's `submit_plan` call first, "
-    "then the executor's turns."
+    "executor model, replanned when a step fails); `hybrid` (plan_execute with a plan of "
+    "3 to 7 steps, each at most `plan_execute.max_turns_per_step` turns, a checkpoint "
+    "after each, and optionally a review of the plan on completion); `auto` (chosen per "
+    "run by its task's `estimated_complexity`: simple → react, medium → plan_execute, "
+    "complex and epic → hybrid, or plan_execute while a monthly budget is nearly spent). "
+    "A scripted model scripts the planner and executor in one script, played by LLM "
+    "call: the planner's `submit_plan` call first, then the executor's turns."
 )
 
 
 class PlanExecuteSettings(BaseModel):
-    """The `plan_execute` loop's models and replanning (unused by the other kinds)."""
+    """The `plan_execute` and `hybrid` loops' models and replanning (unused by `react`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -123,7 +93,23 @@ class PlanExecuteSettings(BaseModel):
         examples=["claude-sonnet-4-5"],
     )
     max_replans: int = Field(
-        3, ge=0, le=20, description="How many times a failed step may lead to a new plan."
+        3,
+        ge=0,
+        le=20,
+        description="How many times a failed step (or hybrid's review on completion) may "
+        "lead to a new plan.",
+    )
+    max_turns_per_step: int = Field(
+        5,
+        ge=1,
+        le=50,
+        description="`hybrid` only: the executor turns a step may take; a step that uses "
+        "them without answering has failed, and is replanned.",
+    )
+    allow_replan_on_completion: bool = Field(
+        False,
+        description="`hybrid` only: once every step is done, ask the planner (once) whether "
+        "the task needs more steps; it may add some (a replan, counted in `max_replans`).",
     )
 
 
@@ -186,10 +172,6 @@ class _AgentFields(BaseModel):
 class AgentCreate(_AgentFields):
     """A new agent."""
 
-    execution_loop: AvailableLoop = Field(
-        ExecutionLoopKind.REACT, description=EXECUTION_LOOP_DESCRIPTION
-    )
-
 
 class AgentPatch(PatchBody):
     """Fields to change; the ones absent stay as they are. Only `reports_to` (the agent
@@ -215,7 +197,7 @@ class AgentPatch(PatchBody):
     cost_tier: CostTier | None = None
     reports_to: Name | None = None
     personality: Personality | None = Field(None, description="null removes it.")
-    execution_loop: AvailableLoop | None = Field(None, description=EXECUTION_LOOP_DESCRIPTION)
+    execution_loop: ExecutionLoopKind | None = Field(None, description=EXECUTION_LOOP_DESCRIPTION)
     plan_execute: PlanExecuteSettings | None = None
 
     nullable_fields: ClassVar[frozenset[str]] = frozenset({"personality", "reports_to"})

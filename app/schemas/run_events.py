@@ -173,22 +173,29 @@ class MessageDeltaEvent(BaseModel):
 
 
 class PlanEventType(StrEnum):
-    """A `plan_execute` run's plan moved (`GET /v1/runs/{id}` shows the plan as it stands)."""
+    """A `plan_execute` or `hybrid` run's plan moved (`GET /v1/runs/{id}` shows the plan as
+    it stands)."""
 
     CREATED = "plan.created"  # the planner's plan was accepted; its first step is next
     STEP_STARTED = "plan.step.started"  # the executor began a step
     STEP_COMPLETED = "plan.step.completed"  # the executor gave the step's result
     STEP_FAILED = "plan.step.failed"  # the executor said the step cannot be done
     REPLANNED = "plan.replanned"  # a new plan replaced the steps not completed
+    CHECKPOINT = "plan.checkpoint"  # hybrid: the progress after a completed step
 
 
 class PlanEventData(RunData):
-    step: int | None = Field(None, description="`step.*`: the step's index in the plan.")
+    step: int | None = Field(
+        None, description="`step.*`, `checkpoint`: the step's index in the plan."
+    )
     goal: str | None = Field(None, description="`step.*`: the step's goal.")
     result: str | None = Field(None, description="`step.completed`: the step's result.")
     reason: str | None = Field(None, description="`step.failed`: why it cannot be done.")
     steps: int | None = Field(None, description="`created`, `replanned`: the plan's steps.")
     replans: int | None = Field(None, description="`replanned`: the replans so far.")
+    summary: str | None = Field(
+        None, description="`checkpoint`: the steps done so far, each with its result."
+    )
 
 
 class PlanEvent(StepEvent):

@@ -1,11 +1,13 @@
-"""A plan_execute run whose worker is killed (SIGKILL, at `after_tool_result`) in the middle
-of a plan step resumes in that step: a fresh worker goes on with the step's next turn (the
-call already made is not made again), then the next step, as if nothing had happened."""
+"""A plan_execute or hybrid run whose worker is killed (SIGKILL, at `after_tool_result`) in
+the middle of a plan step resumes in that step: a fresh worker goes on with the step's next
+turn (the call already made is not made again), then the next steps, as if nothing had
+happened."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,23 +21,24 @@ from tests.support.processes import ServerProcess, WorkerProcess
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-PLAN = {
-    "steps": [
-        {"goal": "pay", "acceptance_criteria": ["the card is charged"]},
-        {"goal": "report", "acceptance_criteria": ["the payment is reported"]},
+# The goals of each kind's plan (hybrid's has 3 to 7 steps); the first charges the card.
+GOALS = {"plan_execute": ["pay", "report"], "hybrid": ["pay", "check", "report"]}
+
+
+def _script(goals: list[str]) -> list[dict[str, Any]]:
+    plan = {"steps": [{"goal": g, "acceptance_criteria": [f"{g}: done"]} for g in goals]}
+    return [
+        {"tool_calls": [{"name": "submit_plan", "input": plan}]},  # the planner
+        {"tool_calls": [{"name": "charge_card", "input": {"amount": 5}}]},  # step 1: the crash
+        *({"text": f"{g}: done"} for g in goals),  # each step's result, by the fresh worker
     ]
-}
-SCRIPT = [
-    {"tool_calls": [{"name": "submit_plan", "input": PLAN}]},  # the planner
-    {"tool_calls": [{"name": "charge_card", "input": {"amount": 5}}]},  # step 1: the crash
-    {"text": "paid"},  # step 1's result, by the fresh worker
-    {"text": "reported"},  # step 2
-]
 
 
+@pytest.mark.parametrize("kind", GOALS)
 def test_a_crash_in_the_middle_of_a_step_resumes_in_that_step(
-    database_url: str, clean_db: AsyncEngine, tmp_path: Path
+    database_url: str, clean_db: AsyncEngine, tmp_path: Path, kind: str
 ) -> None:
+    goals = GOALS[kind]
     dsn = libpq_url(database_url)
     asyncio.run(_fetch(dsn, LEDGER_DDL))
     asyncio.run(_fetch(dsn, "TRUNCATE chaos_ledger"))
@@ -62,8 +65,8 @@ def test_a_crash_in_the_middle_of_a_step_resumes_in_that_step(
                     "name": "payer",
                     "tools": ["charge_card"],
                     "auto_approve": ["charge_card"],
-                    "execution_loop": "plan_execute",
-                    "model": {"provider": "scripted", "name": "s", "script": SCRIPT},
+                    "execution_loop": kind,
+                    "model": {"provider": "scripted", "name": "s", "script": _script(goals)},
                 },
             ).json()
             run = http.post("/v1/runs", json={"agent_id": agent["id"], "input": "pay"}).json()
@@ -83,20 +86,18 @@ def test_a_crash_in_the_middle_of_a_step_resumes_in_that_step(
     assert crashed["plan"]["current_step"] == 0
     assert crashed["plan"]["steps"][0]["status"] == "running"
     assert final["status"] == "completed", final
-    assert final["result"] == "reported"
+    assert final["result"] == f"{goals[-1]}: done"
     assert [(s["status"], s["result"]) for s in final["plan"]["steps"]] == [
-        ("completed", "paid"),
-        ("completed", "reported"),
+        ("completed", f"{g}: done") for g in goals
     ]
     # The step was started once, before the crash, and went on after it.
     names = [name for name, _ in events]
     plan_moves = [(n, d.get("step")) for n, d in events if n.startswith("plan.")]
+    per_step = ["plan.step.started", "plan.step.completed"]
+    per_step += ["plan.checkpoint"] if kind == "hybrid" else []
     assert plan_moves == [
         ("plan.created", None),
-        ("plan.step.started", 0),
-        ("plan.step.completed", 0),
-        ("plan.step.started", 1),
-        ("plan.step.completed", 1),
+        *((move, i) for i in range(len(goals)) for move in per_step),
     ]
     assert names.index("agent_run.timed_out") < names.index("plan.step.completed")
     assert names.index("plan.step.started") < names.index("agent_run.timed_out")

@@ -30,7 +30,7 @@ K = ExecutionLoopKind
 
 
 async def _auto_agent(h: Harness) -> AgentRead:
-    # The API refuses `auto` until its kinds are built; the choice itself is read here.
+    # The choice itself is read here, without running the agent.
     agent = await h.agent(say("done"))
     return agent.model_copy(update={"execution_loop": K.AUTO})
 

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
+from app.core.config import AutoLoopSettings, Settings
 from app.core.vocabulary import Complexity, ExecutionLoopKind
 from app.loop.kinds.auto import AutoLoopPolicy, select_loop
 
@@ -69,3 +71,13 @@ def test_the_reason_tells_each_layer_that_applied() -> None:
 def test_a_policy_that_cannot_choose_is_refused(fields: dict[str, object], error: str) -> None:
     with pytest.raises(ValueError, match=error):
         AutoLoopPolicy(**fields)  # type: ignore[arg-type]
+
+
+def test_an_operator_sets_the_threshold_and_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOPWRIGHT_AUTO_LOOP__BUDGET_TIGHT_AT_PERCENT", "50")
+    monkeypatch.setenv("LOOPWRIGHT_AUTO_LOOP__HYBRID_FALLBACK", "react")
+    policy = AutoLoopPolicy.from_settings(Settings().auto_loop)
+    assert (policy.budget_tight_at_percent, policy.hybrid_fallback) == (50, K.REACT)
+    assert AutoLoopPolicy.from_settings(AutoLoopSettings()) == AutoLoopPolicy()
+    with pytest.raises(ValidationError, match="hybrid_fallback cannot be auto"):
+        AutoLoopSettings(hybrid_fallback=K.AUTO)

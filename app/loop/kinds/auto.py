@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from app.core.config import AutoLoopSettings
 from app.core.vocabulary import Complexity, ExecutionLoopKind
 
 Kind = ExecutionLoopKind
@@ -44,6 +45,13 @@ class AutoLoopPolicy:
             raise ValueError("auto cannot choose auto")
         if not 0 < self.budget_tight_at_percent <= 100:
             raise ValueError("budget_tight_at_percent must be in (0, 100]")
+
+    @classmethod
+    def from_settings(cls, settings: AutoLoopSettings) -> AutoLoopPolicy:
+        return cls(
+            budget_tight_at_percent=settings.budget_tight_at_percent,
+            hybrid_fallback=settings.hybrid_fallback,
+        )
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ The plan is the run's `plan` column, written in the boundary of the move it desc
 the messages of that move), so a resumed run goes on in the step it was in: the transcript
 holds the step's turns so far. The loop keeps nothing of its own between boundaries.
 Terminators, context recovery, approvals, the ledger and cancellation are ReAct's, through
-the same host.
+the same host. `Hybrid` (hybrid.py) is this loop with its own rules: the plan's size, a
+turn limit per step, a checkpoint after each step, a review on completion.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from app.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.core.states import PlanStepStatus, RunStatus, StopReason
+from app.core.streams import StreamEvent
 from app.llm.provider import LLMResponse
 from app.loop import terminators
 from app.loop.crashpoints import crash_point
@@ -25,10 +27,15 @@ from app.loop.kinds import plan as plans
 from app.loop.kinds.protocol import LoopHost
 from app.loop.model_calls import CallShape
 from app.loop.terminators import Ending, Stop, failed
+from app.schemas.agents import PlanExecuteSettings
 from app.schemas.plans import PlanDraft, RunPlan
 
 NO_PLAN = f"No plan was submitted: call {plans.SUBMIT_PLAN} with the plan."
 NOT_RUN = "Not run: only the planning tool is offered now."
+REVIEW = (
+    "Every step of the plan is done. If the task is complete, answer in text; if it needs "
+    f"more, call {plans.SUBMIT_PLAN} with the steps still to do."
+)
 
 
 def _values(plan: RunPlan) -> dict[str, Any]:
@@ -52,6 +59,19 @@ async def _stopped(host: LoopHost) -> bool:
 
 
 class PlanExecute:
+    """The loop; its rules are what `Hybrid` changes."""
+
+    size = plans.PlanSize()
+    checkpoints = False  # a progress summary after each completed step
+
+    def turn_limit(self, settings: PlanExecuteSettings) -> int | None:
+        """How many executor turns a step may take (None: only the run's limits count)."""
+        return None
+
+    def reviews(self, settings: PlanExecuteSettings) -> bool:
+        """Whether the planner is asked, once every step is done, if the task needs more."""
+        return False
+
     async def drive(self, host: LoopHost) -> None:
         plan = host.run.plan
         if plan is None:
@@ -61,6 +81,9 @@ class PlanExecute:
             if index is None:
                 if any(s.status is PlanStepStatus.FAILED for s in plan.steps):
                     plan = await self._replan(host, plan)  # a step failed
+                    continue
+                if self._may_review(host.agent.plan_execute, plan):
+                    plan = await self._review(host, plan)
                     continue
                 done = Stop(
                     Ending.SETTLE,
@@ -73,9 +96,10 @@ class PlanExecute:
             if plan.steps[index].status is PlanStepStatus.PENDING:
                 if await _stopped(host):  # a step starts only if it may run
                     return
-                plan = plans.start(plan, index)
+                plan = plans.start(plan, index, host.run.iteration)
+                turns = self.turn_limit(host.agent.plan_execute)
                 await host.note(
-                    messages=[Message.user_text(plans.step_prompt(plan, index))],
+                    messages=[Message.user_text(plans.step_prompt(plan, index, turns))],
                     run_values=_values(plan),
                     events=[("plan.step.started", _step(plan, index))],
                 )
@@ -84,13 +108,16 @@ class PlanExecute:
     async def _execute(self, host: LoopHost, plan: RunPlan, index: int) -> RunPlan | None:
         """ReAct turns on the executor until the step is completed or failed (the plan
         after it), or the run stopped or paused (None)."""
-        shape = CallShape(
-            model=host.agent.plan_execute.executor_model, tools=(plans.STEP_FAILED_TOOL,)
-        )
+        settings = host.agent.plan_execute
+        shape = CallShape(model=settings.executor_model, tools=(plans.STEP_FAILED_TOOL,))
+        limit = self.turn_limit(settings)
         while True:
             host.trace.turn(host.run.iteration)
             if await _stopped(host):
                 return None
+            started = plan.steps[index].started_at_iteration
+            if limit is not None and started is not None and host.run.iteration - started >= limit:
+                return await self._out_of_turns(host, plan, index, limit)
             await host.recover_context()
             response = await host.call_llm(with_tools=True, shape=shape)
             uses = _uses(response)
@@ -118,12 +145,14 @@ class PlanExecute:
             if not uses:
                 text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
                 plan = plans.complete(plan, index, text)
-                await host.record_turn(
-                    response,
-                    after=[],
-                    run_values=_values(plan),
-                    events=[("plan.step.completed", _step(plan, index, result=text))],
-                )
+                events: list[StreamEvent] = [
+                    ("plan.step.completed", _step(plan, index, result=text))
+                ]
+                if self.checkpoints:
+                    plan = plans.checkpoint(plan, index)
+                    summary = plan.checkpoints[-1].summary
+                    events.append(("plan.checkpoint", {"step": index, "summary": summary}))
+                await host.record_turn(response, after=[], run_values=_values(plan), events=events)
                 return plan
             await host.record_response(response)  # tool calls: never the final answer
             crash_point("after_llm_response")
@@ -134,6 +163,38 @@ class PlanExecute:
             if not await host.went_on(await host.run_batch(response.content)):
                 return None
             crash_point("after_tool_result")
+
+    async def _out_of_turns(self, host: LoopHost, plan: RunPlan, index: int, limit: int) -> RunPlan:
+        """The step took its turns without an answer: it failed (the planner, asked next,
+        reads why in the transcript)."""
+        reason = f"the step used its {limit} turns (max_turns_per_step) without an answer"
+        plan = plans.fail(plan, index, reason)
+        await host.note(
+            messages=[Message.user_text(f"Step {index + 1} stopped: {reason}.")],
+            run_values=_values(plan),
+            events=[("plan.step.failed", _step(plan, index, reason=reason))],
+        )
+        return plan
+
+    def _may_review(self, settings: PlanExecuteSettings, plan: RunPlan) -> bool:
+        """Once per run, while a replan is left and the plan may grow."""
+        return (
+            self.reviews(settings)
+            and plan.review != "answered"
+            and plan.replans < settings.max_replans
+            and len(self.size.drafts(plan)) > 0
+        )
+
+    async def _review(self, host: LoopHost, plan: RunPlan) -> RunPlan | None:
+        """The planner's answer to `REVIEW`: the plan as it is (a text answer), or more
+        steps (a replan). A run resumed while asked asks no second time."""
+        if plan.review is None:
+            plan = plan.model_copy(update={"review": "asked"})
+            await host.note(
+                messages=[Message.user_text(REVIEW)], run_values=_values(plan), events=[]
+            )
+        answered = plan.model_copy(update={"review": "answered"})
+        return await self._plan(host, answered, review=True)
 
     async def _replan(self, host: LoopHost, plan: RunPlan) -> RunPlan | None:
         limit = host.agent.plan_execute.max_replans
@@ -147,14 +208,18 @@ class PlanExecute:
             return None
         return await self._plan(host, plan)
 
-    async def _plan(self, host: LoopHost, plan: RunPlan | None) -> RunPlan | None:
+    async def _plan(
+        self, host: LoopHost, plan: RunPlan | None, *, review: bool = False
+    ) -> RunPlan | None:
         """A plan from the planner (the first, or `plan` revised): asked again once when
-        what it submitted is invalid, then the run fails."""
+        what it submitted is invalid, then the run fails. In a `review` it need not submit
+        one: its text answer leaves `plan` as it is."""
+        steps = self.size.drafts(plan)
         shape = CallShape(
             model=host.agent.plan_execute.planner_model,
-            tools=(plans.SUBMIT_PLAN_TOOL,),
+            tools=(plans.submit_plan_tool(steps),),
             only=True,
-            tool_choice=plans.FORCE_PLAN,
+            tool_choice=None if review else plans.FORCE_PLAN,
         )
         problem = NO_PLAN
         for _attempt in range(2):
@@ -164,12 +229,17 @@ class PlanExecute:
             response = await host.call_llm(with_tools=True, shape=shape)
             uses = _uses(response)
             submitted = next((u for u in uses if u.name == plans.SUBMIT_PLAN), None)
-            draft = NO_PLAN if submitted is None else plans.read_draft(submitted.input)
+            draft = NO_PLAN if submitted is None else plans.read_draft(submitted.input, steps)
             others: list[Block] = [
                 ToolResultBlock(tool_use_id=u.id, content=NOT_RUN, is_error=True)
                 for u in uses
                 if u is not submitted
             ]
+            if review and submitted is None:  # the plan is complete as it stands
+                assert plan is not None
+                after = [Message(role="user", content=others)] if others else []
+                await host.record_turn(response, after=after, run_values=_values(plan), events=[])
+                return plan
             if isinstance(draft, PlanDraft):
                 assert submitted is not None
                 new = plans.from_draft(draft) if plan is None else plans.replan(plan, draft)

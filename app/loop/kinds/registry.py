@@ -6,6 +6,7 @@ from app.core.vocabulary import ExecutionLoopKind
 from app.loop.budget_guard import BudgetGuard
 from app.loop.deps import LoopDeps
 from app.loop.kinds.auto import select_loop
+from app.loop.kinds.hybrid import Hybrid
 from app.loop.kinds.plan_execute import PlanExecute
 from app.loop.kinds.protocol import ExecutionLoop
 from app.loop.kinds.react import ReAct
@@ -33,10 +34,12 @@ async def selection(
 
 
 def loop_of(kind: ExecutionLoopKind) -> ExecutionLoop:
-    """The loop that drives a run of this kind. The API refuses the kinds not built yet
-    (schemas/agents.py), so no agent names one, nor `auto` (which may choose one)."""
+    """The loop that drives a run of this kind (`auto` is never a run's kind: `selection`
+    resolved it when the run started)."""
     if kind is ExecutionLoopKind.REACT:
         return ReAct()
     if kind is ExecutionLoopKind.PLAN_EXECUTE:
         return PlanExecute()
-    raise NotImplementedError(f"the {kind.value} loop is not available yet")
+    if kind is ExecutionLoopKind.HYBRID:
+        return Hybrid()
+    raise ValueError(f"{kind.value} is resolved to a kind when the run starts")
