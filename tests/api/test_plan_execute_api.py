@@ -137,6 +137,31 @@ async def test_a_run_fails_when_its_replans_run_out(client: httpx.AsyncClient) -
     assert run["plan"]["steps"][0]["status"] == "failed"
 
 
+async def test_a_run_out_of_replans_goes_on_when_retried_with_more(
+    client: httpx.AsyncClient,
+) -> None:
+    """A retry as it stands fails again at once (no replan is left); a person who raises
+    `max_replans` and retries gets the replan, and the run goes on from its plan."""
+    agent = planned(
+        submit("fetch"), give_up("gone"), submit("fetch from the mirror"), {"text": "fetched"}
+    )
+    agent_id = await make_agent(client, {**agent, "plan_execute": {"max_replans": 0}})
+    run = await settle(client, (await start(client, agent_id=agent_id))["id"])
+    assert run["stop_reason"] == "plan_failed" and run["plan"]["replans"] == 0
+
+    assert (await client.post(f"/v1/runs/{run['id']}/retry")).status_code == 200
+    again = await settle(client, run["id"])
+    assert again["stop_reason"] == "plan_failed" and again["plan"]["replans"] == 0
+
+    raised = await client.patch(f"/v1/agents/{agent_id}", json={"plan_execute": {"max_replans": 1}})
+    assert raised.status_code == 200, raised.text
+    assert (await client.post(f"/v1/runs/{run['id']}/retry")).status_code == 200
+    done = await settle(client, run["id"])
+    assert done["status"] == "completed", done
+    assert done["result"] == "fetched" and done["plan"]["replans"] == 1
+    assert [s["goal"] for s in done["plan"]["steps"]] == ["fetch from the mirror"]
+
+
 async def test_an_invalid_plan_is_asked_for_again_once(client: httpx.AsyncClient) -> None:
     empty = {"tool_calls": [{"name": "submit_plan", "input": {"steps": []}}]}
     again = await run_to_end(client, planned(empty, submit("do"), {"text": "did"}))
