@@ -29,6 +29,23 @@ def _error(data: dict[str, Any]) -> str:
     return _short(error) if error else ""
 
 
+def _plan_line(kind: str, data: dict[str, Any]) -> str:
+    """A plan's move: steps numbered from 1, as the run page shows them."""
+    step = f"step {data['step'] + 1}" if isinstance(data.get("step"), int) else "step"
+    if kind == "plan.created":
+        return f"▤ plan: {data.get('steps')} steps"
+    if kind == "plan.replanned":
+        return f"▤ replanned ({data.get('replans')}): {data.get('steps')} steps"
+    if kind == "plan.step.started":
+        return f"▸ {step}: {_short(data.get('goal', ''))}"
+    if kind == "plan.step.completed":
+        return f"✓ {step} done: {_short(data.get('result', ''))}"
+    if kind == "plan.step.failed":
+        return f"✗ {step} failed: {_short(data.get('reason', ''))}"
+    extra = {k: v for k, v in data.items() if k not in _COMMON}
+    return f"· {kind} {_short(extra)}"
+
+
 class Printer:
     """Writes each event as it comes; the text a model streamed is not written twice."""
 
@@ -73,6 +90,8 @@ class Printer:
             return f"↻ retry {data.get('attempt')} in {data.get('delay_s')} s"
         if kind == "agent_run.waiting_on_human":
             return f"? {data.get('question')}"
+        if kind.startswith("plan."):
+            return _plan_line(kind, data)
         if kind.startswith("agent_run.") and data.get("status") in SETTLED:
             reason = data.get("stop_reason") or ""
             detail = _error(data) or reason

@@ -129,6 +129,17 @@ def runs(args: argparse.Namespace, client: Client) -> Exit:
     return Exit.COMPLETED
 
 
+def _print_plan(plan: dict[str, Any]) -> None:
+    count = plan.get("replans") or 0
+    replans = f", {count} replan{'s' * (count > 1)}" if count else ""
+    print(f"plan ({len(plan['steps'])} steps{replans}):")
+    for index, step in enumerate(plan["steps"]):
+        here = "▸" if index == plan.get("current_step") else " "
+        print(f" {here} {index + 1}. [{step['status']}] {step['goal']}")
+        if step.get("result"):
+            print(f"      {step['result']}")
+
+
 def show(args: argparse.Namespace, client: Client) -> Exit:
     """The run and its transcript."""
     run = client.get(f"/v1/runs/{args.run}")
@@ -143,6 +154,10 @@ def show(args: argparse.Namespace, client: Client) -> Exit:
         print(f"error: {run['error'].get('message')}")
     if run.get("waiting_for"):
         print(f"waiting for: {run['waiting_for'].get('question')}")
+    if run.get("execution_loop"):
+        print(f"loop {run['execution_loop']['kind']} ({run['execution_loop']['reason']})")
+    if run.get("plan"):
+        _print_plan(run["plan"])
     print()
     after = -1
     while True:

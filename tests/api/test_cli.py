@@ -297,3 +297,58 @@ async def test_run_at_a_time_queues_a_delayed_run_and_returns(
     run_id = started.out.split()[1]
     run = (await client.get(f"/v1/runs/{run_id}")).json()
     assert (run["status"], run["not_before"]) == ("queued", "2099-01-01T09:00:00Z")
+
+
+async def test_a_plan_execute_run_prints_its_plan_as_it_moves_and_show_lists_it(
+    client: httpx.AsyncClient, base_url: str
+) -> None:
+    plan = {
+        "steps": [
+            {"goal": "find the file", "acceptance_criteria": ["its path is known"]},
+            {"goal": "read it", "acceptance_criteria": ["its first line is quoted"]},
+        ]
+    }
+    agent = await make_agent(
+        client,
+        {
+            "name": "planner",
+            "execution_loop": "plan_execute",
+            "model": {
+                "provider": "scripted",
+                "name": "s",
+                "script": [
+                    {"tool_calls": [{"name": "submit_plan", "input": plan}]},
+                    {"text": "/tmp/a"},
+                    {"tool_calls": [{"name": "step_failed", "input": {"reason": "unreadable"}}]},
+                    {
+                        "tool_calls": [
+                            {"name": "submit_plan", "input": {"steps": plan["steps"][1:]}}
+                        ]
+                    },
+                    {"text": "hello"},
+                ],
+            },
+        },
+    )
+    done = await cli(base_url, "run", "--agent", agent, "go")
+    assert done.code == 0, done
+    lines = done.out.splitlines()
+    moves = [line for line in lines if line[:1] in "▤▸✓✗"]
+    assert moves == [
+        "▤ plan: 2 steps",
+        "▸ step 1: find the file",
+        "✓ step 1 done: /tmp/a",
+        "▸ step 2: read it",
+        "✗ step 2 failed: unreadable",
+        "▤ replanned (1): 2 steps",
+        "▸ step 2: read it",
+        "✓ step 2 done: hello",
+    ]
+    run_id = lines[0].split()[1]
+
+    shown = await cli(base_url, "show", run_id)
+    assert shown.code == 0, shown
+    assert "loop plan_execute (the agent's execution_loop)" in shown.out
+    assert "plan (2 steps, 1 replan):" in shown.out
+    assert "   1. [completed] find the file\n      /tmp/a\n" in shown.out
+    assert "   2. [completed] read it\n      hello\n" in shown.out
