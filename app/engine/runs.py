@@ -372,8 +372,9 @@ class RunCommands:
     async def fork(self, run_id: str, body: RunFork) -> RunRead:
         """A new run, on a new conversation, that starts from the state `run_id` was in
         after step `body.from_seq`: the transcript up to there (and `body.input` after it),
-        the watchers' state and the iteration. The original is untouched; calls it left
-        unanswered at that step run again in the fork, as new calls with new ledger keys."""
+        the watchers' state, the iteration, its loop kind and its plan. The original is
+        untouched; calls it left unanswered at that step run again in the fork, as new
+        calls with new ledger keys."""
         now = self._clock()
         async with self._sessionmaker() as session, session.begin():
             source = await run_store.get_run(session, run_id)
@@ -404,7 +405,14 @@ class RunCommands:
                     metadata=source.metadata,
                     now=now,
                     iteration=state.iteration,
-                ),
+                )
+                # It goes on as its source would have: the same loop kind, in the plan as
+                # it stood after the step (a planning loop does not plan again).
+                | {
+                    "execution_loop": source.execution_loop
+                    and source.execution_loop.model_dump(mode="json"),
+                    "plan": state.plan,
+                },
             )
             forked = {"from_run_id": run_id, "from_seq": body.from_seq}
             events: list[StreamEvent] = [

@@ -194,6 +194,8 @@ def _step(write: BoundaryWrite) -> history.NewStep:
         data["prompt_hash"] = write.prompt_hash
     if boundary.mcp_tools is not None:
         data["mcp_tools"] = boundary.mcp_tools
+    if "plan" in boundary.run_values:  # as it stood after this step: where a fork goes on
+        data["plan"] = boundary.run_values["plan"]
     status = boundary.run_values.get("status", RunStatus.RUNNING)
     return history.NewStep(
         run.id, run.conversation_id, boundary.kind, RunStatus(status), write.now, messages, data

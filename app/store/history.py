@@ -498,6 +498,7 @@ class StateAt:
     transcript_end: int  # the conversation's messages before this position are its transcript
     loop_counters: dict[str, Any]
     iteration: int
+    plan: dict[str, Any] | None  # a planning loop's plan (null: none yet, or another kind)
 
 
 _STATE_AT = text(
@@ -513,7 +514,10 @@ _STATE_AT = text(
          ORDER BY h.seq DESC LIMIT 1) AS loop,
         (SELECT h.data -> 'iteration' FROM run_history AS h
          WHERE h.run_id = :run AND h.seq <= :seq AND h.data ? 'iteration'
-         ORDER BY h.seq DESC LIMIT 1) AS iteration
+         ORDER BY h.seq DESC LIMIT 1) AS iteration,
+        (SELECT h.data -> 'plan' FROM run_history AS h
+         WHERE h.run_id = :run AND h.seq <= :seq AND h.data ? 'plan'
+         ORDER BY h.seq DESC LIMIT 1) AS plan
     """
 )
 
@@ -529,7 +533,7 @@ async def state_at(session: AsyncSession, run_id: str, seq: int) -> StateAt | No
     end = row.end_here if row.end_here is not None else row.first_of_run
     if end is None:  # the run appended nothing: the conversation as it is
         end = await next_position(session, found[0].conversation_id)
-    return StateAt(found[0], end, row.loop or {}, row.iteration or 0)
+    return StateAt(found[0], end, row.loop or {}, row.iteration or 0, row.plan)
 
 
 async def next_position(session: AsyncSession, conversation_id: str) -> int:

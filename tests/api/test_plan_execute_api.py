@@ -230,3 +230,30 @@ async def test_a_cancel_during_a_steps_model_call_ends_the_run_in_that_step(
     assert (final["status"], final["stop_reason"]) == ("cancelled", "cancelled"), final
     assert final["plan"]["steps"][0]["status"] == "running"  # where it was cut short
     assert final["iteration"] == 1  # the planner's call; the step's was abandoned
+
+
+async def test_a_fork_goes_on_in_the_plan_as_it_stood_after_its_step(
+    client: httpx.AsyncClient,
+) -> None:
+    """Forked where the second step started, the new run does not plan again: it runs that
+    step (the script goes on from the fork's iteration) in the copied plan."""
+    run = await run_to_end(
+        client, planned(submit("draft", "polish"), {"text": "v1"}, {"text": "v2"})
+    )
+    assert run["status"] == "completed", run
+    steps = (await client.get(f"/v1/runs/{run['id']}/history")).json()["items"]
+    second = [s["seq"] for s in steps if "plan.step.started" in s["events"]][1]
+
+    forked = await client.post(f"/v1/runs/{run['id']}/fork", json={"from_seq": second})
+    assert forked.status_code == 202, forked.text
+    copied = forked.json()["plan"]
+    assert [s["status"] for s in copied["steps"]] == ["completed", "running"]
+    fork = await settle(client, forked.json()["id"])
+
+    assert fork["status"] == "completed", fork
+    assert fork["execution_loop"] == run["execution_loop"]
+    assert [(s["goal"], s["status"], s["result"]) for s in fork["plan"]["steps"]] == [
+        ("draft", "completed", "v1"),
+        ("polish", "completed", "v2"),
+    ]
+    assert await plan_events(client, fork["id"]) == [("plan.step.completed", 1)]
