@@ -70,6 +70,23 @@ def allowed_targets(
     return targets
 
 
+def task_path(current: TaskStatus, target: TaskStatus) -> tuple[TaskStatus, ...] | None:
+    """The shortest walk of allowed transitions from `current` to `target` (its steps,
+    `target` last; empty when already there), never through a retry (which needs the
+    counters); None when the table has no way."""
+    paths: dict[TaskStatus, tuple[TaskStatus, ...]] = {current: ()}
+    frontier = [current]
+    while frontier and target not in paths:
+        step = []
+        for status in frontier:
+            for nxt in sorted(TASK_ALLOWED[status]):
+                if nxt not in paths and not is_retry(status, nxt):
+                    paths[nxt] = (*paths[status], nxt)
+                    step.append(nxt)
+        frontier = step
+    return paths.get(target)
+
+
 def is_retry(current: TaskStatus, target: TaskStatus) -> bool:
     """A reassignment after failure consumes one retry."""
     return current is S.FAILED and target is S.ASSIGNED

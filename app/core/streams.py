@@ -42,3 +42,8 @@ def execution_stream(execution_id: str) -> str:
 def execution_of(stream: str) -> str | None:
     """The workflow execution whose stream this is, or None for any other stream."""
     return stream.removeprefix("workflow:") if stream.startswith("workflow:") else None
+
+
+def coordination_stream(coordination_id: str) -> str:
+    """One task coordination's phases, subtasks and runs (`GET /v1/coordinations/{id}/events`)."""
+    return f"coordination:{coordination_id}"

@@ -55,6 +55,13 @@ class CoordinationPhase(StrEnum):
     UPDATE_PARENT = "update_parent"  # the parent task moves to that outcome
 
 
+class CoordinationRunPurpose(StrEnum):
+    """Why a coordination made a run beside its subtasks' own."""
+
+    PEER = "peer"  # a decentralized peer revising its result in a debate round
+    SYNTHESIS = "synthesis"  # the orchestrator joining the subtasks' results
+
+
 class PhaseOutcome(StrEnum):
     """How one phase of a coordination ended."""
 

@@ -14,6 +14,11 @@ A task assigned to an agent whose dependencies are all completed becomes a run o
     run out of budget                  task stays (seed 002): retry the run once there is room
     task cancelled                     its queued and active runs are cancelled
 
+A run's input is the task, its acceptance criteria and the results of the tasks it
+depends on (their newest completed runs'), so work downstream builds on work upstream. A
+task being coordinated (the parent of a running coordination) is its coordinator's: sync
+leaves it alone.
+
 `assigned` therefore always means "no run works on this yet": a settled run behind an
 assigned task is history, and the task is due a new run. Likewise a task `in_progress`
 whose newest run completed and was rejected in review is due its rework run (it is never
@@ -32,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -48,6 +53,7 @@ from app.engine.task_mutations import TransitionTask
 from app.schemas.runs import RunCreate, RunRead
 from app.schemas.tasks import TaskRead
 from app.store import approvals as approval_store
+from app.store import coordinations as coordination_store
 from app.store import events as event_store
 from app.store import task_runs as store
 from app.store import tasks as task_store
@@ -87,11 +93,21 @@ def sync_route(task: TaskStatus, run: RunStatus) -> tuple[TaskStatus, ...]:
     return _ROUTES.get((task, run), ())
 
 
-def run_input(task: TaskRead, feedback: str | None = None) -> str:
-    """What the agent is asked: the task, and a reviewer's reasons when it is rework."""
+def run_input(
+    task: TaskRead,
+    feedback: str | None = None,
+    upstream: Sequence[store.UpstreamResult] = (),
+) -> str:
+    """What the agent is asked: the task, its acceptance criteria, what the tasks it
+    depends on answered (the work it builds on), and a reviewer's reasons when it is
+    rework."""
     parts = [task.title]
     if task.description:
         parts.append(task.description)
+    if task.acceptance_criteria:
+        parts.append("It is done when:\n" + "\n".join(f"- {c}" for c in task.acceptance_criteria))
+    for done in upstream:
+        parts.append(f"The result of {done.title!r}, which this builds on:\n{done.result}")
     if feedback:
         parts.append(f"A reviewer sent this back for rework: {feedback}")
     return "\n\n".join(parts)
@@ -167,6 +183,8 @@ class TaskRuns:
                 task = await task_store.get_task(session, task_id)
                 if task is None or task.status in TASK_TERMINAL:
                     return
+                if await coordination_store.coordinated(session, task_id):
+                    return  # its coordination moves it, and runs its synthesis on its lane
                 run = await store.latest_run(session, task_id)
             if task.status is T.ASSIGNED and (run is None or run.status in _DONE):
                 run = await self._dispatch(task, run, feedback)
@@ -204,12 +222,13 @@ class TaskRuns:
                 return None  # a person's task, or one still waiting on others
             if await execution_stopped(session, task.id):
                 return None  # its workflow execution was cancelled, failed or completed
+            upstream = await store.upstream_results(session, task)
         body = RunCreate(
             agent_id=agent_id,
             # Retries and rework continue the task's conversation.
             conversation_id=previous.conversation_id if previous else None,
             lane=store.task_lane(task.id),
-            input=run_input(task, feedback),
+            input=run_input(task, feedback, upstream),
             multitask=Multitask.REJECT,
             metadata={"task_id": task.id},
         )

@@ -27,6 +27,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+from app.core.crashpoints import crash_point
 from app.core.messages import Block, Message, TextBlock, last_assistant_text
 from app.core.states import RunStatus, StopReason
 from app.core.streams import StreamEvent
@@ -39,7 +40,6 @@ from app.loop import resume, terminators
 from app.loop.boundary import Boundary, started_events
 from app.loop.budget_guard import BudgetExhausted, BudgetGuard
 from app.loop.cancel_watch import CancelledDuringCall, unless_cancelled
-from app.loop.crashpoints import crash_point
 from app.loop.deps import LeaseLost, prompt_hash
 from app.loop.exits import hand_back, settled
 from app.loop.kinds import registry

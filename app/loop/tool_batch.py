@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, Protocol
 
+from app.core.crashpoints import crash_point
 from app.core.messages import ToolUseBlock, results_message
 from app.core.states import WaitReason
 from app.core.streams import StreamEvent
@@ -27,7 +28,6 @@ from app.engine.approvals import ApprovalCommands
 from app.loop import approval_gate
 from app.loop.boundary import Boundary, started_events
 from app.loop.cancel_watch import CancelFlag
-from app.loop.crashpoints import crash_point
 from app.loop.exits import NOT_RUN, completed_events, human_pause, waiting_on_call
 from app.loop.loop_detection import with_notes
 from app.loop.stagnation import StagnationPolicy

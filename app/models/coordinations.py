@@ -5,14 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ForeignKey, Index, Table, Text, text
+from sqlalchemy import CheckConstraint, ForeignKey, Index, Table, Text, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.core.states import ExecutionStatus
+from app.core.states import ExecutionStatus, TaskStatus
 from app.core.vocabulary import CoordinationPhase, CoordinationTopology
 from app.models.base import Base
 from app.models.common import now_column, one_of
+
+# What a roll-up can make of the parent (`roll_up.RollUp.outcome`).
+COORDINATION_OUTCOMES = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
 
 
 class Coordination(Base):
@@ -29,6 +32,10 @@ class Coordination(Base):
         one_of("status", ExecutionStatus),
         one_of("phase", CoordinationPhase),
         one_of("topology", CoordinationTopology),  # NULL (not yet resolved) passes
+        CheckConstraint(  # NULL until the roll-up
+            "outcome IN (" + ", ".join(f"'{o.value}'" for o in COORDINATION_OUTCOMES) + ")",
+            name="outcome",
+        ),
         Index(
             "uq_coordinations_parent_task_id_running",
             "parent_task_id",
@@ -43,7 +50,16 @@ class Coordination(Base):
     status: Mapped[str] = mapped_column(Text)
     phase: Mapped[str] = mapped_column(Text)
     topology: Mapped[str | None] = mapped_column(Text)
+    wave_topologies: Mapped[list[str]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
     request: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    decomposition: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    subtasks: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, server_default=text("'[]'::jsonb")
+    )
+    orchestrator_agent_id: Mapped[str | None] = mapped_column(Text)
+    runs: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
+    outcome: Mapped[str | None] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
     phase_results: Mapped[list[dict[str, Any]]] = mapped_column(
         JSONB, server_default=text("'[]'::jsonb")
     )

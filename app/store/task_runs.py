@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.states import RUN_SETTLED, TaskStatus
+from app.core.states import RUN_SETTLED, RunStatus, TaskStatus
 from app.core.vocabulary import Complexity
-from app.models import AGENTS, Task
+from app.models import AGENTS, Run, Task
 from app.schemas.runs import RunRead
 from app.schemas.tasks import TaskRead
 from app.store import runs as run_store
@@ -95,6 +96,37 @@ async def unfinished_dependencies(session: AsyncSession, task: TaskRead) -> int:
         .where(Task.id.in_(task.dependencies), Task.status == TaskStatus.COMPLETED)
     )
     return len(set(task.dependencies)) - int(done or 0)
+
+
+@dataclass(frozen=True)
+class UpstreamResult:
+    """A completed dependency's title and what its newest completed run answered."""
+
+    title: str
+    result: str
+
+
+async def upstream_results(session: AsyncSession, task: TaskRead) -> list[UpstreamResult]:
+    """The results of the task's completed dependencies, in the order it lists them (a
+    dependency completed by hand, with no completed run, has none)."""
+    if not task.dependencies:
+        return []
+    lanes = {task_lane(d): d for d in task.dependencies}
+    rows = await session.execute(
+        select(Task.id, Task.title, Run.lane, Run.result)
+        .join(Run, Run.lane == func.concat(TASK_LANE_PREFIX, Task.id))
+        .where(
+            Task.id.in_(task.dependencies),
+            Task.status == TaskStatus.COMPLETED,
+            Run.lane.in_(lanes),
+            Run.status == RunStatus.COMPLETED,
+            Run.result.is_not(None),
+        )
+        .order_by(Task.id, Run.created_at.desc(), Run.id.desc())
+        .distinct(Task.id)
+    )
+    found = {row.id: UpstreamResult(row.title, row.result) for row in rows}
+    return [found[d] for d in dict.fromkeys(task.dependencies) if d in found]
 
 
 async def dependents(session: AsyncSession, task_id: str) -> list[TaskRead]:

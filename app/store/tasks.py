@@ -67,6 +67,12 @@ async def get_task(session: AsyncSession, task_id: str) -> TaskRead | None:
     return TaskRead.model_validate(row) if row else None
 
 
+async def get_tasks(session: AsyncSession, task_ids: Sequence[str]) -> list[TaskRead]:
+    """The tasks that exist of `task_ids`, in id order."""
+    rows = await session.scalars(select(Task).where(Task.id.in_(task_ids)).order_by(Task.id))
+    return [TaskRead.model_validate(row) for row in rows]
+
+
 async def lock_tasks(session: AsyncSession, task_ids: Iterable[str]) -> dict[str, TaskRead]:
     """Current rows, locked until the transaction ends (other writers wait)."""
     ids = sorted(set(task_ids))  # a stable lock order avoids deadlocks between replicas

@@ -212,6 +212,19 @@ class Metrics:
             buckets=WEBHOOK_LATENCY_BUCKETS_S,
             registry=registry,
         )
+        self.coordination_phases = Histogram(
+            "loopwright_coordination_phase_seconds",
+            "How long coordinations' phases took in this process, by phase and outcome "
+            "(`ok`, `failed`, `skipped`); dispatch counts from its last pass's start.",
+            ["phase", "outcome"],
+            registry=registry,
+        )
+        self.coordinations_settled = Counter(
+            "loopwright_coordinations_settled",
+            "Coordinations this process settled, by status (`completed`, `failed`, `cancelled`).",
+            ["status"],
+            registry=registry,
+        )
         registry.register(_BreakerStates(breaker_states))
         # Event type -> the counter it increments and the payload fields naming its labels.
         self._counted: dict[str, tuple[Counter, tuple[str, ...]]] = {
@@ -268,6 +281,13 @@ class Metrics:
             self.llm_unpriced_calls.labels(provider, model).inc()
         else:
             self.llm_cost.labels(provider, model).inc(cost_usd)
+
+    def coordination_phase(self, phase: str, outcome: str, seconds: float) -> None:
+        """A coordination's phase was recorded (after its commit)."""
+        self.coordination_phases.labels(phase, outcome).observe(seconds)
+
+    def coordination_settled(self, status: str) -> None:
+        self.coordinations_settled.labels(status).inc()
 
     def trigger_fired(self, kind: str, status: str) -> None:
         """A fire committed (a repeat of an occasion that fired already is not one)."""

@@ -21,6 +21,7 @@ depends_on = None
 _STATUSES = "'running', 'completed', 'failed', 'cancelled'"
 _PHASES = "'decompose', 'route', 'topology', 'validate', 'dispatch', 'roll_up', 'update_parent'"
 _TOPOLOGIES = "'auto', 'sas', 'centralized', 'decentralized', 'context_dependent'"
+_OUTCOMES = "'completed', 'failed', 'cancelled'"
 
 
 def upgrade() -> None:
@@ -31,7 +32,23 @@ def upgrade() -> None:
         sa.Column("status", sa.Text(), nullable=False),
         sa.Column("phase", sa.Text(), nullable=False),
         sa.Column("topology", sa.Text(), nullable=True),
+        sa.Column(
+            "wave_topologies",
+            postgresql.JSONB(),
+            server_default=sa.text("'[]'::jsonb"),
+            nullable=False,
+        ),
         sa.Column("request", postgresql.JSONB(), nullable=False),
+        sa.Column("decomposition", postgresql.JSONB(), nullable=True),
+        sa.Column(
+            "subtasks", postgresql.JSONB(), server_default=sa.text("'[]'::jsonb"), nullable=False
+        ),
+        sa.Column("orchestrator_agent_id", sa.Text(), nullable=True),
+        sa.Column(
+            "runs", postgresql.JSONB(), server_default=sa.text("'[]'::jsonb"), nullable=False
+        ),
+        sa.Column("outcome", sa.Text(), nullable=True),
+        sa.Column("reason", sa.Text(), nullable=True),
         sa.Column(
             "phase_results",
             postgresql.JSONB(),
@@ -47,6 +64,7 @@ def upgrade() -> None:
         sa.CheckConstraint(f"status IN ({_STATUSES})", name=op.f("ck_coordinations_status")),
         sa.CheckConstraint(f"phase IN ({_PHASES})", name=op.f("ck_coordinations_phase")),
         sa.CheckConstraint(f"topology IN ({_TOPOLOGIES})", name=op.f("ck_coordinations_topology")),
+        sa.CheckConstraint(f"outcome IN ({_OUTCOMES})", name=op.f("ck_coordinations_outcome")),
         sa.ForeignKeyConstraint(
             ["parent_task_id"],
             ["tasks.id"],

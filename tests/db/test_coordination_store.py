@@ -62,15 +62,16 @@ async def test_phases_are_recorded_in_order_until_settled(
 ) -> None:
     made = await coordinations.insert_coordination(session, f"coord_{token}", parent, REQUEST)
     await coordinations.record_phase(
-        session, made.id, result(Phase.DECOMPOSE), next_phase=Phase.ROUTE
+        session, made.id, result(Phase.DECOMPOSE), at=Phase.DECOMPOSE, next_phase=Phase.ROUTE
     )
     routed = await coordinations.record_phase(
-        session, made.id, result(Phase.ROUTE), next_phase=Phase.TOPOLOGY
+        session, made.id, result(Phase.ROUTE), at=Phase.ROUTE, next_phase=Phase.TOPOLOGY
     )
     resolved = await coordinations.record_phase(
         session,
         made.id,
         result(Phase.TOPOLOGY),
+        at=Phase.TOPOLOGY,
         next_phase=Phase.VALIDATE,
         topology=CoordinationTopology.SAS,
     )
@@ -82,13 +83,36 @@ async def test_phases_are_recorded_in_order_until_settled(
     assert (resolved.phase, resolved.topology) == (Phase.VALIDATE, CoordinationTopology.SAS)
     assert resolved.updated_at >= routed.updated_at
     failed = await coordinations.record_phase(
-        session, made.id, result(Phase.VALIDATE, PhaseOutcome.FAILED), status=ExecutionStatus.FAILED
+        session,
+        made.id,
+        result(Phase.VALIDATE, PhaseOutcome.FAILED),
+        at=Phase.VALIDATE,
+        status=ExecutionStatus.FAILED,
+        reason="no subtask could be routed",
     )
     assert (failed.status, failed.phase) == (ExecutionStatus.FAILED, Phase.VALIDATE)
+    assert failed.reason == "no subtask could be routed"
     assert await coordinations.get_coordination(session, made.id) == failed
     assert await coordinations.running_coordination(session, parent) is None
     with pytest.raises(StaleWrite, match="is not running"):
-        await coordinations.record_phase(session, made.id, result(Phase.DISPATCH))
+        await coordinations.record_phase(
+            session, made.id, result(Phase.DISPATCH), at=Phase.VALIDATE
+        )
+
+
+async def test_a_phase_moved_on_elsewhere_is_not_recorded_twice(
+    session: AsyncSession, parent: str, token: str
+) -> None:
+    made = await coordinations.insert_coordination(session, f"coord_{token}", parent, REQUEST)
+    await coordinations.record_phase(
+        session, made.id, result(Phase.DECOMPOSE), at=Phase.DECOMPOSE, next_phase=Phase.ROUTE
+    )
+    with pytest.raises(StaleWrite, match="is not running at decompose"):
+        await coordinations.record_phase(
+            session, made.id, result(Phase.DECOMPOSE), at=Phase.DECOMPOSE, next_phase=Phase.ROUTE
+        )
+    read = await coordinations.get_coordination(session, made.id)
+    assert read is not None and [r.phase for r in read.phase_results] == [Phase.DECOMPOSE]
 
 
 async def test_one_running_coordination_per_parent(
@@ -99,7 +123,11 @@ async def test_one_running_coordination_per_parent(
         async with session.begin_nested():
             await coordinations.insert_coordination(session, f"coord_{token}_2", parent, REQUEST)
     await coordinations.record_phase(
-        session, first.id, result(Phase.UPDATE_PARENT), status=ExecutionStatus.COMPLETED
+        session,
+        first.id,
+        result(Phase.DECOMPOSE),
+        at=Phase.DECOMPOSE,
+        status=ExecutionStatus.COMPLETED,
     )
     again = await coordinations.insert_coordination(session, f"coord_{token}_3", parent, REQUEST)
     assert await coordinations.running_coordination(session, parent) == again
@@ -111,6 +139,7 @@ async def test_one_running_coordination_per_parent(
         ("status", list(ExecutionStatus)),
         ("phase", list(CoordinationPhase)),
         ("topology", list(CoordinationTopology)),
+        ("outcome", ["completed", "failed", "cancelled"]),
     ],
 )
 async def test_the_checks_take_exactly_the_vocabulary(

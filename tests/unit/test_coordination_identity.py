@@ -1,55 +1,36 @@
-"""A subtask's identity: the keys its child task and its run are created under, one per
-coordination and index, bound to the subtask's draft."""
+"""The keys of a coordination's own runs (peers' rounds, the synthesis): one per
+coordination and slot, the same on a second try, in a scope of their own, and within a
+client key's bound; and the subtasks' derived task ids."""
 
 from __future__ import annotations
 
-import pytest
-
-from app.core.errors import IdempotencyKeyReused
 from app.engine import runs, task_engine
-from app.engine.coordination.identity import (
-    SUBTASK_RUN_SCOPE,
-    SUBTASK_SCOPE,
-    subtask_create_key,
-    subtask_run_key,
-)
-from app.schemas.coordination import SubtaskDraft
-
-DRAFT = SubtaskDraft(title="Design the table", acceptance_criteria=["it exists"])
-OTHER = SubtaskDraft(title="Design the index", acceptance_criteria=["it exists"])
+from app.engine.coordination.coordinator import child_id
+from app.engine.coordination.identity import RUN_SCOPE, run_key
 
 
-def test_each_coordination_and_index_has_its_own_key() -> None:
-    keys = {
-        subtask_create_key(coordination, index, DRAFT).key
-        for coordination in ("coord_a", "coord_b")
-        for index in range(12)
-    }
-    assert len(keys) == 24
-    assert (
-        subtask_create_key("coord_a", 1, DRAFT).key != subtask_create_key("coord_a1", 1, DRAFT).key
-    )
+def test_each_coordination_and_slot_has_its_own_key() -> None:
+    slots = ["synthesis", *(f"peer:{r}:{i}" for r in (1, 2) for i in range(12))]
+    keys = {run_key(c, slot).key for c in ("coord_a", "coord_b") for slot in slots}
+    assert len(keys) == 2 * len(slots)
 
 
-def test_a_resumed_coordination_makes_the_same_keys() -> None:
-    assert subtask_create_key("coord_a", 3, DRAFT) == subtask_create_key("coord_a", 3, DRAFT)
-    assert subtask_run_key("coord_a", 3, DRAFT) == subtask_run_key("coord_a", 3, DRAFT)
+def test_a_resumed_coordination_makes_the_same_key_and_replays() -> None:
+    first = run_key("coord_a", "peer:1:3")
+    assert run_key("coord_a", "peer:1:3") == first
+    record = first.record("run_1", {})
+    assert run_key("coord_a", "peer:1:3").replays(record) == record
 
 
-def test_the_task_and_the_run_keys_are_apart_from_every_other_scope() -> None:
-    task, run = subtask_create_key("c", 0, DRAFT), subtask_run_key("c", 0, DRAFT)
-    assert (task.scope, run.scope) == (SUBTASK_SCOPE, SUBTASK_RUN_SCOPE)
+def test_the_scope_is_apart_from_every_other() -> None:
     others = {task_engine.CREATE_SCOPE, task_engine.TOOL_CREATE_SCOPE, runs.CREATE_SCOPE}
-    assert not {SUBTASK_SCOPE, SUBTASK_RUN_SCOPE} & (others | {runs.SPAWN_SCOPE})
-
-
-def test_the_same_key_with_another_draft_is_refused() -> None:
-    first = subtask_create_key("c", 0, DRAFT)
-    record = first.record("task_1", {})
-    assert subtask_create_key("c", 0, DRAFT).replays(record) == record
-    with pytest.raises(IdempotencyKeyReused):
-        subtask_create_key("c", 0, OTHER).replays(record)
+    assert RUN_SCOPE not in others | {runs.SPAWN_SCOPE}
 
 
 def test_the_longest_id_keeps_the_key_within_a_clients_bound() -> None:
-    assert len(subtask_create_key("x" * 200, 19, DRAFT).key) <= 255
+    assert len(run_key("x" * 200, "peer:3:19").key) <= 255
+
+
+def test_child_ids_derive_from_the_coordination_and_index() -> None:
+    assert child_id("coord_01ABC", 3) == "task_01ABC_3"
+    assert len({child_id(c, i) for c in ("coord_a", "coord_b") for i in range(20)}) == 40

@@ -18,11 +18,14 @@ TIER_RANK = {CostTier.LOW: 0, CostTier.MEDIUM: 1, CostTier.HIGH: 2}
 @dataclass(frozen=True)
 class Candidate:
     """An agent as routing sees it: `held`, the tasks it holds now; `price_per_mtok`, its
-    model's input plus output price in USD per million tokens (None: not priced)."""
+    model's input plus output price in USD per million tokens (None: not priced).
+    `bounded` False: planning work that starts later, so room is not asked now (the
+    assignment checks it when the work starts)."""
 
     agent: AgentRead
     held: int
     price_per_mtok: Decimal | None = None
+    bounded: bool = True
 
     @property
     def id(self) -> str:
@@ -30,7 +33,7 @@ class Candidate:
 
     @property
     def has_room(self) -> bool:
-        return self.held < self.agent.max_concurrent_tasks
+        return not self.bounded or self.held < self.agent.max_concurrent_tasks
 
     @property
     def load(self) -> str:

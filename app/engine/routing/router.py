@@ -34,7 +34,13 @@ from app.core.errors import AppError, Conflict, InvalidTransition, NotFound, Pro
 from app.core.states import TASK_HELD, TaskStatus, allowed_targets
 from app.core.vocabulary import AssignmentStrategy
 from app.engine.routing.auction import Auction
-from app.engine.routing.base import Candidate, RoutingContext, RoutingStrategy, Unroutable
+from app.engine.routing.base import (
+    Candidate,
+    Choice,
+    RoutingContext,
+    RoutingStrategy,
+    Unroutable,
+)
 from app.engine.routing.cost_optimised import CostOptimised
 from app.engine.routing.hierarchical import Hierarchical
 from app.engine.routing.model_scorer import ModelScorer
@@ -202,7 +208,20 @@ class TaskRouter:
             except AgentAtCapacity:
                 full.add(choice.agent_id)
 
-    async def _context(self, request: RouteRequest, full: set[str]) -> RoutingContext:
+    async def plan(
+        self, task: TaskRead, request: RouteRequest, planned: Mapping[str, int]
+    ) -> Choice | Unroutable:
+        """Choose an agent for work that starts later (a coordination's subtask), assigning
+        nothing. Every agent is a candidate whatever it holds now: room is checked when the
+        work is assigned. `planned` counts, per agent, the work planned to run beside this
+        one, so that one wave spreads over the capable agents."""
+        context = await self._context(request, set(), planned=planned)
+        candidates = list(context.agents.values())
+        return await self._strategies[request.strategy].choose(task, candidates, context)
+
+    async def _context(
+        self, request: RouteRequest, full: set[str], *, planned: Mapping[str, int] | None = None
+    ) -> RoutingContext:
         async with self._sessionmaker() as session:
             agents = await agent_store.all_agents(session)
             held = await agent_loads.held_counts(session)
@@ -212,7 +231,11 @@ class TaskRouter:
             if agent.id in full:
                 count = max(count, agent.max_concurrent_tasks)
             price = self._price(agent.model.provider, agent.model.name)
-            candidates[agent.id] = Candidate(agent, count, price)
+            if planned is None:
+                candidates[agent.id] = Candidate(agent, count, price)
+            else:
+                count += planned.get(agent.id, 0)
+                candidates[agent.id] = Candidate(agent, count, price, bounded=False)
         return RoutingContext(request, candidates)
 
     def _price(self, provider: str, model: str) -> Decimal | None:

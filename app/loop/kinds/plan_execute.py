@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.core.crashpoints import crash_point
 from app.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.core.states import PlanStepStatus, RunStatus, StopReason
 from app.core.streams import StreamEvent
 from app.llm.provider import LLMResponse
 from app.loop import terminators
-from app.loop.crashpoints import crash_point
 from app.loop.kinds import plan as plans
 from app.loop.kinds.protocol import LoopHost
 from app.loop.model_calls import CallShape

@@ -6,8 +6,8 @@ terminators → context recovery → LLM call → llm_response boundary
 
 from __future__ import annotations
 
+from app.core.crashpoints import crash_point
 from app.loop import terminators
-from app.loop.crashpoints import crash_point
 from app.loop.kinds.protocol import LoopHost
 
 

@@ -8,7 +8,19 @@ import os
 import signal
 
 POINTS = frozenset(
-    {"after_claim", "after_llm_response", "during_tool", "after_tool_result", "before_final"}
+    {
+        "after_claim",
+        "after_llm_response",
+        "during_tool",
+        "after_tool_result",
+        "before_final",
+        # A coordination's phases: after each one's work, before it is recorded.
+        "coordination_decomposed",
+        "coordination_routed",
+        "coordination_dispatched",
+        "coordination_synthesis_created",
+        "coordination_parent_updated",
+    }
 )
 
 

@@ -1,0 +1,766 @@
+"""The coordinator: moves each running coordination through its phases.
+
+    decompose   the request's DAG, or the decomposer agent's (one LLM call, validated)
+    route       the subtasks become child tasks of the parent (`created`); each is given
+                an agent by the routing strategy, wave by wave (a wave's subtasks spread)
+    topology    the requested topology (or `auto`) resolved per wave; sas waves go to the
+                backbone agent (the orchestrator)
+    validate    fails when no subtask has an agent
+    dispatch    the parent goes `in_progress`; wave after wave, subtasks are assigned to
+                their agents (at most `max_concurrency_per_wave` unsettled at once; one at a
+                time in a sas wave), and the task-runs bridge runs each on its own lane,
+                with the review gate after it; the roll-up cancels what can no longer run.
+                Once every subtask settled: the peers' debate rounds (decentralized), then
+                the orchestrator's synthesis on the parent's lane (centralized,
+                decentralized, context_dependent with a centralized wave)
+    roll_up     the subtasks' statuses (and the synthesis) become the parent's outcome
+    update_parent  the parent walks to it: `in_review` (its review decides), `failed` or
+                `cancelled`; the coordination settles
+
+Every pass re-derives what to do from the rows (the coordination, the child tasks, the
+runs), so a pass repeated, late or made after a crash converges. What a phase makes is
+found again rather than made twice: child tasks have ids derived from the coordination
+and the subtask's index, the coordinator's runs are created under keys of their own
+(`identity.py`), and a phase is recorded compare-and-set on the phase it was in, so of
+two coordinators (two processes) one records and the other's write is stale. A person
+cancelling (or completing) the parent calls the coordination off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.core.crashpoints import crash_point
+from app.core.errors import AppError
+from app.core.states import (
+    TASK_TERMINAL,
+    ExecutionStatus,
+    NodeStatus,
+    RunStatus,
+    TaskStatus,
+    task_path,
+)
+from app.core.streams import RUNS_STREAM, TASK_STREAM, coordination_stream
+from app.core.vocabulary import (
+    CoordinationPhase,
+    CoordinationRunPurpose,
+    CoordinationTopology,
+    PhaseOutcome,
+)
+from app.engine.bus import EventBus
+from app.engine.coordination import identity, prompts
+from app.engine.coordination.dag import SubtaskDag
+from app.engine.coordination.roll_up import roll_up
+from app.engine.coordination.topology import resolve_topology
+from app.engine.published import Written, published
+from app.engine.routing.base import Unroutable
+from app.engine.routing.router import TaskRouter
+from app.engine.runs import RunCommands
+from app.engine.task_engine import TaskEngine
+from app.engine.task_mutations import AssignTask, CancelTask, CreateTask, TransitionTask
+from app.engine.workflow_observer import node_status_of
+from app.schemas.agents import AgentRead
+from app.schemas.coordination import (
+    CoordinationRead,
+    CoordinationRun,
+    Decomposition,
+    PhaseResult,
+    SubtaskState,
+)
+from app.schemas.runs import RunCreate, RunRead
+from app.schemas.tasks import RouteRequest, TaskCreate, TaskRead
+from app.store import agents as agent_store
+from app.store import coordinations as store
+from app.store import events as event_store
+from app.store import runs as run_store
+from app.store import task_runs as task_run_store
+from app.store import tasks as task_store
+from app.store.errors import StaleWrite
+from app.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+ACTOR = "coordinator"
+Phase = CoordinationPhase
+Topology = CoordinationTopology
+# A run in these states no longer works (as the task-runs bridge counts them).
+_RUN_DONE = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED}
+)
+_SETTLED = frozenset({NodeStatus.COMPLETED, NodeStatus.FAILED, NodeStatus.CANCELLED})
+_SYNTHESISED = frozenset({Topology.CENTRALIZED, Topology.DECENTRALIZED})
+_OUTCOME_STATUS = {
+    TaskStatus.COMPLETED: ExecutionStatus.COMPLETED,
+    TaskStatus.FAILED: ExecutionStatus.FAILED,
+    TaskStatus.CANCELLED: ExecutionStatus.CANCELLED,
+}
+
+
+class DecompositionFailed(Exception):
+    """The decomposer gave no valid decomposition; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Decomposes(Protocol):
+    async def decompose(self, parent: TaskRead, agent: AgentRead) -> Decomposition: ...
+
+
+def child_id(coordination_id: str, index: int) -> str:
+    """Subtask `index`'s task id: derived, so a coordinator that crashed while creating
+    the subtasks finds the ones it made (a second create is refused as existing)."""
+    return f"task_{coordination_id.removeprefix('coord_')}_{index}"
+
+
+class _Waiting(Exception):
+    """The phase cannot finish yet: subtasks or runs are still working."""
+
+
+class Coordinator:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        bus: EventBus,
+        tasks: TaskEngine,
+        runs: RunCommands,
+        router: TaskRouter,
+        decomposer: Decomposes,
+        *,
+        poll_interval_s: float = 5.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._bus = bus
+        self._tasks = tasks
+        self._runs = runs
+        self._router = router
+        self._decomposer = decomposer
+        self._poll_interval_s = poll_interval_s
+        self._clock = clock
+        self._metrics = metrics
+        self._loop: asyncio.Task[None] | None = None
+        self._driving: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Resume every running coordination, then follow the task and run boards."""
+        self._loop = asyncio.create_task(self._follow(), name="coordinator")
+
+    async def stop(self) -> None:
+        """Unfinished passes are dropped; the next start resumes each at its phase."""
+        pending = [*self._driving.values(), *([self._loop] if self._loop else [])]
+        for job in pending:
+            job.cancel()
+        for job in pending:
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+        self._loop = None
+
+    async def _follow(self) -> None:
+        with self._bus.subscribe(TASK_STREAM) as tasks, self._bus.subscribe(RUNS_STREAM) as runs:
+            while True:
+                try:
+                    async with self._sessionmaker() as session:
+                        running = await store.running_ids(session)
+                except Exception:  # the database is not reachable yet: try again
+                    log.exception("coordinator: listing running coordinations failed")
+                    running = []
+                for coordination_id in running:
+                    self.kick(coordination_id)
+                waits = [asyncio.create_task(w.wait(self._poll_interval_s)) for w in (tasks, runs)]
+                try:
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for w in waits:
+                        w.cancel()
+
+    def kick(self, coordination_id: str) -> None:
+        """Advance the coordination now, or once more after the pass under way."""
+        if coordination_id in self._driving:
+            self._again.add(coordination_id)
+            return
+        job = asyncio.create_task(
+            self._drive(coordination_id), name=f"coordinate:{coordination_id}"
+        )
+        self._driving[coordination_id] = job
+
+    async def _drive(self, coordination_id: str) -> None:
+        try:
+            while True:
+                self._again.discard(coordination_id)
+                try:
+                    await self.advance(coordination_id)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # the next wake-up tries again
+                    log.exception("coordination %s: pass failed", coordination_id)
+                if coordination_id not in self._again:
+                    return
+        finally:
+            self._driving.pop(coordination_id, None)
+
+    # -- one coordination ------------------------------------------------------------
+
+    async def advance(self, coordination_id: str) -> None:
+        """Run phases until one has to wait or the coordination settles."""
+        while True:
+            async with self._sessionmaker() as session:
+                coordination = await store.get_coordination(session, coordination_id)
+                parent = (
+                    await task_store.get_task(session, coordination.parent_task_id)
+                    if coordination
+                    else None
+                )
+            if coordination is None or parent is None:
+                return  # deleted with its parent
+            if coordination.status is not ExecutionStatus.RUNNING:
+                return
+            started = time.monotonic()
+            try:
+                if parent.status in TASK_TERMINAL and coordination.phase is not Phase.UPDATE_PARENT:
+                    await self._called_off(coordination, parent)
+                else:
+                    await self._PHASES[coordination.phase](self, coordination, parent, started)
+            except _Waiting:
+                return
+            except StaleWrite:
+                continue  # another coordinator moved it on: read it again
+
+    async def _called_off(self, c: CoordinationRead, parent: TaskRead) -> None:
+        reason = f"the parent task was {parent.status.value} while it was coordinated"
+        await self._cancel_children(c, range(len(c.subtasks)), reason)
+        await self._record(
+            c,
+            PhaseOutcome.FAILED,
+            time.monotonic(),
+            reason,
+            status=ExecutionStatus.CANCELLED,
+            reason=reason,
+        )
+
+    # -- decompose ---------------------------------------------------------------------
+
+    async def _decompose(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+        given = c.request.decomposition
+        if given is not None:
+            decomposition, outcome = given, PhaseOutcome.SKIPPED
+            detail = f"given with the request: {len(given.subtasks)} subtasks"
+        else:
+            agent = await self._agent(c.request.options.decomposer)
+            if agent is None:
+                await self._fail(c, started, "the decomposer agent no longer exists")
+                return
+            try:
+                decomposition = await self._decomposer.decompose(parent, agent)
+            except DecompositionFailed as exc:
+                await self._fail(c, started, f"decomposition failed: {exc.reason}")
+                return
+            outcome = PhaseOutcome.OK
+            detail = f"{agent.name} decomposed it into {len(decomposition.subtasks)} subtasks"
+        dag = SubtaskDag.of(decomposition)
+        waves = dag.waves()
+        wave_of = {i: w for w, wave in enumerate(waves) for i in wave}
+        subtasks = [
+            SubtaskState(index=i, task_id=child_id(c.id, i), wave=wave_of[i])
+            for i in range(len(decomposition.subtasks))
+        ]
+        crash_point("coordination_decomposed")
+        await self._record(
+            c,
+            outcome,
+            started,
+            detail,
+            next_phase=Phase.ROUTE,
+            decomposition=decomposition.model_dump(mode="json"),
+            subtasks=_dumped(subtasks),
+        )
+
+    # -- route -------------------------------------------------------------------------
+
+    async def _route(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+        decomposition = _decomposition(c)
+        children = await self._create_children(c, parent, decomposition)
+        options = c.request.options
+        routed: list[SubtaskState] = []
+        planned: dict[str, int] = {}
+        for state in sorted(c.subtasks, key=lambda s: (s.wave, s.index)):
+            if state.wave != (routed[-1].wave if routed else 0):
+                planned = {}  # another wave: the last one's subtasks will have finished
+            draft = decomposition.subtasks[state.index]
+            request = RouteRequest(
+                strategy=options.routing_strategy,
+                role=draft.role,
+                skills=draft.required_skills,
+                agent=options.orchestrator,
+            )
+            choice = await self._router.plan(children[state.index], request, planned)
+            if isinstance(choice, Unroutable):
+                routed.append(state.model_copy(update={"route_reason": choice.reason}))
+                continue
+            planned[choice.agent_id] = planned.get(choice.agent_id, 0) + 1
+            routed.append(
+                state.model_copy(
+                    update={"agent_id": choice.agent_id, "route_reason": choice.reason}
+                )
+            )
+        routed.sort(key=lambda s: s.index)
+        unroutable = [s.index for s in routed if s.agent_id is None]
+        detail = f"{len(routed) - len(unroutable)} of {len(routed)} subtasks have an agent"
+        if unroutable:
+            detail += "; none for subtask(s) " + ", ".join(map(str, unroutable))
+        crash_point("coordination_routed")
+        await self._record(
+            c, PhaseOutcome.OK, started, detail, next_phase=Phase.TOPOLOGY, subtasks=_dumped(routed)
+        )
+
+    async def _create_children(
+        self, c: CoordinationRead, parent: TaskRead, decomposition: Decomposition
+    ) -> dict[int, TaskRead]:
+        """The subtasks as child tasks of the parent, `created` (nobody's until dispatch),
+        with their DAG as task dependencies. Those a crashed pass made already are kept."""
+        existing = await self._children(c)
+        made: dict[int, TaskRead] = {}
+        for state in c.subtasks:
+            if state.index in existing:
+                made[state.index] = existing[state.index]
+                continue
+            draft = decomposition.subtasks[state.index]
+            dag = SubtaskDag.of(decomposition)
+            fields = TaskCreate(
+                title=draft.title,
+                description=draft.description,
+                type=parent.type,
+                priority=parent.priority,
+                project=parent.project,
+                reviewers=parent.reviewers,
+                dependencies=[child_id(c.id, d) for d in dag.dependencies[state.index]],
+                acceptance_criteria=draft.acceptance_criteria,
+                estimated_complexity=draft.estimated_complexity or parent.estimated_complexity,
+                max_retries=parent.max_retries,
+                parent_task_id=parent.id,
+                delegation_chain=parent.delegation_chain,
+                created_by=ACTOR,
+            )
+            mutation = CreateTask(fields, ACTOR, task_id=state.task_id)
+            made[state.index] = (await self._tasks.submit(mutation)).task
+        return made
+
+    # -- topology and validation -------------------------------------------------------
+
+    async def _topology(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+        waves = _waves(c)
+        requested = c.request.options.topology or parent.coordination_topology
+        choice = resolve_topology(parent.task_structure, requested, [len(w) for w in waves])
+        orchestrator = await self._agent(c.request.options.orchestrator)
+        backbone = orchestrator.id if orchestrator else _first_routed(c.subtasks)
+        subtasks = [
+            s.model_copy(update={"agent_id": backbone, "route_reason": "the sas backbone"})
+            if backbone and choice.per_wave[s.wave] is Topology.SAS
+            else s
+            for s in c.subtasks
+        ]
+        await self._record(
+            c,
+            PhaseOutcome.OK,
+            started,
+            choice.reason,
+            next_phase=Phase.VALIDATE,
+            topology=choice.topology,
+            wave_topologies=[t.value for t in choice.per_wave],
+            orchestrator_agent_id=backbone,
+            subtasks=_dumped(subtasks),
+        )
+
+    async def _validate(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+        if all(s.agent_id is None for s in c.subtasks):
+            reasons = "; ".join(f"{s.index}: {s.route_reason}" for s in c.subtasks)
+            reason = f"no subtask could be routed ({reasons})"
+            await self._cancel_children(c, range(len(c.subtasks)), reason)
+            await self._fail(c, started, reason)
+            return
+        waves = ", ".join(str(w) for w in _waves(c))
+        detail = f"{len(c.subtasks)} subtasks in {len(_waves(c))} wave(s): {waves}"
+        await self._record(c, PhaseOutcome.OK, started, detail, next_phase=Phase.DISPATCH)
+
+    # -- dispatch ----------------------------------------------------------------------
+
+    async def _dispatch(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+        await self._walk(parent, TaskStatus.IN_PROGRESS, f"coordination {c.id} dispatches")
+        children = await self._children(c)
+        unroutable = [s.index for s in c.subtasks if s.agent_id is None]
+        await self._cancel_children(c, unroutable, "no agent could take this subtask")
+        statuses = [node_status_of(children.get(s.index)) for s in c.subtasks]
+        rolled = roll_up(statuses, _dag(c), fail_fast=c.request.options.fail_fast)
+        await self._cancel_children(c, rolled.cancel, rolled.reason)
+        if rolled.outcome is None:
+            await self._accept_reviews(c, children)
+            await self._start_wave(c, children, statuses, set(rolled.cancel))
+            raise _Waiting
+        synthesis = ""
+        if rolled.outcome is TaskStatus.COMPLETED and _synthesised(c):
+            synthesis = await self._synthesise(c, parent, children)
+        counts = {s: statuses.count(s) for s in _SETTLED if statuses.count(s)}
+        detail = ", ".join(f"{n} {s.value}" for s, n in sorted(counts.items()))
+        await self._record(
+            c, PhaseOutcome.OK, started, detail + synthesis, next_phase=Phase.ROLL_UP
+        )
+
+    async def _start_wave(
+        self,
+        c: CoordinationRead,
+        children: dict[int, TaskRead],
+        statuses: Sequence[NodeStatus],
+        cancelling: set[int],
+    ) -> None:
+        """Assign the subtasks of the first wave not yet settled, up to its concurrency."""
+        waves = _waves(c)
+        current = next(
+            (
+                w
+                for w, wave in enumerate(waves)
+                if any(statuses[i] not in _SETTLED and i not in cancelling for i in wave)
+            ),
+            None,
+        )
+        if current is None:
+            return
+        limit = c.request.options.max_concurrency_per_wave or len(waves[current])
+        if c.wave_topologies[current] is Topology.SAS:
+            limit = 1  # one agent works the backbone, one subtask after another
+        wave = [i for i in waves[current] if i not in cancelling]
+        working = sum(
+            1
+            for i in wave
+            if statuses[i] not in _SETTLED and children[i].status is not TaskStatus.CREATED
+        )
+        for i in wave:
+            task, state = children[i], c.subtasks[i]
+            if working >= limit:
+                return
+            if task.status is not TaskStatus.CREATED or state.agent_id is None:
+                continue
+            mutation = AssignTask(
+                task.id,
+                state.agent_id,
+                c.request.options.routing_strategy,
+                ACTOR,
+                f"coordination {c.id}, wave {current}: {state.route_reason}",
+            )
+            try:
+                await self._tasks.submit(mutation)
+            except AppError as exc:  # full for now (or moved by hand): the next pass retries
+                log.info("coordination %s: subtask %s not started: %s", c.id, i, exc)
+                continue
+            working += 1
+            await self._event(
+                c,
+                "coordination.subtask.started",
+                {"index": i, "task_id": task.id, "agent_id": state.agent_id, "wave": current},
+            )
+            crash_point("coordination_dispatched")
+
+    async def _accept_reviews(self, c: CoordinationRead, children: dict[int, TaskRead]) -> None:
+        """With `auto_accept`, a subtask in review is completed by the coordinator (the
+        review gate withdraws the review it asked)."""
+        if not c.request.options.auto_accept:
+            return
+        for task in children.values():
+            if task.status is TaskStatus.IN_REVIEW:
+                await self._walk(task, TaskStatus.COMPLETED, f"accepted by coordination {c.id}")
+
+    # -- debate and synthesis ------------------------------------------------------------
+
+    async def _synthesise(
+        self, c: CoordinationRead, parent: TaskRead, children: dict[int, TaskRead]
+    ) -> str:
+        """The peers' rounds, then the synthesis; `_Waiting` until its run is done. Answers
+        the phase detail's addition."""
+        results = await self._results(c, children)
+        if c.topology is Topology.DECENTRALIZED:
+            for round_ in range(1, c.request.options.debate_rounds + 1):
+                results = await self._debate_round(c, parent, children, round_, results)
+        synthesis = await self._run_of(
+            c,
+            CoordinationRunPurpose.SYNTHESIS,
+            None,
+            None,
+            RunCreate(
+                agent_id=c.orchestrator_agent_id or "",
+                lane=task_run_store.task_lane(parent.id),
+                input=prompts.synthesis_input(parent, [results[i] for i in sorted(results)]),
+                metadata={"coordination_id": c.id, "task_id": parent.id},
+            ),
+        )
+        if synthesis.status not in _RUN_DONE:
+            raise _Waiting
+        return f"; synthesis run {synthesis.id} {synthesis.status.value}"
+
+    async def _debate_round(
+        self,
+        c: CoordinationRead,
+        parent: TaskRead,
+        children: dict[int, TaskRead],
+        round_: int,
+        results: dict[int, prompts.Contribution],
+    ) -> dict[int, prompts.Contribution]:
+        """Each peer sees the others' latest results and revises its own, all at once;
+        the round's answers (a peer whose run did not complete keeps its last one)."""
+        rounds = c.request.options.debate_rounds
+        runs: dict[int, RunRead] = {}
+        for i, own in results.items():
+            state, previous = c.subtasks[i], await self._latest_run(children[i].id)
+            others = [results[j] for j in sorted(results) if j != i]
+            runs[i] = await self._run_of(
+                c,
+                CoordinationRunPurpose.PEER,
+                round_,
+                i,
+                RunCreate(
+                    agent_id=state.agent_id or "",
+                    conversation_id=previous.conversation_id if previous else None,
+                    lane=task_run_store.task_lane(children[state.index].id),
+                    input=prompts.peer_input(parent, round_, rounds, own, others),
+                    metadata={"coordination_id": c.id, "task_id": children[state.index].id},
+                ),
+            )
+        if any(run.status not in _RUN_DONE for run in runs.values()):
+            raise _Waiting
+        return {
+            i: prompts.Contribution(own.title, runs[i].result or own.text)
+            if runs[i].status is RunStatus.COMPLETED
+            else own
+            for i, own in results.items()
+        }
+
+    async def _run_of(
+        self,
+        c: CoordinationRead,
+        purpose: CoordinationRunPurpose,
+        round_: int | None,
+        index: int | None,
+        create: RunCreate,
+    ) -> RunRead:
+        """The coordinator's run for this purpose, created under its key the first time."""
+        for made in c.runs:
+            if (made.purpose, made.round, made.index) == (purpose, round_, index):
+                async with self._sessionmaker() as session:
+                    run = await run_store.get_run(session, made.run_id)
+                if run is not None:
+                    return run
+        slot = ":".join(str(p) for p in (purpose.value, round_, index) if p is not None)
+        entry_of = {"purpose": purpose.value, "round": round_, "index": index}
+        async with self._sessionmaker() as session, session.begin():
+            # The run and its place in the coordination commit together; the key makes a
+            # coordinator in another process that raced this one find the same run.
+            created = await self._runs.create_in(
+                session, create, key=identity.run_key(c.id, slot), now=self._clock()
+            )
+            entry = CoordinationRun(run_id=created.run.id, **entry_of)
+            runs = [r for r in c.runs if r.run_id != entry.run_id] + [entry]
+            await store.set_runs(session, c.id, runs)
+            if not created.replayed:
+                data = {**entry_of, "run_id": created.run.id}
+                await self._append(session, c, "coordination.run.created", data)
+        self._runs.announce(created)
+        published(self._bus, [Written(coordination_stream(c.id))])
+        if purpose is CoordinationRunPurpose.SYNTHESIS:
+            crash_point("coordination_synthesis_created")
+        c.runs[:] = runs
+        return created.run
+
+    async def _results(
+        self, c: CoordinationRead, children: dict[int, TaskRead]
+    ) -> dict[int, prompts.Contribution]:
+        found: dict[int, prompts.Contribution] = {}
+        for state in c.subtasks:
+            run = await self._latest_run(children[state.index].id)
+            title = children[state.index].title
+            found[state.index] = prompts.Contribution(title, (run.result if run else None) or "")
+        return found
+
+    # -- roll-up and the parent ----------------------------------------------------------
+
+    async def _roll_up(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+        children = await self._children(c)
+        statuses = [node_status_of(children.get(s.index)) for s in c.subtasks]
+        rolled = roll_up(statuses, _dag(c), fail_fast=c.request.options.fail_fast)
+        outcome, reason = rolled.outcome or TaskStatus.FAILED, rolled.reason
+        synthesis = next((r for r in c.runs if r.purpose is CoordinationRunPurpose.SYNTHESIS), None)
+        if outcome is TaskStatus.COMPLETED and synthesis is not None:
+            async with self._sessionmaker() as session:
+                run = await run_store.get_run(session, synthesis.run_id)
+            if run is None or run.status is not RunStatus.COMPLETED:
+                status = run.status.value if run else "gone"
+                outcome, reason = (
+                    TaskStatus.FAILED,
+                    f"the synthesis run {synthesis.run_id} {status}",
+                )
+        await self._record(
+            c,
+            PhaseOutcome.OK,
+            started,
+            f"{outcome.value}: {reason}",
+            next_phase=Phase.UPDATE_PARENT,
+            outcome=outcome.value,
+            reason=reason,
+        )
+
+    async def _update_parent(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+        outcome = c.outcome or TaskStatus.FAILED
+        why = f"coordination {c.id}: {c.reason}"
+        target = TaskStatus.IN_REVIEW if outcome is TaskStatus.COMPLETED else outcome
+        if parent.status not in TASK_TERMINAL:
+            parent = await self._walk(parent, target, why)
+            if c.request.options.auto_accept and parent.status is TaskStatus.IN_REVIEW:
+                parent = await self._walk(parent, TaskStatus.COMPLETED, why)
+        crash_point("coordination_parent_updated")
+        await self._record(
+            c,
+            PhaseOutcome.OK,
+            started,
+            f"the parent task is {parent.status.value}",
+            status=_OUTCOME_STATUS[outcome],
+        )
+
+    # -- helpers -------------------------------------------------------------------------
+
+    async def _walk(self, task: TaskRead, target: TaskStatus, why: str) -> TaskRead:
+        """Move a task along the table's shortest path to `target` (each step audited);
+        a task already past it, or with no way there, stays."""
+        for step in task_path(task.status, target) or ():
+            mutation = TransitionTask(
+                task.id, step, ACTOR, expected_version=task.version, reason=why
+            )
+            task = (await self._tasks.submit(mutation)).task
+        return task
+
+    async def _cancel_children(
+        self, c: CoordinationRead, indices: Sequence[int] | range, reason: str
+    ) -> None:
+        if not indices:
+            return
+        children = await self._children(c)
+        for i in indices:
+            task = children.get(i)
+            if task is None or task.status in TASK_TERMINAL:
+                continue
+            try:
+                await self._tasks.submit(CancelTask(task.id, ACTOR, reason=reason))
+            except AppError as exc:
+                log.info("coordination %s: subtask %s not cancelled: %s", c.id, i, exc)
+
+    async def _children(self, c: CoordinationRead) -> dict[int, TaskRead]:
+        ids = {s.task_id: s.index for s in c.subtasks}
+        async with self._sessionmaker() as session:
+            found = await task_store.get_tasks(session, list(ids))
+        return {ids[t.id]: t for t in found}
+
+    async def _latest_run(self, task_id: str) -> RunRead | None:
+        async with self._sessionmaker() as session:
+            return await task_run_store.latest_run(session, task_id)
+
+    async def _agent(self, name: str | None) -> AgentRead | None:
+        if name is None:
+            return None
+        async with self._sessionmaker() as session:
+            agent_id = await task_run_store.resolve_agent(session, name)
+            return await agent_store.get_agent(session, agent_id) if agent_id else None
+
+    async def _fail(self, c: CoordinationRead, started: float, reason: str) -> None:
+        await self._record(
+            c, PhaseOutcome.FAILED, started, reason, status=ExecutionStatus.FAILED, reason=reason
+        )
+
+    async def _record(
+        self,
+        c: CoordinationRead,
+        phase_outcome: PhaseOutcome,
+        started: float,
+        detail: str,
+        *,
+        next_phase: CoordinationPhase | None = None,
+        status: ExecutionStatus | None = None,
+        **fields: Any,
+    ) -> None:
+        """Record the phase's result (and move on or settle) with its events, in one
+        transaction; stale when another coordinator recorded it first."""
+        duration_ms = max(0, round((time.monotonic() - started) * 1000))
+        result = PhaseResult(
+            phase=c.phase, outcome=phase_outcome, duration_ms=duration_ms, detail=detail[:2000]
+        )
+        async with self._sessionmaker.begin() as session:
+            moved = await store.record_phase(
+                session, c.id, result, at=c.phase, next_phase=next_phase, status=status, **fields
+            )
+            await self._append(
+                session, c, "coordination.phase.completed", result.model_dump(mode="json")
+            )
+            if status is not None:
+                settled = {"status": status.value, "outcome": moved.outcome, "reason": moved.reason}
+                await self._append(session, c, f"coordination.{status.value}", settled)
+        published(self._bus, [Written(coordination_stream(c.id))])
+        if self._metrics is not None:
+            self._metrics.coordination_phase(c.phase.value, phase_outcome.value, duration_ms / 1000)
+            if status is not None:
+                self._metrics.coordination_settled(status.value)
+
+    async def _event(self, c: CoordinationRead, kind: str, data: dict[str, Any]) -> None:
+        async with self._sessionmaker.begin() as session:
+            await self._append(session, c, kind, data)
+        published(self._bus, [Written(coordination_stream(c.id))])
+
+    async def _append(
+        self, session: AsyncSession, c: CoordinationRead, kind: str, data: dict[str, Any]
+    ) -> None:
+        event = event_store.NewEvent(kind, {"coordination_id": c.id, **data})
+        await event_store.append_events(session, coordination_stream(c.id), [event], self._clock())
+
+    _PHASES = {
+        Phase.DECOMPOSE: _decompose,
+        Phase.ROUTE: _route,
+        Phase.TOPOLOGY: _topology,
+        Phase.VALIDATE: _validate,
+        Phase.DISPATCH: _dispatch,
+        Phase.ROLL_UP: _roll_up,
+        Phase.UPDATE_PARENT: _update_parent,
+    }
+
+
+def _decomposition(c: CoordinationRead) -> Decomposition:
+    assert c.decomposition is not None  # recorded by the decompose phase
+    return c.decomposition
+
+
+def _dag(c: CoordinationRead) -> SubtaskDag:
+    return SubtaskDag.of(_decomposition(c))
+
+
+def _waves(c: CoordinationRead) -> list[list[int]]:
+    return _dag(c).waves()
+
+
+def _synthesised(c: CoordinationRead) -> bool:
+    """Centralized and decentralized end with a synthesis; context_dependent when one of
+    its waves fanned out (centralized)."""
+    return any(t in _SYNTHESISED for t in [c.topology, *c.wave_topologies])
+
+
+def _first_routed(subtasks: Sequence[SubtaskState]) -> str | None:
+    return next((s.agent_id for s in sorted(subtasks, key=lambda s: s.index) if s.agent_id), None)
+
+
+def _dumped(subtasks: Sequence[SubtaskState]) -> list[dict[str, Any]]:
+    return [s.model_dump(mode="json") for s in subtasks]
