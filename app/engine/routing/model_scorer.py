@@ -22,14 +22,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.messages import Message, TextBlock
 from app.core.model_config import ModelConfig
+from app.engine.call_costs import CallCosts
 from app.engine.routing.auction import Scores, capability_scores
 from app.engine.routing.base import Candidate
 from app.llm import tokens
 from app.llm.prices import PriceTable
-from app.llm.provider import LLMRequest, Provider, ProviderError, Usage
+from app.llm.provider import LLMRequest, Provider, ProviderError
 from app.schemas.tasks import RouteRequest, TaskRead
-from app.store import costs as cost_store
-from app.store.task_runs import task_lane
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +66,8 @@ class ModelScorer:
         self._owner = _Scorer(model)
         self._provider_for = provider_for
         self._prices = prices
-        self._sessionmaker = sessionmaker
+        self._costs = CallCosts(prices, sessionmaker, clock)
         self._max_usd = Decimal(str(max_usd))
-        self._clock = clock
 
     async def score(
         self, task: TaskRead, bidders: Sequence[Candidate], request: RouteRequest
@@ -90,7 +88,13 @@ class ModelScorer:
         except ProviderError as exc:
             log.warning("auction scorer failed for task %s: %s", task.id, exc)
             return _instead(fallback, f"the scorer failed: {exc.error_class}")
-        await self._count(task, response.model, response.usage)
+        await self._costs.count(
+            agent_id=SCORER_AGENT,
+            task_id=task.id,
+            provider=model.provider,
+            model=response.model,
+            usage=response.usage,
+        )
         text = "".join(b.text for b in response.content if isinstance(b, TextBlock))
         by_name = _parsed(text)
         if by_name is None:
@@ -103,23 +107,6 @@ class ModelScorer:
         if len(scores) < len(bidders):
             return _instead(fallback, "the scorer did not score every bidder")
         return Scores(scores, f"scored by {model.name}")
-
-    async def _count(self, task: TaskRead, model: str, usage: Usage) -> None:
-        provider = self._owner.model.provider
-        call = cost_store.CallCost(
-            day=self._clock().astimezone(UTC).date(),
-            agent_id=SCORER_AGENT,
-            lane=task_lane(task.id),
-            provider=provider,
-            model=model,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cost_usd=self._prices.cost(provider, model, usage),
-        )
-        async with self._sessionmaker.begin() as session:
-            await cost_store.record(session, [call])
 
 
 def _describe(task: TaskRead, bidders: Sequence[Candidate]) -> str:
