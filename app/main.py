@@ -17,6 +17,7 @@ from app.api import (
     agents,
     approvals,
     budgets,
+    coordinations,
     costs,
     docs,
     health,
@@ -109,6 +110,7 @@ def create_app(
     app.include_router(runs_api.router)
     app.include_router(workflows.router)
     app.include_router(workflow_executions.router)
+    app.include_router(coordinations.router)
     app.include_router(approvals.router)
     app.include_router(triggers.router)
     app.include_router(hooks.router)

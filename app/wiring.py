@@ -2,9 +2,9 @@
 components in order and stops them in reverse, also when start-up fails halfway.
 
 Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
-workflow observer and the TaskEngine → task runs → task router → review gate → approval sweep →
-idempotency sweep → history retention (only when a window is set) → group committer →
-tokenizer → reconciler (its first pass reconciles at boot) → scheduler → chain relay →
+workflow observer and the TaskEngine → task runs → task router → review gate → coordinator
+→ approval sweep → idempotency sweep → history retention (only when a window is set) →
+group committer → tokenizer → reconciler (its first pass reconciles at boot) → scheduler → chain relay →
 webhook deliverer → workers. Stopping runs the same list backwards, after open
 streams are told to end: workers stop claiming and give running loops their grace
 period, the deliverer gives its attempts theirs, …, the listener stops, the pool is
@@ -33,6 +33,9 @@ from app.engine.approval_timeouts import ApprovalTimeoutScheduler
 from app.engine.approvals import ApprovalCommands
 from app.engine.budgets import BudgetCommands
 from app.engine.bus import EventBus
+from app.engine.coordination.commands import CoordinationCommands
+from app.engine.coordination.coordinator import Coordinator
+from app.engine.coordination.decomposer import Decomposer
 from app.engine.group_commit import GroupCommitter
 from app.engine.history_retention import HistoryRetention
 from app.engine.idempotency_sweep import IdempotencySweep
@@ -261,12 +264,23 @@ def build_runtime(
     firing = TriggerFiring(sessionmaker, bus, runs, workflows, metrics=metrics)
     prices = PriceTable.from_settings(settings.costs)
     providers = Providers(settings.llm)
+    decomposer = Decomposer(providers, prices, sessionmaker)
     router = TaskRouter(
         sessionmaker,
         task_engine,
         prices,
         strategies=strategies(settings.routing, providers, prices, sessionmaker),
         interval_s=settings.workers.poll_interval_s,
+    )
+    coordinator = Coordinator(
+        sessionmaker,
+        bus,
+        task_engine,
+        runs,
+        router,
+        decomposer,
+        poll_interval_s=settings.workers.poll_interval_s,
+        metrics=metrics,
     )
     services = Services(
         settings=settings,
@@ -284,6 +298,8 @@ def build_runtime(
         runs=runs,
         approvals=approvals,
         workflows=workflows,
+        coordinations=CoordinationCommands(sessionmaker, bus, idempotency_retention=retention),
+        coordinator=coordinator,
         triggers=TriggerCommands(sessionmaker, bus, idempotency_retention=retention),
         firing=firing,
         hooks=TriggerHooks(sessionmaker, firing, settings.triggers),
@@ -364,6 +380,8 @@ def build_runtime(
         # After task runs: the tasks its first sweep assigns are dispatched.
         Component("task router", router.start, router.stop),
         Component("review gate", review_gate.start, review_gate.stop),
+        # After the bridge, the router and the gate: it drives subtasks through them.
+        Component("coordinator", coordinator.start, coordinator.stop),
         # Its first tick also catches up with approvals that expired while we were down.
         Component("approval sweep", approval_sweep.start, approval_sweep.stop),
         Component("idempotency sweep", idempotency_sweep.start, idempotency_sweep.stop),

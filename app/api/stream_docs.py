@@ -21,8 +21,13 @@ from pydantic import BaseModel
 from app.schemas.budgets import BudgetEvent
 from app.schemas.events import (
     ApprovalEvent,
+    CoordinationRunEvent,
+    CoordinationSettledEvent,
+    CoordinationStartedEvent,
     ExecutionEvent,
     NodeChangedEvent,
+    PhaseCompletedEvent,
+    SubtaskStartedEvent,
     TaskEvent,
     TriggerEvent,
 )
@@ -115,6 +120,17 @@ WORKFLOW_EXECUTION = EventStream(
     (ExecutionEvent, NodeChangedEvent),
     "One event of `GET /v1/workflow-executions/{id}/events`.",
 )
+COORDINATION = EventStream(
+    "CoordinationEvent",
+    (
+        CoordinationStartedEvent,
+        PhaseCompletedEvent,
+        SubtaskStartedEvent,
+        CoordinationRunEvent,
+        CoordinationSettledEvent,
+    ),
+    "One event of `GET /v1/coordinations/{id}/events`.",
+)
 RUNS_BOARD = EventStream(
     "RunBoardEvent",
     (RunLifecycleEvent, ReconcileEvent),
@@ -140,6 +156,7 @@ EVENT_STREAMS = (
     APPROVALS,
     TRIGGERS,
     WORKFLOW_EXECUTION,
+    COORDINATION,
     RUNS_BOARD,
     LANE,
     RUN,

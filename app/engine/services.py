@@ -15,6 +15,8 @@ from app.engine.agents import AgentCommands
 from app.engine.approvals import ApprovalCommands
 from app.engine.budgets import BudgetCommands
 from app.engine.bus import EventBus
+from app.engine.coordination.commands import CoordinationCommands
+from app.engine.coordination.coordinator import Coordinator
 from app.engine.routing.router import TaskRouter
 from app.engine.runs import RunCommands
 from app.engine.stream_slots import StreamSlots
@@ -40,6 +42,8 @@ class Services:
     runs: RunCommands
     approvals: ApprovalCommands
     workflows: WorkflowCommands
+    coordinations: CoordinationCommands
+    coordinator: Coordinator  # runs the coordinations; a new one is kicked at once
     triggers: TriggerCommands
     firing: TriggerFiring  # the one fire path (webhooks, schedules, chains)
     hooks: TriggerHooks

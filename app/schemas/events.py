@@ -17,9 +17,22 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.core.states import ApprovalDecision, ApprovalStatus, NodeStatus, TaskStatus
-from app.core.vocabulary import ApprovalKind, AssignmentStrategy, FireStatus, TriggerKind
+from app.core.states import (
+    ApprovalDecision,
+    ApprovalStatus,
+    ExecutionStatus,
+    NodeStatus,
+    TaskStatus,
+)
+from app.core.vocabulary import (
+    ApprovalKind,
+    AssignmentStrategy,
+    CoordinationRunPurpose,
+    FireStatus,
+    TriggerKind,
+)
 from app.schemas.approvals import ApprovalRead
+from app.schemas.coordination import PhaseResult
 from app.schemas.tasks import TaskRead
 from app.schemas.workflows import ExecutionRead
 
@@ -195,3 +208,82 @@ class TriggerEvent(PersistedEvent):
 
     event: TriggerEventType
     data: TriggerEventData
+
+
+# -- coordinations -------------------------------------------------------------------------
+
+
+class CoordinationData(Stamped):
+    coordination_id: str
+
+
+class CoordinationStartedData(CoordinationData):
+    parent_task_id: str
+    decomposition_given: bool = Field(
+        description="The request gave the subtasks; otherwise the decomposer makes them."
+    )
+
+
+class CoordinationStartedEvent(PersistedEvent):
+    """The coordination was accepted; its first phase (decompose) comes next."""
+
+    event: Literal["coordination.started"]
+    data: CoordinationStartedData
+
+
+class PhaseCompletedData(CoordinationData, PhaseResult):
+    pass
+
+
+class PhaseCompletedEvent(PersistedEvent):
+    """A phase ended: how (`outcome`), how long it took and what it found (`detail`)."""
+
+    event: Literal["coordination.phase.completed"]
+    data: PhaseCompletedData
+
+
+class SubtaskStartedData(CoordinationData):
+    index: int = Field(description="The subtask's index in the decomposition.")
+    task_id: str
+    agent_id: str
+    wave: int
+
+
+class SubtaskStartedEvent(PersistedEvent):
+    """A subtask was assigned to its agent; its run follows on its own lane."""
+
+    event: Literal["coordination.subtask.started"]
+    data: SubtaskStartedData
+
+
+class CoordinationRunData(CoordinationData):
+    purpose: CoordinationRunPurpose
+    run_id: str
+    round: int | None = Field(description="A peer's debate round.")
+    index: int | None = Field(description="A peer's subtask.")
+
+
+class CoordinationRunEvent(PersistedEvent):
+    """The coordinator made a run of its own: a peer's debate round or the synthesis."""
+
+    event: Literal["coordination.run.created"]
+    data: CoordinationRunData
+
+
+class CoordinationSettledType(StrEnum):
+    COMPLETED = "coordination.completed"
+    FAILED = "coordination.failed"
+    CANCELLED = "coordination.cancelled"
+
+
+class CoordinationSettledData(CoordinationData):
+    status: ExecutionStatus
+    outcome: TaskStatus | None = Field(description="The roll-up's outcome for the parent.")
+    reason: str | None
+
+
+class CoordinationSettledEvent(PersistedEvent):
+    """The coordination ended; the parent task moved to match (see its own events)."""
+
+    event: CoordinationSettledType
+    data: CoordinationSettledData

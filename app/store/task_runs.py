@@ -122,10 +122,9 @@ async def upstream_results(session: AsyncSession, task: TaskRead) -> list[Upstre
             Run.status == RunStatus.COMPLETED,
             Run.result.is_not(None),
         )
-        .order_by(Task.id, Run.created_at.desc(), Run.id.desc())
-        .distinct(Task.id)
+        .order_by(Run.created_at, Run.id)
     )
-    found = {row.id: UpstreamResult(row.title, row.result) for row in rows}
+    found = {row.id: UpstreamResult(row.title, row.result) for row in rows}  # newest wins
     return [found[d] for d in dict.fromkeys(task.dependencies) if d in found]
 
 

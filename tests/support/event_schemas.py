@@ -26,6 +26,7 @@ _STREAMS: list[tuple[re.Pattern[str], EventStream]] = [
     (re.compile(r"^/v1/runs/[^/]+/events$"), stream_docs.RUN),
     (re.compile(r"^/v1/lanes/.+/events$"), stream_docs.LANE),
     (re.compile(r"^/v1/workflow-executions/[^/]+/events$"), stream_docs.WORKFLOW_EXECUTION),
+    (re.compile(r"^/v1/coordinations/[^/]+/events$"), stream_docs.COORDINATION),
     (re.compile(r"^/v1/webhooks/events$"), stream_docs.WEBHOOKS),
     (re.compile(r"^/v1/budgets/events$"), stream_docs.BUDGETS),
 ]

@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -58,6 +58,7 @@ from app.core.vocabulary import (
 from app.engine.bus import EventBus
 from app.engine.coordination import identity, prompts
 from app.engine.coordination.dag import SubtaskDag
+from app.engine.coordination.decomposer import Decomposer, DecompositionFailed
 from app.engine.coordination.roll_up import roll_up
 from app.engine.coordination.topology import resolve_topology
 from app.engine.published import Written, published
@@ -104,18 +105,6 @@ _OUTCOME_STATUS = {
 }
 
 
-class DecompositionFailed(Exception):
-    """The decomposer gave no valid decomposition; `reason` says why."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
-
-
-class Decomposes(Protocol):
-    async def decompose(self, parent: TaskRead, agent: AgentRead) -> Decomposition: ...
-
-
 def child_id(coordination_id: str, index: int) -> str:
     """Subtask `index`'s task id: derived, so a coordinator that crashed while creating
     the subtasks finds the ones it made (a second create is refused as existing)."""
@@ -134,7 +123,7 @@ class Coordinator:
         tasks: TaskEngine,
         runs: RunCommands,
         router: TaskRouter,
-        decomposer: Decomposes,
+        decomposer: Decomposer,
         *,
         poll_interval_s: float = 5.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -264,7 +253,9 @@ class Coordinator:
                 await self._fail(c, started, "the decomposer agent no longer exists")
                 return
             try:
-                decomposition = await self._decomposer.decompose(parent, agent)
+                async with self._sessionmaker() as session:
+                    team = await agent_store.all_agents(session)
+                decomposition = await self._decomposer.decompose(parent, agent, team=team)
             except DecompositionFailed as exc:
                 await self._fail(c, started, f"decomposition failed: {exc.reason}")
                 return
@@ -398,7 +389,11 @@ class Coordinator:
     # -- dispatch ----------------------------------------------------------------------
 
     async def _dispatch(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
-        await self._walk(parent, TaskStatus.IN_PROGRESS, f"coordination {c.id} dispatches")
+        # The parent is the coordination's (by its id: no agent holds it, so no agent's
+        # capacity goes to waiting on its own subtasks).
+        await self._walk(
+            parent, TaskStatus.IN_PROGRESS, f"coordination {c.id} dispatches", owner=c.id
+        )
         children = await self._children(c)
         unroutable = [s.index for s in c.subtasks if s.agent_id is None]
         await self._cancel_children(c, unroutable, "no agent could take this subtask")
@@ -637,12 +632,20 @@ class Coordinator:
 
     # -- helpers -------------------------------------------------------------------------
 
-    async def _walk(self, task: TaskRead, target: TaskStatus, why: str) -> TaskRead:
+    async def _walk(
+        self, task: TaskRead, target: TaskStatus, why: str, *, owner: str | None = None
+    ) -> TaskRead:
         """Move a task along the table's shortest path to `target` (each step audited);
-        a task already past it, or with no way there, stays."""
+        a task already past it, or with no way there, stays. A step to `assigned` gives
+        an unowned task to `owner`."""
         for step in task_path(task.status, target) or ():
+            overrides = (
+                {"assigned_to": owner}
+                if step is TaskStatus.ASSIGNED and task.assigned_to is None and owner
+                else {}
+            )
             mutation = TransitionTask(
-                task.id, step, ACTOR, expected_version=task.version, reason=why
+                task.id, step, ACTOR, expected_version=task.version, reason=why, overrides=overrides
             )
             task = (await self._tasks.submit(mutation)).task
         return task
