@@ -4,8 +4,8 @@ components in order and stops them in reverse, also when start-up fails halfway.
 Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
 workflow observer and the TaskEngine → task runs → task router → review gate → coordinator
 → approval sweep → idempotency sweep → history retention (only when a window is set) →
-group committer → tokenizer → reconciler (its first pass reconciles at boot) → scheduler → chain relay →
-webhook deliverer → workers. Stopping runs the same list backwards, after open
+group committer → tokenizer → reconciler (its first pass reconciles at boot) → scheduler →
+chain relay → webhook deliverer → workers. Stopping runs the same list backwards, after open
 streams are told to end: workers stop claiming and give running loops their grace
 period, the deliverer gives its attempts theirs, …, the listener stops, the pool is
 disposed, the embedded server stops.

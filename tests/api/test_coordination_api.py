@@ -6,6 +6,7 @@ coordination's event stream."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import httpx
@@ -233,3 +234,241 @@ async def test_refusals_name_the_field_and_leave_nothing(client: httpx.AsyncClie
     )
     assert (await client.get(f"/v1/tasks/{parent['id']}/coordinations")).json() == []
     assert_problem(await client.get("/v1/coordinations/coord_none"), 404, "not_found")
+
+
+async def transitions(client: httpx.AsyncClient, task_id: str) -> dict[str, str]:
+    """When the task first reached each status."""
+    trail = (await client.get(f"/v1/tasks/{task_id}/transitions")).json()
+    found: dict[str, str] = {}
+    for step in trail:
+        found.setdefault(step["to_status"], step["at"])
+    return found
+
+
+async def test_decentralized_peers_revise_on_the_shared_thread_then_a_synthesis(
+    client: httpx.AsyncClient,
+) -> None:
+    await agent(client, "ann", {"text": "ann's view"})
+    await agent(client, "bob", {"text": "bob's view"})
+    await agent(client, "lead", {"text": "joined"})
+    parent = await create_task(client, title="Pick a database")
+    made = await coordinate(
+        client,
+        parent["id"],
+        decomposition={"subtasks": [subtask("Postgres case"), subtask("MySQL case")]},
+        options={
+            "topology": "decentralized",
+            "orchestrator": "lead",
+            "debate_rounds": 2,
+            "auto_accept": True,
+        },
+    )
+    done = await settled(client, made["id"])
+    assert (done["status"], done["topology"]) == ("completed", "decentralized")
+    purposes = [(r["purpose"], r["round"], r["index"]) for r in done["runs"]]
+    assert purposes == [
+        ("peer", 1, 0),
+        ("peer", 1, 1),
+        ("peer", 2, 0),
+        ("peer", 2, 1),
+        ("synthesis", None, None),
+    ]
+    peers = {(r["round"], r["index"]): await run(client, r["run_id"]) for r in done["runs"][:4]}
+    # Each peer sees the other's result, continues its own subtask's conversation, on its
+    # subtask's lane.
+    first = peers[(1, 0)]
+    assert "bob's view" in first["input"] and "round 1 of 2" in first["input"]
+    child = done["subtasks"][0]["task_id"]
+    [own_run, *_] = await lane_runs(client, child)
+    assert first["lane"] == f"task:{child}"
+    assert first["conversation_id"] in {
+        r["conversation_id"] for r in await lane_runs(client, child)
+    }
+    assert own_run["status"] == "completed"
+    synthesis = await run(client, done["runs"][-1]["run_id"])
+    assert "Postgres case" in synthesis["input"] and "MySQL case" in synthesis["input"]
+    assert (await task(client, parent["id"]))["status"] == "completed"
+
+
+async def test_context_dependent_runs_the_backbone_on_one_agent_and_fans_out_between(
+    client: httpx.AsyncClient,
+) -> None:
+    for name in ("ann", "bob", "cid"):
+        await agent(client, name)
+    parent = await create_task(client, title="Ship the feature", task_structure="mixed")
+    made = await coordinate(
+        client,
+        parent["id"],
+        decomposition={
+            "subtasks": [
+                subtask("Design"),
+                subtask("Backend", 0),
+                subtask("Frontend", 0),
+                subtask("Test", 1, 2),
+            ]
+        },
+        options={"auto_accept": True},
+    )
+    done = await settled(client, made["id"])
+    assert (done["status"], done["topology"]) == ("completed", "context_dependent")
+    assert done["wave_topologies"] == ["sas", "centralized", "sas"]
+    backbone = done["orchestrator_agent_id"]
+    agents = [s["agent_id"] for s in done["subtasks"]]
+    assert agents[0] == agents[3] == backbone  # the sequential backbone: one agent
+    assert agents[1] != agents[2]  # the wave that fans out spreads
+    assert [r["purpose"] for r in done["runs"]] == ["synthesis"]  # one wave was centralized
+
+
+async def test_a_scripted_decomposer_makes_the_dag(client: httpx.AsyncClient) -> None:
+    plan = {
+        "subtasks": [
+            {"key": "a", "title": "Outline", "acceptance_criteria": ["an outline"]},
+            {"title": "Draft", "acceptance_criteria": ["a draft"], "depends_on": ["a"]},
+        ]
+    }
+    await agent(
+        client,
+        "planner",
+        {"tool_calls": [{"name": "submit_decomposition", "input": plan}]},
+        role="planner",
+    )
+    await agent(client, "writer", role="writer")
+    parent = await create_task(client, title="Write the essay")
+    made = await coordinate(
+        client,
+        parent["id"],
+        options={"decomposer": "planner", "orchestrator": "writer", "auto_accept": True},
+    )
+    done = await settled(client, made["id"])
+    assert done["status"] == "completed", done
+    assert done["phase_results"][0]["outcome"] == "ok"
+    assert "planner decomposed it into 2 subtasks" in done["phase_results"][0]["detail"]
+    assert [s["title"] for s in done["decomposition"]["subtasks"]] == ["Outline", "Draft"]
+    costs = (await client.get("/v1/costs", params={"group_by": "agent"})).json()
+    assert await agent_id(client, "planner") in str(costs)  # the decomposition's call
+
+
+async def agent_id(client: httpx.AsyncClient, name: str) -> str:
+    agents = (await client.get("/v1/agents", params={"limit": 100})).json()["items"]
+    return str(next(a["id"] for a in agents if a["name"] == name))
+
+
+async def test_a_failing_decomposer_fails_the_coordination_and_leaves_the_parent(
+    client: httpx.AsyncClient,
+) -> None:
+    await agent(client, "planner", {"text": "I would rather not"}, {"text": "still no"})
+    parent = await create_task(client, title="Write the essay")
+    made = await coordinate(client, parent["id"], options={"decomposer": "planner"})
+    done = await settled(client, made["id"])
+    assert (done["status"], done["phase"]) == ("failed", "decompose")
+    assert done["reason"].startswith("decomposition failed")
+    assert (await task(client, parent["id"]))["status"] == "created"
+    assert (await client.get("/v1/tasks", params={"limit": 100})).json()["items"] == [
+        await task(client, parent["id"])
+    ]
+
+
+async def test_a_wave_runs_at_most_its_concurrency_at_once(client: httpx.AsyncClient) -> None:
+    for name in ("ann", "bob", "cid"):
+        await agent(client, name, {"text": "ok", "latency_ms": 300})
+    parent = await create_task(client, title="Three reviews", task_structure="parallel")
+    made = await coordinate(
+        client,
+        parent["id"],
+        decomposition={"subtasks": [subtask("One"), subtask("Two"), subtask("Three")]},
+        options={"max_concurrency_per_wave": 1, "auto_accept": True, "orchestrator": "ann"},
+    )
+    done = await settled(client, made["id"])
+    assert done["status"] == "completed"
+    trails = [await transitions(client, s["task_id"]) for s in done["subtasks"]]
+    assert len({s["agent_id"] for s in done["subtasks"]}) == 3  # three agents were free
+    for before, after in itertools.pairwise(trails):
+        assert after["assigned"] >= before["completed"]  # never two at once
+
+    parent = await create_task(client, title="Three more", task_structure="parallel")
+    made = await coordinate(
+        client,
+        parent["id"],
+        decomposition={"subtasks": [subtask("One"), subtask("Two"), subtask("Three")]},
+        options={"auto_accept": True, "orchestrator": "ann"},
+    )
+    done = await settled(client, made["id"])
+    trails = [await transitions(client, s["task_id"]) for s in done["subtasks"]]
+    assert max(t["assigned"] for t in trails) < min(t["completed"] for t in trails)
+
+
+# A 400 that is no context overflow: the model refuses the request, and no retry helps.
+REFUSED = {
+    "text": "never said",
+    "fault": {"kind": "http", "status": 400, "message": "bad request", "times": 100},
+}
+
+
+async def failing_subtask(client: httpx.AsyncClient, **options: Any) -> dict[str, Any]:
+    """A fails at once (its run fails; no retry left), C depends on it, B is slow."""
+    await agent(client, "broken", REFUSED, role="broken")
+    await agent(client, "quick", {"text": "ok"}, role="quick")
+    await agent(client, "slow", {"text": "ok", "latency_ms": 1500}, role="slow")
+    parent = await create_task(client, title="Migrate", max_retries=0, task_structure="parallel")
+    return await coordinate(
+        client,
+        parent["id"],
+        decomposition={
+            "subtasks": [
+                subtask("A", role="broken"),
+                subtask("B", role="slow"),
+                subtask("C", 0, role="quick"),
+            ]
+        },
+        options={"orchestrator": "quick", **options},
+    )
+
+
+async def test_fail_fast_cancels_the_rest_and_fails_the_parent(client: httpx.AsyncClient) -> None:
+    made = await failing_subtask(client, fail_fast=True)
+    done = await settled(client, made["id"])
+    assert (done["status"], done["outcome"]) == ("failed", "failed")
+    assert "fail_fast" in done["reason"]
+    statuses = [(await task(client, s["task_id"]))["status"] for s in done["subtasks"]]
+    assert statuses == ["failed", "cancelled", "cancelled"]
+    assert (await task(client, done["parent_task_id"]))["status"] == "failed"
+
+
+async def test_without_fail_fast_the_others_run_on(client: httpx.AsyncClient) -> None:
+    made = await failing_subtask(client, auto_accept=False)
+    b_task = f"task_{made['id'].removeprefix('coord_')}_1"
+    for _ in range(TIMEOUT_S * 10):  # B goes on to its review; a person accepts it
+        if (await task(client, b_task))["status"] == "in_review":
+            break
+        await asyncio.sleep(0.1)
+    approvals = (await client.get("/v1/approvals", params={"task_id": b_task})).json()["items"]
+    [review] = [a for a in approvals if a["status"] == "pending"]
+    assert (await client.post(f"/v1/approvals/{review['id']}/approve", json={})).status_code == 200
+    done = await settled(client, made["id"])
+    assert (done["status"], done["outcome"]) == ("failed", "failed")
+    statuses = [(await task(client, s["task_id"]))["status"] for s in done["subtasks"]]
+    assert statuses == ["failed", "completed", "cancelled"]  # C depended on A
+
+
+async def test_cancelling_the_parent_calls_the_coordination_off(client: httpx.AsyncClient) -> None:
+    await agent(client, "slow", {"text": "ok", "latency_ms": 3000})
+    parent = await create_task(client, title="Long job")
+    made = await coordinate(
+        client, parent["id"], decomposition={"subtasks": [subtask("One"), subtask("Two", 0)]}
+    )
+    child = f"task_{made['id'].removeprefix('coord_')}_0"
+    for _ in range(TIMEOUT_S * 10):
+        if (await task(client, child))["status"] == "in_progress":
+            break
+        await asyncio.sleep(0.1)
+    assert (await client.post(f"/v1/tasks/{parent['id']}/cancel", json={})).status_code == 200
+    done = await settled(client, made["id"])
+    assert done["status"] == "cancelled" and "cancelled" in done["reason"]
+    statuses = [(await task(client, s["task_id"]))["status"] for s in done["subtasks"]]
+    assert statuses == ["cancelled", "cancelled"]
+    [child_run] = await lane_runs(client, child)
+    for _ in range(TIMEOUT_S * 10):  # the subtask's run is cancelled with its task
+        if (await run(client, child_run["id"]))["status"] == "cancelled":
+            break
+        await asyncio.sleep(0.1)
+    assert (await run(client, child_run["id"]))["status"] == "cancelled"

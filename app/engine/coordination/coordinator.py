@@ -66,7 +66,7 @@ from app.engine.routing.base import Unroutable
 from app.engine.routing.router import TaskRouter
 from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import AssignTask, CancelTask, CreateTask, TransitionTask
+from app.engine.task_mutations import AssignTask, CreateTask, TransitionTask
 from app.engine.workflow_observer import node_status_of
 from app.schemas.agents import AgentRead
 from app.schemas.coordination import (
@@ -653,6 +653,8 @@ class Coordinator:
     async def _cancel_children(
         self, c: CoordinationRead, indices: Sequence[int] | range, reason: str
     ) -> None:
+        """Cancel subtasks not yet settled; one never started (`created`, which only
+        assignment leaves) is given to the coordination on its way."""
         if not indices:
             return
         children = await self._children(c)
@@ -661,8 +663,8 @@ class Coordinator:
             if task is None or task.status in TASK_TERMINAL:
                 continue
             try:
-                await self._tasks.submit(CancelTask(task.id, ACTOR, reason=reason))
-            except AppError as exc:
+                await self._walk(task, TaskStatus.CANCELLED, reason, owner=c.id)
+            except AppError as exc:  # moved meanwhile: the next pass sees it
                 log.info("coordination %s: subtask %s not cancelled: %s", c.id, i, exc)
 
     async def _children(self, c: CoordinationRead) -> dict[int, TaskRead]:
