@@ -73,6 +73,7 @@ from app.loop.run_loop import RunLoop
 from app.loop.tool_runner import ToolRunner
 from app.loop.tools.base import Tool
 from app.loop.tools.builtins import BuiltinServices, builtin_tools
+from app.loop.tools.coordinate_task import coordinate_task_tool
 from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
 from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.mcp import McpHub, McpPolicy
@@ -123,6 +124,7 @@ def build_tools(
     sessionmaker: async_sessionmaker[AsyncSession],
     extra_tools: Sequence[Tool],
     task_engine: TaskEngine | None = None,
+    coordinations: CoordinationCommands | None = None,
 ) -> ToolRegistry:
     """Every tool of this process: the built-ins, the task tools over `task_engine` (none
     without one), http_request under the configured address policy, the configured
@@ -139,6 +141,7 @@ def build_tools(
             *builtin_tools(),
             *journal_tools(),
             *(task_tools(task_engine, sessionmaker) if task_engine is not None else ()),
+            *([coordinate_task_tool(coordinations)] if coordinations is not None else []),
             make_http_request_tool(http_policy),
             *plugins,
             *extra_tools,
@@ -257,7 +260,8 @@ def build_runtime(
     )
     runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
-    registry = build_tools(settings, sessionmaker, tools, task_engine)
+    coordinations = CoordinationCommands(sessionmaker, bus, idempotency_retention=retention)
+    registry = build_tools(settings, sessionmaker, tools, task_engine, coordinations)
     mcp = McpHub(McpPolicy.from_settings(settings.mcp))
     delivery_policy = DeliveryPolicy.from_settings(settings.webhooks)
     workflows = WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention)
@@ -299,7 +303,6 @@ def build_runtime(
         approvals=approvals,
         workflows=workflows,
         coordinations=CoordinationCommands(sessionmaker, bus, idempotency_retention=retention),
-        coordinator=coordinator,
         triggers=TriggerCommands(sessionmaker, bus, idempotency_retention=retention),
         firing=firing,
         hooks=TriggerHooks(sessionmaker, firing, settings.triggers),

@@ -58,7 +58,6 @@ async def coordinate_task(
     )
     if started.replayed:
         response.headers["Idempotent-Replayed"] = "true"
-    services.coordinator.kick(coordination.id)
     return coordination
 
 

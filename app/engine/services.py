@@ -16,7 +16,6 @@ from app.engine.approvals import ApprovalCommands
 from app.engine.budgets import BudgetCommands
 from app.engine.bus import EventBus
 from app.engine.coordination.commands import CoordinationCommands
-from app.engine.coordination.coordinator import Coordinator
 from app.engine.routing.router import TaskRouter
 from app.engine.runs import RunCommands
 from app.engine.stream_slots import StreamSlots
@@ -43,7 +42,6 @@ class Services:
     approvals: ApprovalCommands
     workflows: WorkflowCommands
     coordinations: CoordinationCommands
-    coordinator: Coordinator  # runs the coordinations; a new one is kicked at once
     triggers: TriggerCommands
     firing: TriggerFiring  # the one fire path (webhooks, schedules, chains)
     hooks: TriggerHooks

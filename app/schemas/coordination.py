@@ -83,8 +83,8 @@ class Decomposition(BaseModel):
     )
 
 
-class DispatchOptions(BaseModel):
-    """How a coordination runs its subtasks."""
+class AgentDispatchOptions(BaseModel):
+    """How a coordination runs its subtasks, as an agent may ask (`coordinate_task`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -129,6 +129,11 @@ class DispatchOptions(BaseModel):
         description="Decentralized: how many rounds the peers revise their results, each "
         "seeing the others' on the shared thread, before the synthesis.",
     )
+
+
+class DispatchOptions(AgentDispatchOptions):
+    """How a coordination runs its subtasks."""
+
     auto_accept: bool = Field(
         False,
         description="The coordinator accepts each subtask's result (and the parent's) "

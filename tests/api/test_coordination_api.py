@@ -472,3 +472,49 @@ async def test_cancelling_the_parent_calls_the_coordination_off(client: httpx.As
             break
         await asyncio.sleep(0.1)
     assert (await run(client, child_run["id"]))["status"] == "cancelled"
+
+
+async def test_an_agent_coordinates_a_task_with_its_tool(client: httpx.AsyncClient) -> None:
+    await agent(client, "ann")
+    await agent(client, "bob")
+    parent = await create_task(client, title="Survey the market", task_structure="parallel")
+    plan = {"subtasks": [subtask("Europe"), subtask("Asia")]}
+    call = {"task_id": parent["id"], "decomposition": plan, "options": {"orchestrator": "ann"}}
+    refused = {**call, "options": {"auto_accept": True}}
+    lead = await agent(
+        client,
+        "lead",
+        {"tool_calls": [{"name": "coordinate_task", "input": refused}]},
+        {"tool_calls": [{"name": "coordinate_task", "input": call}]},
+        {"text": "started"},
+        tools=["coordinate_task"],
+        auto_approve=["coordinate_task"],
+    )
+    started = await client.post("/v1/runs", json={"agent_id": lead, "input": "split it"})
+    done = await client.get(f"/v1/runs/{started.json()['id']}/wait", params={"timeout_s": 20})
+    assert done.json()["status"] == "completed", done.text
+    conversation = started.json()["conversation_id"]
+    messages = (await client.get(f"/v1/conversations/{conversation}/messages")).json()
+    results = [
+        block
+        for message in messages
+        for block in message["content"]
+        if block["type"] == "tool_result"
+    ]
+    assert results[0]["is_error"] and "auto_accept" in str(results[0]["content"])
+    [made] = (await client.get(f"/v1/tasks/{parent['id']}/coordinations")).json()
+    assert made["id"] in str(results[1]["content"]) and not results[1]["is_error"]
+    assert made["request"]["options"]["auto_accept"] is False
+    for _ in range(TIMEOUT_S * 10):  # its subtasks wait for their reviews: a person's
+        children = [await task(client, s["task_id"]) for s in (await subtasks_of(client, made))]
+        if children and all(c["status"] == "in_review" for c in children):
+            break
+        await asyncio.sleep(0.1)
+    assert [c["status"] for c in children] == ["in_review", "in_review"]
+
+
+async def subtasks_of(client: httpx.AsyncClient, made: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = (await client.get(f"/v1/coordinations/{made['id']}")).json()[
+        "subtasks"
+    ]
+    return found

@@ -23,7 +23,7 @@ from app.core.errors import (
 )
 from app.core.ids import new_id
 from app.core.states import TaskStatus, allowed_targets
-from app.core.streams import coordination_stream
+from app.core.streams import COORDINATIONS_STARTED, coordination_stream
 from app.engine.bus import EventBus
 from app.engine.coordination.dag import SubtaskDag
 from app.engine.idempotent_create import CreateKey, keyed_create
@@ -36,6 +36,7 @@ from app.store import task_runs as task_run_store
 from app.store import tasks as task_store
 
 CREATE_SCOPE = "coordinations.create"
+TOOL_SCOPE = "coordinations.coordinate_task"  # the agents' tool's
 
 
 class CoordinationRunning(Conflict):
@@ -90,12 +91,15 @@ class CoordinationCommands:
         *,
         idempotency_key: str | None = None,
         request_hash: str | None = None,
+        run_id: str | None = None,
     ) -> Started:
         """A running coordination of a `created` task. With a key, a repeat gets the
-        coordination as it is now."""
+        coordination as it is now; a key made by a run's tool call (`run_id`) is kept while
+        that run may run again."""
         if request.decomposition is not None:
             SubtaskDag.of(request.decomposition, "body.decomposition")  # 422 naming each field
-        key = CreateKey.of(CREATE_SCOPE, idempotency_key, request_hash)
+        scope = CREATE_SCOPE if run_id is None else TOOL_SCOPE
+        key = CreateKey.of(scope, idempotency_key, request_hash, run_id=run_id)
         now = self._clock()
         async with self._sessionmaker() as session, session.begin():
             keyed = await keyed_create(session, key, now=now, retention=self._retention)
@@ -132,7 +136,9 @@ class CoordinationCommands:
                 session, coordination_stream(made.id), [started_event(made)], now
             )
             await keyed.remember(made.id)
-        published(self._bus, [Written(coordination_stream(made.id))])
+        published(
+            self._bus, [Written(coordination_stream(made.id)), Written(COORDINATIONS_STARTED)]
+        )
         return Started(made, replayed=False)
 
 

@@ -48,7 +48,12 @@ from app.core.states import (
     TaskStatus,
     task_path,
 )
-from app.core.streams import RUNS_STREAM, TASK_STREAM, coordination_stream
+from app.core.streams import (
+    COORDINATIONS_STARTED,
+    RUNS_STREAM,
+    TASK_STREAM,
+    coordination_stream,
+)
 from app.core.vocabulary import (
     CoordinationPhase,
     CoordinationRunPurpose,
@@ -159,7 +164,12 @@ class Coordinator:
         self._loop = None
 
     async def _follow(self) -> None:
-        with self._bus.subscribe(TASK_STREAM) as tasks, self._bus.subscribe(RUNS_STREAM) as runs:
+        """A pass over every running coordination at each wake-up: a coordination started
+        in this process, any task change or run lifecycle event (the subtasks' progress),
+        else every poll interval (what other processes did)."""
+        names = (COORDINATIONS_STARTED, TASK_STREAM, RUNS_STREAM)
+        with contextlib.ExitStack() as stack:
+            wakes = [stack.enter_context(self._bus.subscribe(name)) for name in names]
             while True:
                 try:
                     async with self._sessionmaker() as session:
@@ -169,7 +179,7 @@ class Coordinator:
                     running = []
                 for coordination_id in running:
                     self.kick(coordination_id)
-                waits = [asyncio.create_task(w.wait(self._poll_interval_s)) for w in (tasks, runs)]
+                waits = [asyncio.create_task(w.wait(self._poll_interval_s)) for w in wakes]
                 try:
                     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 finally:
