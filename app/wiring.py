@@ -283,6 +283,7 @@ def build_runtime(
         runs,
         router,
         decomposer,
+        coordinations,
         poll_interval_s=settings.workers.poll_interval_s,
         metrics=metrics,
     )

@@ -16,9 +16,11 @@ from app.core.errors import NotFound, ValidationFailed
 from app.core.states import TaskStatus
 from app.core.streams import TASK_STREAM
 from app.core.vocabulary import Priority
+from app.engine.coordination.dag import SubtaskDag
 from app.engine.task_engine import MutationResult
 from app.engine.task_mutations import CancelTask, CreateTask, DeleteTask, TransitionTask, UpdateTask
 from app.schemas.common import Page
+from app.schemas.coordination import CoordinationRequest
 from app.schemas.tasks import (
     CancelRequest,
     RouteRequest,
@@ -32,6 +34,13 @@ from app.store import idempotency
 from app.store import tasks as task_store
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], dependencies=[Depends(get_principal)])
+
+
+def _check_coordination(request: CoordinationRequest | None, where: str) -> None:
+    """A coordination the task carries has a decomposition that is a DAG (422 naming each
+    field), so that it starts when the task is ready instead of failing then."""
+    if request is not None and request.decomposition is not None:
+        SubtaskDag.of(request.decomposition, f"{where}.decomposition")
 
 
 def _respond(response: Response, result: MutationResult) -> TaskRead:
@@ -53,6 +62,7 @@ async def create_task(
     actor: PrincipalDep,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> TaskRead:
+    _check_coordination(body.coordination, "body.coordination")
     digest = idempotency.request_hash(body.model_dump(mode="json")) if idempotency_key else None
     result = await engine.submit(CreateTask(body, actor, idempotency_key, digest))
     response.headers["Location"] = str(request.url_for("get_task", task_id=result.task.id))
@@ -122,6 +132,7 @@ async def update_task(
     changes = body.model_dump(exclude_unset=True)
     if not changes:
         raise ValidationFailed.field("body", "names no field to change")
+    _check_coordination(body.coordination, "body.coordination")
     result = await engine.submit(UpdateTask(task_id, changes, actor, expected_version(if_match)))
     return _respond(response, result)
 

@@ -19,10 +19,12 @@ from pydantic import ValidationError
 from app.core.graphs import closing_cycles
 from app.core.vocabulary import EdgeType, NodeType
 from app.engine.conditions import ConditionSyntaxError, parse
+from app.engine.coordination.dag import problems as dag_problems
 from app.schemas.workflows import (
     NODE_CONFIGS,
     ConditionalConfig,
     ParallelJoinConfig,
+    TaskStepConfig,
     ValidationIssue,
     WorkflowEdge,
     WorkflowNode,
@@ -103,6 +105,11 @@ def _config_issues(node: WorkflowNode) -> list[ValidationIssue]:
             parse(config.condition_expression)
         except ConditionSyntaxError as exc:
             return [_node_issue("condition_syntax", node.id, f"condition_expression: {exc}")]
+    if isinstance(config, TaskStepConfig) and config.coordination is not None:
+        decomposition = config.coordination.decomposition
+        where = "config.coordination.decomposition"
+        found = dag_problems(decomposition, where) if decomposition else []
+        return [_node_issue("node_config", node.id, f"{p.field}: {p.message}") for p in found]
     return []
 
 

@@ -87,7 +87,8 @@ def plan_execution(graph: Graph, context: Mapping[str, Any]) -> ExecutionPlan:
         if node.type is NodeType.TASK:
             config = TaskStepConfig.model_validate(node.config)
             waits_for = all_of(upstream)
-            if config.assigned_to is not None:
+            if config.assigned_to is not None or config.coordination is not None:
+                # A coordinated task is its coordination's: no assignment reaches it.
                 planned = PlannedTask(node_id, config, config.assigned_to, waits_for)
             else:
                 planned = PlannedTask(

@@ -67,6 +67,8 @@ class Task(Base):
     delegation_chain: Mapped[list[str]] = mapped_column(JSONB)
     # How to route it while it is `created` (a RouteRequest); None: someone assigns it.
     routing: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # A coordination to start once it is ready (a CoordinationRequest); None: none.
+    coordination: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     retry_count: Mapped[int] = mapped_column(Integer)
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()

@@ -20,6 +20,7 @@ from app.core.vocabulary import (
 )
 from app.schemas.bounds import VERSION_MAX, StorableDatetime
 from app.schemas.common import PatchBody
+from app.schemas.coordination import CoordinationRequest
 
 
 class Artifact(BaseModel):
@@ -91,6 +92,12 @@ class _TaskFields(BaseModel):
         "with this request once its dependencies are completed, and again whenever an "
         "agent's task ends, until an agent takes it.",
     )
+    coordination: CoordinationRequest | None = Field(
+        None,
+        description="Coordinate this task automatically: once it is `created` with its "
+        "dependencies completed, a coordination starts with this request (as "
+        "`POST /v1/tasks/{id}/coordinate`), once.",
+    )
 
 
 class TaskCreate(_TaskFields):
@@ -107,19 +114,33 @@ class TaskCreate(_TaskFields):
                 "routing_and_assignee",
                 "give assigned_to or routing, not both: routing finds the assignee",
             )
+        if self.coordination is not None and (self.routing or self.assigned_to):
+            raise PydanticCustomError(
+                "coordination_and_assignee",
+                "a coordinated task is its coordination's: give no assigned_to nor routing",
+            )
         return self
 
 
 IMMUTABLE_TASK_FIELDS = frozenset({"id", "status", "created_by"})
 READ_ONLY_TASK_FIELDS = frozenset({"version", "retry_count", "created_at", "updated_at"})
 NULLABLE_TASK_FIELDS = frozenset(
-    {"project", "assigned_to", "budget_limit", "deadline", "parent_task_id", "routing"}
+    {
+        "project",
+        "assigned_to",
+        "budget_limit",
+        "deadline",
+        "parent_task_id",
+        "routing",
+        "coordination",
+    }
 )
 
 
 class TaskPatch(PatchBody):
     """A partial update (JSON merge semantics: only the fields present change; `null` clears
-    `project`, `assigned_to`, `budget_limit`, `deadline`, `parent_task_id` and `routing`).
+    `project`, `assigned_to`, `budget_limit`, `deadline`, `parent_task_id`, `routing` and
+    `coordination`).
     `id`, `status` and `created_by` cannot be changed; use transitions for `status`."""
 
     nullable_fields: ClassVar[frozenset[str]] = NULLABLE_TASK_FIELDS
@@ -143,6 +164,7 @@ class TaskPatch(PatchBody):
     parent_task_id: Name | None = None
     delegation_chain: list[Name] | None = Field(None, max_length=100)
     routing: RouteRequest | None = None
+    coordination: CoordinationRequest | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from typing_extensions import TypeAliasType, TypedDict
 
 from app.core.fields import Name, Text
@@ -24,6 +24,7 @@ from app.core.vocabulary import (
 )
 from app.schemas.bounds import VERSION_MAX
 from app.schemas.common import PatchBody
+from app.schemas.coordination import CoordinationRequest
 from app.schemas.tasks import RouteRequest
 
 GraphId = Annotated[
@@ -71,6 +72,19 @@ class TaskStepConfig(BaseModel):
     acceptance_criteria: list[Text] = Field(default_factory=list, max_length=100)
     budget_limit: float | None = Field(None, ge=0)
     max_retries: int = Field(1, ge=0, le=100)
+    coordination: CoordinationRequest | None = Field(
+        None,
+        description="Coordinate the task instead of giving it to one agent: once its "
+        "dependencies are completed, a coordination splits it into subtasks (the "
+        "task's `coordination`). Not with `assigned_to`; an agent assignment upstream "
+        "does not reach it.",
+    )
+
+    @model_validator(mode="after")
+    def _coordinated_or_assigned(self) -> TaskStepConfig:
+        if self.coordination is not None and self.assigned_to is not None:
+            raise ValueError("a coordinated task is its coordination's: give no assigned_to")
+        return self
 
 
 class AgentAssignmentConfig(BaseModel):

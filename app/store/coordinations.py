@@ -6,19 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select, type_coerce, update
+from sqlalchemy import exists, func, select, type_coerce, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.states import ExecutionStatus
+from app.core.states import ExecutionStatus, TaskStatus
 from app.core.vocabulary import CoordinationPhase
-from app.models import COORDINATIONS, Coordination
+from app.models import COORDINATIONS, Coordination, Task
 from app.schemas.coordination import (
     CoordinationRead,
     CoordinationRequest,
     CoordinationRun,
     PhaseResult,
 )
+from app.schemas.tasks import TaskRead
 from app.store.errors import StaleWrite
 
 
@@ -74,6 +75,22 @@ async def running_ids(session: AsyncSession) -> list[str]:
         .order_by(Coordination.id)
     )
     return list(rows)
+
+
+async def awaiting_coordination(session: AsyncSession, *, limit: int) -> list[TaskRead]:
+    """`created` tasks that carry a coordination request and were never coordinated,
+    oldest first (their dependencies may not be completed yet)."""
+    rows = await session.scalars(
+        select(Task)
+        .where(
+            Task.status == TaskStatus.CREATED,
+            Task.coordination.is_not(None),
+            ~exists().where(Coordination.parent_task_id == Task.id),
+        )
+        .order_by(Task.created_at, Task.id)
+        .limit(limit)
+    )
+    return [TaskRead.model_validate(row) for row in rows]
 
 
 async def coordinated(session: AsyncSession, task_id: str) -> bool:

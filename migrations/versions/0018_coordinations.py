@@ -1,5 +1,6 @@
 """Coordinations: a parent task decomposed into subtasks and dispatched in waves, with the
-phase it is in and each phase's result; at most one running per parent task
+phase it is in and each phase's result; at most one running per parent task; a task's
+coordination to start once it is ready
 
 Revision ID: 0018
 Revises: 0017
@@ -83,5 +84,9 @@ def upgrade() -> None:
     )
 
 
+    op.add_column("tasks", sa.Column("coordination", postgresql.JSONB(), nullable=True))
+
+
 def downgrade() -> None:
+    op.drop_column("tasks", "coordination")
     op.drop_table("coordinations")  # its indexes and constraints go with it

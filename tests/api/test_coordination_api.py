@@ -518,3 +518,112 @@ async def subtasks_of(client: httpx.AsyncClient, made: dict[str, Any]) -> list[d
         "subtasks"
     ]
     return found
+
+
+async def test_a_workflow_node_coordinates_its_task_once_its_dependencies_complete(
+    client: httpx.AsyncClient,
+) -> None:
+    await agent(client, "ann")
+    await agent(client, "bob")
+    coordination = {
+        "decomposition": {"subtasks": [subtask("Draft"), subtask("Edit", 0)]},
+        "options": {"auto_accept": True},
+    }
+    definition = {
+        "name": "Research then report",
+        "nodes": [
+            {"id": "s", "type": "start"},
+            {
+                "id": "research",
+                "type": "task",
+                "config": {"title": "Research", "assigned_to": "ann"},
+            },
+            {
+                "id": "report",
+                "type": "task",
+                "config": {"title": "Report", "coordination": coordination},
+            },
+            {"id": "e", "type": "end"},
+        ],
+        "edges": [
+            {"id": "e1", "source": "s", "target": "research"},
+            {"id": "e2", "source": "research", "target": "report"},
+            {"id": "e3", "source": "report", "target": "e"},
+        ],
+    }
+    created = await client.post("/v1/workflows", json=definition)
+    assert created.status_code == 201, created.text
+    activated = await client.post(f"/v1/workflow-executions/activate/{created.json()['id']}")
+    execution = activated.json()
+    tasks = {
+        t["title"]: t for t in (await client.get("/v1/tasks", params={"limit": 10})).json()["items"]
+    }
+    report = tasks["Report"]
+    assert report["status"] == "created" and report["coordination"]["options"]["auto_accept"]
+    # Nothing is coordinated before the research is done; a person accepts it.
+    assert (await client.get(f"/v1/tasks/{report['id']}/coordinations")).json() == []
+    research = tasks["Research"]["id"]
+    for _ in range(TIMEOUT_S * 10):
+        if (await task(client, research))["status"] == "in_review":
+            break
+        await asyncio.sleep(0.1)
+    assert (await client.get(f"/v1/tasks/{report['id']}/coordinations")).json() == []
+    approvals = (await client.get("/v1/approvals", params={"task_id": research})).json()["items"]
+    [review] = [a for a in approvals if a["status"] == "pending"]
+    assert (await client.post(f"/v1/approvals/{review['id']}/approve", json={})).status_code == 200
+    for _ in range(TIMEOUT_S * 10):
+        coordinations = (await client.get(f"/v1/tasks/{report['id']}/coordinations")).json()
+        if coordinations:
+            break
+        await asyncio.sleep(0.1)
+    [made] = coordinations
+    done = await settled(client, made["id"])
+    assert done["status"] == "completed"
+    assert (await task(client, report["id"]))["status"] == "completed"
+    for _ in range(TIMEOUT_S * 10):
+        finished = (await client.get(f"/v1/workflow-executions/{execution['id']}")).json()
+        if finished["status"] != "running":
+            break
+        await asyncio.sleep(0.1)
+    assert finished["status"] == "completed"
+    # Coordinated once: a settled coordination does not start another.
+    assert len((await client.get(f"/v1/tasks/{report['id']}/coordinations")).json()) == 1
+
+
+async def test_a_tasks_coordination_is_checked_when_it_is_made(
+    client: httpx.AsyncClient,
+) -> None:
+    cycle = {"decomposition": {"subtasks": [subtask("A", 1), subtask("B", 0)]}}
+    problem = assert_problem(
+        await client.post("/v1/tasks", json={"title": "T", "coordination": cycle}),
+        422,
+        "validation_error",
+    )
+    assert [e["field"] for e in problem["errors"]] == [
+        "body.coordination.decomposition.subtasks[1].depends_on[0]"
+    ]
+    assert_problem(
+        await client.post(
+            "/v1/tasks",
+            json={"title": "T", "assigned_to": "ann", "coordination": {"options": {}}},
+        ),
+        422,
+        "validation_error",
+    )
+    bad_node = {
+        "name": "Bad",
+        "nodes": [
+            {"id": "s", "type": "start"},
+            {"id": "t", "type": "task", "config": {"title": "T", "coordination": cycle}},
+            {"id": "e", "type": "end"},
+        ],
+        "edges": [
+            {"id": "e1", "source": "s", "target": "t"},
+            {"id": "e2", "source": "t", "target": "e"},
+        ],
+    }
+    problem = assert_problem(
+        await client.post("/v1/workflows", json=bad_node), 422, "validation_error"
+    )
+    assert "config.coordination.decomposition.subtasks[1].depends_on[0]" in str(problem)
+    assert (await client.get("/v1/tasks")).json()["items"] == []

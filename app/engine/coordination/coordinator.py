@@ -62,6 +62,7 @@ from app.core.vocabulary import (
 )
 from app.engine.bus import EventBus
 from app.engine.coordination import identity, prompts
+from app.engine.coordination.commands import CoordinationCommands
 from app.engine.coordination.dag import SubtaskDag
 from app.engine.coordination.decomposer import Decomposer, DecompositionFailed
 from app.engine.coordination.roll_up import roll_up
@@ -72,6 +73,7 @@ from app.engine.routing.router import TaskRouter
 from app.engine.runs import RunCommands
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import AssignTask, CreateTask, TransitionTask
+from app.engine.task_runs import execution_stopped
 from app.engine.workflow_observer import node_status_of
 from app.schemas.agents import AgentRead
 from app.schemas.coordination import (
@@ -95,6 +97,7 @@ from app.telemetry.metrics import Metrics
 log = logging.getLogger(__name__)
 
 ACTOR = "coordinator"
+BATCH = 100
 Phase = CoordinationPhase
 Topology = CoordinationTopology
 # A run in these states no longer works (as the task-runs bridge counts them).
@@ -129,6 +132,7 @@ class Coordinator:
         runs: RunCommands,
         router: TaskRouter,
         decomposer: Decomposer,
+        commands: CoordinationCommands,
         *,
         poll_interval_s: float = 5.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -140,6 +144,7 @@ class Coordinator:
         self._runs = runs
         self._router = router
         self._decomposer = decomposer
+        self._commands = commands
         self._poll_interval_s = poll_interval_s
         self._clock = clock
         self._metrics = metrics
@@ -179,12 +184,36 @@ class Coordinator:
                     running = []
                 for coordination_id in running:
                     self.kick(coordination_id)
+                try:
+                    await self._start_ready()
+                except Exception:  # the next pass tries again
+                    log.exception("coordinator: starting tasks' coordinations failed")
                 waits = [asyncio.create_task(w.wait(self._poll_interval_s)) for w in wakes]
                 try:
                     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     for w in waits:
                         w.cancel()
+
+    async def _start_ready(self) -> None:
+        """Start the coordination of each task that asks for one (its `coordination`),
+        once its dependencies are completed and its workflow execution, if any, runs. A
+        start that races another process's is refused by the one-running index."""
+        async with self._sessionmaker() as session:
+            waiting = await store.awaiting_coordination(session, limit=BATCH)
+        for task in waiting:
+            assert task.coordination is not None  # what awaiting_coordination selects
+            async with self._sessionmaker() as session:
+                if await task_run_store.unfinished_dependencies(session, task):
+                    continue
+                if await execution_stopped(session, task.id):
+                    continue
+            try:
+                started = await self._commands.start(task.id, task.coordination)
+            except AppError as exc:  # moved, or coordinated meanwhile
+                log.info("task %s not coordinated: %s", task.id, exc)
+                continue
+            self.kick(started.coordination.id)
 
     def kick(self, coordination_id: str) -> None:
         """Advance the coordination now, or once more after the pass under way."""
