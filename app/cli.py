@@ -1,6 +1,7 @@
 """The `loopwright` command. The server: `serve`, `worker`, `migrate`, `openapi`. A client
 of a running server (LOOPWRIGHT_URL, LOOPWRIGHT_API_KEY): `run`, `follow`, `runs`, `show`,
-`cancel`, `resume`, `retry`, `answer`, `approvals`, `agents`, `triggers`, `tools`.
+`cancel`, `resume`, `retry`, `answer`, `approvals`, `tasks`, `coordinations`, `agents`,
+`triggers`, `tools`.
 
 The client verbs start in a fraction of the server's time: the server's stack (settings,
 FastAPI, SQLAlchemy, and pydantic under them) is imported by the server commands only."""
@@ -19,12 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.client import verbs
+from app.client import coordinations, verbs
 from app.client.exits import Exit
 from app.client.http import DEFAULT_URL, Client, ClientError
 from app.client.verbs import Verb
 from app.core.process import tune_gc
-from app.core.vocabulary import AssignmentStrategy
+from app.core.vocabulary import AssignmentStrategy, CoordinationTopology
 from app.telemetry.logs import configure_logging
 from app.telemetry.tracing import TracingMisconfigured
 
@@ -334,9 +335,11 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     approvals.add_argument("--comment", help="approve: a comment")
     approvals.add_argument("--reason", help="reject: why (required)")
 
-    tasks = verb("tasks", "list tasks, or route one to an agent", verbs.tasks)
-    tasks.add_argument("action", nargs="?", choices=["list", "route"], default="list")
-    tasks.add_argument("id", nargs="?", help="route: the task's id")
+    tasks = verb(
+        "tasks", "list tasks, route one to an agent, or coordinate one", coordinations.tasks
+    )
+    tasks.add_argument("action", nargs="?", choices=["list", "route", "coordinate"], default="list")
+    tasks.add_argument("id", nargs="?", help="route, coordinate: the task's id")
     tasks.add_argument("--status", help="list: only this status")
     tasks.add_argument(
         "--strategy",
@@ -348,6 +351,15 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--skill", action="append", help="route: a skill the agent needs (repeatable)"
     )
     tasks.add_argument("--agent", help="route: manual's agent, or hierarchical's manager")
+    _add_coordinate_options(tasks)
+
+    coordination = verb(
+        "coordinations",
+        "a coordination's phases and subtasks, or its events",
+        coordinations.coordinations,
+    )
+    coordination.add_argument("action", choices=["show", "follow"])
+    coordination.add_argument("id", help="coordination id")
 
     agents = verb("agents", "list agents, or create one from a YAML or JSON file", verbs.agents)
     agents.add_argument("action", nargs="?", choices=["list", "create"], default="list")
@@ -405,6 +417,40 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
     tools = verb("tools", "the tools agents may use, with their inputs", verbs.tools)
     tools.add_argument("--schemas", action="store_true", help="print full input schemas")
+
+
+def _add_coordinate_options(tasks: argparse.ArgumentParser) -> None:
+    tasks.add_argument(
+        "--file",
+        help='coordinate: the subtasks, a YAML or JSON file of {"subtasks": [...]} '
+        "(default: the decomposer's LLM makes them)",
+    )
+    tasks.add_argument(
+        "--topology",
+        choices=[topology.value for topology in CoordinationTopology],
+        help="coordinate: how the agents work together (default: the task's)",
+    )
+    tasks.add_argument("--orchestrator", help="coordinate: the agent that synthesises (id or name)")
+    tasks.add_argument(
+        "--decomposer", help="coordinate: the agent whose model splits the task (no --file)"
+    )
+    tasks.add_argument(
+        "--max-concurrency",
+        type=int,
+        metavar="N",
+        help="coordinate: at most N subtasks of a wave at once",
+    )
+    tasks.add_argument(
+        "--fail-fast", action="store_true", help="coordinate: a failed subtask stops the rest"
+    )
+    tasks.add_argument(
+        "--auto-accept",
+        action="store_true",
+        help="coordinate: accept the subtasks' results without a person's review",
+    )
+    tasks.add_argument(
+        "--follow", action="store_true", help="coordinate: then follow it until it settles"
+    )
 
 
 if __name__ == "__main__":

@@ -65,7 +65,11 @@ class Client:
     def events(self, run_id: str, after: str) -> Iterator[Event]:
         """The run's events after event id `after`, until the server ends the stream (it
         does once the run settled) or the connection drops."""
-        path = f"/v1/runs/{run_id}/events"
+        return self.stream(f"/v1/runs/{run_id}/events", after)
+
+    def stream(self, path: str, after: str) -> Iterator[Event]:
+        """An event stream's events after event id `after`, until the server ends it or the
+        connection drops (a stream that does not end is for the caller to leave)."""
         try:
             with self.http.stream(
                 "GET",

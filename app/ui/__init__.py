@@ -12,7 +12,17 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app.ui import agents, approvals, auth, lanes, overview, runs, tasks, workflows
+from app.ui import (
+    agents,
+    approvals,
+    auth,
+    coordinations,
+    lanes,
+    overview,
+    runs,
+    tasks,
+    workflows,
+)
 from app.ui.deps import LoginRequired, login_url
 from app.ui.templating import STATIC_URL
 
@@ -37,6 +47,7 @@ def install(app: FastAPI) -> None:
     app.include_router(lanes.router)
     app.include_router(overview.router)
     app.include_router(workflows.router)
+    app.include_router(coordinations.router)
     app.add_api_route("/", _to_the_dashboard, include_in_schema=False)
 
 

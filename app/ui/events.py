@@ -9,7 +9,17 @@ from enum import Enum
 
 from pydantic import BaseModel
 
-from app.schemas.events import ApprovalEvent, ExecutionEvent, NodeChangedEvent, TaskEvent
+from app.schemas.events import (
+    ApprovalEvent,
+    CoordinationRunEvent,
+    CoordinationSettledEvent,
+    CoordinationStartedEvent,
+    ExecutionEvent,
+    NodeChangedEvent,
+    PhaseCompletedEvent,
+    SubtaskStartedEvent,
+    TaskEvent,
+)
 from app.schemas.run_events import (
     DIAGNOSTIC_EVENTS,
     MessageCreatedEvent,
@@ -43,3 +53,10 @@ RUN = [
 APPROVALS = _names(ApprovalEvent)
 TASKS = _names(TaskEvent)
 WORKFLOW_EXECUTION = [*_names(ExecutionEvent), *_names(NodeChangedEvent)]
+COORDINATION = [
+    *_names(CoordinationStartedEvent),
+    *_names(PhaseCompletedEvent),
+    *_names(SubtaskStartedEvent),
+    *_names(CoordinationRunEvent),
+    *_names(CoordinationSettledEvent),
+]

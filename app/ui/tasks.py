@@ -5,7 +5,7 @@ The board has one column per status of the task state machine, in the order a ta
 through them, each with its newest `COLUMN_CARDS` tasks; a status's own list
 (`?status=`) has them all, a page at a time. A task's page shows its fields, the
 transitions the state machine allows it now (buttons that call the API's transition
-route), its audit trail, its runs, and its parent and child tasks.
+route), its audit trail, its runs, its coordinations, and its parent and child tasks.
 
 Reads go straight to the store, as the API's do; transitions are the API's own route,
 called by the page's script."""
@@ -23,6 +23,7 @@ from app.core.states import TaskStatus, allowed_targets
 from app.core.streams import TASK_STREAM
 from app.schemas.tasks import TaskRead
 from app.store import agents as agent_store
+from app.store import coordinations as coordination_store
 from app.store import events as event_store
 from app.store import history
 from app.store import task_runs as task_run_store
@@ -36,6 +37,7 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 COLUMN_CARDS = 50  # newest tasks a column of the board shows; its "more" link has the rest
 STATUS_PAGE = 50  # tasks per page of one status's list
 CHILD_TASKS = 100  # child tasks a task's page lists
+COORDINATIONS = 20  # a task's newest coordinations its page lists
 PROJECT_CHOICES = 500  # projects the filter offers
 
 # The state machine's statuses, in the order they are declared: a task's way through them.
@@ -201,8 +203,8 @@ async def _column(
 
 async def _detail(db: DbDep, task_id: str) -> dict[str, object] | None:
     """What a task's detail shows: the task, the statuses it can move to now (in the
-    board's order), its audit trail, runs, parent and children; None when there is no
-    such task."""
+    board's order), its audit trail, runs, coordinations, parent and children; None when
+    there is no such task."""
     task = await task_store.get_task(db, task_id)
     if task is None:
         return None
@@ -225,4 +227,5 @@ async def _detail(db: DbDep, task_id: str) -> dict[str, object] | None:
         "agents": agents_by_assignee(names),
         "parent": parent,
         "children": children,
+        "coordinations": await coordination_store.of_task(db, task.id, limit=COORDINATIONS),
     }
