@@ -148,8 +148,11 @@ class PhaseResult(BaseModel):
 
     phase: CoordinationPhase
     outcome: PhaseOutcome
-    duration_ms: int = Field(ge=0)
+    duration_ms: int = Field(
+        ge=0, description="From the end of the phase before (or the start) to its own end."
+    )
     detail: Reason = Field("", examples=["3 waves: [0], [1, 2], [3]"])
+    finished_at: datetime
 
 
 class CoordinationRequest(BaseModel):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -142,6 +143,12 @@ async def test_a_centralized_coordination_runs_its_waves_then_synthesises(
         "update_parent",
     ]
     assert done["phase_results"][0]["outcome"] == "skipped"  # the client gave the DAG
+    # Dispatch lasted as long as its subtasks' work and the synthesis: all of it but a
+    # few quick passes.
+    durations = {r["phase"]: r["duration_ms"] for r in done["phase_results"]}
+    total = datetime.fromisoformat(done["updated_at"]) - datetime.fromisoformat(done["created_at"])
+    assert durations["dispatch"] >= max(durations.values())
+    assert sum(durations.values()) <= total.total_seconds() * 1000 + 1
     assert [s["wave"] for s in done["subtasks"]] == [0, 0, 1]
     # The first wave spread over the two researchers; the orchestrator took none.
     agents = {s["agent_id"] for s in done["subtasks"][:2]}
@@ -627,3 +634,23 @@ async def test_a_tasks_coordination_is_checked_when_it_is_made(
     )
     assert "config.coordination.decomposition.subtasks[1].depends_on[0]" in str(problem)
     assert (await client.get("/v1/tasks")).json()["items"] == []
+
+
+async def test_no_routable_subtask_fails_validation_and_cancels_the_subtasks(
+    client: httpx.AsyncClient,
+) -> None:
+    await agent(client, "ann", role="writer")
+    parent = await create_task(client, title="Launch", task_structure="parallel")
+    made = await coordinate(
+        client,
+        parent["id"],
+        decomposition={
+            "subtasks": [subtask("Fly", role="astronaut"), subtask("Land", role="astronaut")]
+        },
+    )
+    done = await settled(client, made["id"])
+    assert (done["status"], done["phase"]) == ("failed", "validate")
+    assert "no agent is of role 'astronaut'" in done["reason"]
+    statuses = [(await task(client, s["task_id"]))["status"] for s in done["subtasks"]]
+    assert statuses == ["cancelled", "cancelled"]  # nothing half-made is left open
+    assert (await task(client, parent["id"]))["status"] == "created"  # as it was

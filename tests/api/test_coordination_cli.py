@@ -47,7 +47,8 @@ async def test_coordinate_follows_each_phase_and_exits_0_when_it_completes(
     found = re.fullmatch(rf"coordination (coord_\w+) of task {parent['id']} \(running\)", first)
     assert found, first
     assert lines[0] == f"started: task {parent['id']}, subtasks given"
-    assert "decompose skipped 0 ms: given with the request: 3 subtasks" in lines
+    skipped = r"decompose skipped \d+ ms: given with the request: 3 subtasks"
+    assert any(re.fullmatch(skipped, x) for x in lines)
     assert any(re.fullmatch(r"route ok \d+ ms: 3 of 3 subtasks have an agent", x) for x in lines)
     started = [x for x in lines if x.startswith("▸ subtask")]
     assert [x.split()[2:5] for x in started] == [

@@ -4,6 +4,8 @@ constraints taking exactly the vocabularies, and the rows going with their paren
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from sqlalchemy import delete, text
 from sqlalchemy.exc import IntegrityError
@@ -33,7 +35,13 @@ REQUEST = CoordinationRequest(
 
 
 def result(phase: CoordinationPhase, outcome: PhaseOutcome = PhaseOutcome.OK) -> PhaseResult:
-    return PhaseResult(phase=phase, outcome=outcome, duration_ms=12, detail=phase.value)
+    return PhaseResult(
+        phase=phase,
+        outcome=outcome,
+        duration_ms=12,
+        detail=phase.value,
+        finished_at=datetime(2026, 11, 28, tzinfo=UTC),
+    )
 
 
 @pytest.fixture

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -256,12 +255,11 @@ class Coordinator:
                 return  # deleted with its parent
             if coordination.status is not ExecutionStatus.RUNNING:
                 return
-            started = time.monotonic()
             try:
                 if parent.status in TASK_TERMINAL and coordination.phase is not Phase.UPDATE_PARENT:
                     await self._called_off(coordination, parent)
                 else:
-                    await self._PHASES[coordination.phase](self, coordination, parent, started)
+                    await self._PHASES[coordination.phase](self, coordination, parent)
             except _Waiting:
                 return
             except StaleWrite:
@@ -273,7 +271,6 @@ class Coordinator:
         await self._record(
             c,
             PhaseOutcome.FAILED,
-            time.monotonic(),
             reason,
             status=ExecutionStatus.CANCELLED,
             reason=reason,
@@ -281,7 +278,7 @@ class Coordinator:
 
     # -- decompose ---------------------------------------------------------------------
 
-    async def _decompose(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+    async def _decompose(self, c: CoordinationRead, parent: TaskRead) -> None:
         given = c.request.decomposition
         if given is not None:
             decomposition, outcome = given, PhaseOutcome.SKIPPED
@@ -289,14 +286,14 @@ class Coordinator:
         else:
             agent = await self._agent(c.request.options.decomposer)
             if agent is None:
-                await self._fail(c, started, "the decomposer agent no longer exists")
+                await self._fail(c, "the decomposer agent no longer exists")
                 return
             try:
                 async with self._sessionmaker() as session:
                     team = await agent_store.all_agents(session)
                 decomposition = await self._decomposer.decompose(parent, agent, team=team)
             except DecompositionFailed as exc:
-                await self._fail(c, started, f"decomposition failed: {exc.reason}")
+                await self._fail(c, f"decomposition failed: {exc.reason}")
                 return
             outcome = PhaseOutcome.OK
             detail = f"{agent.name} decomposed it into {len(decomposition.subtasks)} subtasks"
@@ -311,7 +308,6 @@ class Coordinator:
         await self._record(
             c,
             outcome,
-            started,
             detail,
             next_phase=Phase.ROUTE,
             decomposition=decomposition.model_dump(mode="json"),
@@ -320,7 +316,7 @@ class Coordinator:
 
     # -- route -------------------------------------------------------------------------
 
-    async def _route(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+    async def _route(self, c: CoordinationRead, parent: TaskRead) -> None:
         decomposition = _decomposition(c)
         children = await self._create_children(c, parent, decomposition)
         options = c.request.options
@@ -353,7 +349,7 @@ class Coordinator:
             detail += "; none for subtask(s) " + ", ".join(map(str, unroutable))
         crash_point("coordination_routed")
         await self._record(
-            c, PhaseOutcome.OK, started, detail, next_phase=Phase.TOPOLOGY, subtasks=_dumped(routed)
+            c, PhaseOutcome.OK, detail, next_phase=Phase.TOPOLOGY, subtasks=_dumped(routed)
         )
 
     async def _create_children(
@@ -390,7 +386,7 @@ class Coordinator:
 
     # -- topology and validation -------------------------------------------------------
 
-    async def _topology(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+    async def _topology(self, c: CoordinationRead, parent: TaskRead) -> None:
         waves = _waves(c)
         requested = c.request.options.topology or parent.coordination_topology
         choice = resolve_topology(parent.task_structure, requested, [len(w) for w in waves])
@@ -405,7 +401,6 @@ class Coordinator:
         await self._record(
             c,
             PhaseOutcome.OK,
-            started,
             choice.reason,
             next_phase=Phase.VALIDATE,
             topology=choice.topology,
@@ -414,20 +409,20 @@ class Coordinator:
             subtasks=_dumped(subtasks),
         )
 
-    async def _validate(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+    async def _validate(self, c: CoordinationRead, parent: TaskRead) -> None:
         if all(s.agent_id is None for s in c.subtasks):
             reasons = "; ".join(f"{s.index}: {s.route_reason}" for s in c.subtasks)
             reason = f"no subtask could be routed ({reasons})"
             await self._cancel_children(c, range(len(c.subtasks)), reason)
-            await self._fail(c, started, reason)
+            await self._fail(c, reason)
             return
         waves = ", ".join(str(w) for w in _waves(c))
         detail = f"{len(c.subtasks)} subtasks in {len(_waves(c))} wave(s): {waves}"
-        await self._record(c, PhaseOutcome.OK, started, detail, next_phase=Phase.DISPATCH)
+        await self._record(c, PhaseOutcome.OK, detail, next_phase=Phase.DISPATCH)
 
     # -- dispatch ----------------------------------------------------------------------
 
-    async def _dispatch(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+    async def _dispatch(self, c: CoordinationRead, parent: TaskRead) -> None:
         # The parent is the coordination's (by its id: no agent holds it, so no agent's
         # capacity goes to waiting on its own subtasks).
         await self._walk(
@@ -448,9 +443,7 @@ class Coordinator:
             synthesis = await self._synthesise(c, parent, children)
         counts = {s: statuses.count(s) for s in _SETTLED if statuses.count(s)}
         detail = ", ".join(f"{n} {s.value}" for s, n in sorted(counts.items()))
-        await self._record(
-            c, PhaseOutcome.OK, started, detail + synthesis, next_phase=Phase.ROLL_UP
-        )
+        await self._record(c, PhaseOutcome.OK, detail + synthesis, next_phase=Phase.ROLL_UP)
 
     async def _start_wave(
         self,
@@ -627,7 +620,7 @@ class Coordinator:
 
     # -- roll-up and the parent ----------------------------------------------------------
 
-    async def _roll_up(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+    async def _roll_up(self, c: CoordinationRead, parent: TaskRead) -> None:
         children = await self._children(c)
         statuses = [node_status_of(children.get(s.index)) for s in c.subtasks]
         rolled = roll_up(statuses, _dag(c), fail_fast=c.request.options.fail_fast)
@@ -645,14 +638,13 @@ class Coordinator:
         await self._record(
             c,
             PhaseOutcome.OK,
-            started,
             f"{outcome.value}: {reason}",
             next_phase=Phase.UPDATE_PARENT,
             outcome=outcome.value,
             reason=reason,
         )
 
-    async def _update_parent(self, c: CoordinationRead, parent: TaskRead, started: float) -> None:
+    async def _update_parent(self, c: CoordinationRead, parent: TaskRead) -> None:
         outcome = c.outcome or TaskStatus.FAILED
         why = f"coordination {c.id}: {c.reason}"
         target = TaskStatus.IN_REVIEW if outcome is TaskStatus.COMPLETED else outcome
@@ -664,7 +656,6 @@ class Coordinator:
         await self._record(
             c,
             PhaseOutcome.OK,
-            started,
             f"the parent task is {parent.status.value}",
             status=_OUTCOME_STATUS[outcome],
         )
@@ -723,16 +714,15 @@ class Coordinator:
             agent_id = await task_run_store.resolve_agent(session, name)
             return await agent_store.get_agent(session, agent_id) if agent_id else None
 
-    async def _fail(self, c: CoordinationRead, started: float, reason: str) -> None:
+    async def _fail(self, c: CoordinationRead, reason: str) -> None:
         await self._record(
-            c, PhaseOutcome.FAILED, started, reason, status=ExecutionStatus.FAILED, reason=reason
+            c, PhaseOutcome.FAILED, reason, status=ExecutionStatus.FAILED, reason=reason
         )
 
     async def _record(
         self,
         c: CoordinationRead,
         phase_outcome: PhaseOutcome,
-        started: float,
         detail: str,
         *,
         next_phase: CoordinationPhase | None = None,
@@ -740,10 +730,19 @@ class Coordinator:
         **fields: Any,
     ) -> None:
         """Record the phase's result (and move on or settle) with its events, in one
-        transaction; stale when another coordinator recorded it first."""
-        duration_ms = max(0, round((time.monotonic() - started) * 1000))
+        transaction; stale when another coordinator recorded it first. The phase lasted
+        from the end of the one before (the coordination's start for the first) until
+        now: a dispatch includes its subtasks' work and reviews, and a phase resumed after
+        a crash the time no coordinator ran."""
+        now = self._clock()
+        began = c.phase_results[-1].finished_at if c.phase_results else c.created_at
+        duration_ms = max(0, round((now - began).total_seconds() * 1000))
         result = PhaseResult(
-            phase=c.phase, outcome=phase_outcome, duration_ms=duration_ms, detail=detail[:2000]
+            phase=c.phase,
+            outcome=phase_outcome,
+            duration_ms=duration_ms,
+            detail=detail[:2000],
+            finished_at=now,
         )
         async with self._sessionmaker.begin() as session:
             moved = await store.record_phase(
