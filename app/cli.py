@@ -154,7 +154,9 @@ def _client_verb(verb: Verb) -> Handler:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             code = Exit.COMPLETED
         except KeyboardInterrupt:
-            print("\nloopwright: stopped following; the run goes on", file=sys.stderr)
+            print(
+                "\nloopwright: stopped following; the run or coordination goes on", file=sys.stderr
+            )
             code = Exit.INTERRUPTED
         raise SystemExit(int(code))
 
@@ -253,7 +255,7 @@ def settings_problems(exc: ValidationError | SettingsError) -> list[str]:
 EXIT_CODES = """exit codes of the client verbs (a followed run's ending, or why it failed):
   0 completed   1 failed or dead-lettered   2 bad command line   3 cancelled
   4 timed out   5 waits on a person (no terminal to ask)   6 the server refused a request
-  7 no server at the URL   130 interrupted (the run goes on)"""
+  7 no server at the URL   130 interrupted (it goes on)"""
 
 
 def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

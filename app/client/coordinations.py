@@ -14,7 +14,7 @@ import httpx
 from app.client import verbs
 from app.client.exits import BY_STATUS, Exit
 from app.client.http import Client, ClientError, Event
-from app.client.verbs import _all, _load, _one_line, _table  # the verbs' own helpers
+from app.client.verbs import all_pages, load_file, one_line, print_table
 
 SETTLED = ("coordination.completed", "coordination.failed", "coordination.cancelled")
 _RECONNECTS = 5  # a dropped stream is resumed this many times in a row, then given up
@@ -63,13 +63,13 @@ def coordinations(args: argparse.Namespace, client: Client) -> Exit:
 
 def _decomposition(path: Path) -> Any:
     """The file's subtasks: `{"subtasks": [...]}`, or the list alone."""
-    loaded = _load(path)
+    loaded = load_file(path)
     return {"subtasks": loaded} if isinstance(loaded, list) else loaded
 
 
 def _show(client: Client, coordination_id: str) -> Exit:
     c = client.get(f"/v1/coordinations/{coordination_id}")
-    names = {a["id"]: a["name"] for a in _all(client, "/v1/agents")}
+    names = {a["id"]: a["name"] for a in all_pages(client, "/v1/agents")}
     parent = client.get(f"/v1/tasks/{c['parent_task_id']}")
     print(f"coordination {c['id']}  {c['status']}  of task {parent['id']} ({parent['title']})")
     waves = c["wave_topologies"]
@@ -92,8 +92,8 @@ def _show(client: Client, coordination_id: str) -> Exit:
         title = titles[s["index"]] if s["index"] < len(titles) else ""
         rows.append((str(s["index"]), str(s["wave"]), task["status"], agent, s["task_id"], title))
     if rows:
-        _table(
-            [(*row[:5], _one_line(row[5], 50)) for row in rows],
+        print_table(
+            [(*row[:5], one_line(row[5], 50)) for row in rows],
             ("SUBTASK", "WAVE", "STATUS", "AGENT", "TASK", "TITLE"),
         )
     for run in c["runs"]:
@@ -131,7 +131,7 @@ def event_line(event: Event, names: dict[str, str]) -> str:
 def _follow(client: Client, coordination_id: str) -> Exit:
     """Print the coordination's events from its first until it settles (its stream stays
     open after that); a dropped stream is resumed after the last event printed."""
-    names = {a["id"]: a["name"] for a in _all(client, "/v1/agents")}
+    names = {a["id"]: a["name"] for a in all_pages(client, "/v1/agents")}
     after, drops = "0", 0
     while True:
         try:

@@ -48,7 +48,7 @@ def _ask() -> Ask | None:
     return input if sys.stdin.isatty() and sys.stdout.isatty() else None
 
 
-def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> None:
+def print_table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -62,7 +62,7 @@ def _followed(client: Client, run_id: str) -> Exit:
 def _agent_id(client: Client, agent: str | None) -> str:
     """An agent given by id or by name; the demo agent (made on first use) by default."""
     name = agent or "demo"
-    for found in _all(client, "/v1/agents"):
+    for found in all_pages(client, "/v1/agents"):
         if name in (found["name"], found["id"]):
             return str(found["id"])
     if agent:
@@ -70,7 +70,7 @@ def _agent_id(client: Client, agent: str | None) -> str:
     return str(client.post("/v1/agents", DEMO_AGENT)["id"])
 
 
-def _all(client: Client, path: str, **params: Any) -> list[dict[str, Any]]:
+def all_pages(client: Client, path: str, **params: Any) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     cursor = None
     while True:
@@ -111,7 +111,7 @@ def runs(args: argparse.Namespace, client: Client) -> Exit:
         cursor=args.cursor,
         order="oldest" if args.oldest else "newest",
     )
-    names = {a["id"]: a["name"] for a in _all(client, "/v1/agents")}
+    names = {a["id"]: a["name"] for a in all_pages(client, "/v1/agents")}
     rows = [
         (
             r["id"],
@@ -119,11 +119,11 @@ def runs(args: argparse.Namespace, client: Client) -> Exit:
             names.get(r["agent_id"], r["agent_id"]),
             r["stop_reason"] or "",
             r["created_at"][:19].replace("T", " "),
-            _one_line((r.get("error") or {}).get("message", ""), 60),
+            one_line((r.get("error") or {}).get("message", ""), 60),
         )
         for r in page["items"]
     ]
-    _table(rows, ("RUN", "STATUS", "AGENT", "STOP", "CREATED (UTC)", "ERROR"))
+    print_table(rows, ("RUN", "STATUS", "AGENT", "STOP", "CREATED (UTC)", "ERROR"))
     if page["next_cursor"]:
         print(f"more: loopwright runs --cursor {page['next_cursor']}")
     return Exit.COMPLETED
@@ -180,11 +180,11 @@ def history(args: argparse.Namespace, client: Client) -> Exit:
             step["kind"],
             step["status"],
             step["at"][11:23],
-            _one_line(_step_summary(step), 70),
+            one_line(_step_summary(step), 70),
         )
-        for step in _all(client, f"/v1/runs/{args.run}/history")
+        for step in all_pages(client, f"/v1/runs/{args.run}/history")
     ]
-    _table(rows, ("STEP", "KIND", "STATUS", "AT (UTC)", "WHAT"))
+    print_table(rows, ("STEP", "KIND", "STATUS", "AT (UTC)", "WHAT"))
     print(f"fork from a step: loopwright fork {args.run} STEP [--input TEXT]")
     return Exit.COMPLETED
 
@@ -220,10 +220,10 @@ def _print_message(message: dict[str, Any]) -> None:
             content = block.get("content")
             text = content if isinstance(content, str) else json.dumps(content)
             mark = "✗" if block.get("is_error") else "✓"
-            print(f"  {mark} {_one_line(text, 500)}")
+            print(f"  {mark} {one_line(text, 500)}")
 
 
-def _one_line(text: str, width: int) -> str:
+def one_line(text: str, width: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -263,18 +263,18 @@ def approvals(args: argparse.Namespace, client: Client) -> Exit:
             raise ClientError("a rejection needs --reason", Exit.USAGE)
         decided = client.post(f"/v1/approvals/{args.id}/reject", {"reason": args.reason})
     else:
-        items = _all(client, "/v1/approvals", status=args.status)
+        items = all_pages(client, "/v1/approvals", status=args.status)
         rows = [
             (
                 a["id"],
                 a["kind"],
                 a["status"],
                 a.get("run_id") or a.get("task_id") or "",
-                _one_line(a.get("summary") or "", 70),
+                one_line(a.get("summary") or "", 70),
             )
             for a in items
         ]
-        _table(rows, ("APPROVAL", "KIND", "STATUS", "FOR", "SUMMARY"))
+        print_table(rows, ("APPROVAL", "KIND", "STATUS", "FOR", "SUMMARY"))
         return Exit.COMPLETED
     print(f"approval {decided['id']}: {decided['status']}")
     return Exit.COMPLETED
@@ -296,10 +296,10 @@ def tasks(args: argparse.Namespace, client: Client) -> Exit:
         print(f"task {routed['id']}: {routed['status']} to {routed['assigned_to']}{via}")
         return Exit.COMPLETED
     rows = [
-        (t["id"], t["status"], t["priority"], t["assigned_to"] or "", _one_line(t["title"], 50))
-        for t in _all(client, "/v1/tasks", status=args.status)
+        (t["id"], t["status"], t["priority"], t["assigned_to"] or "", one_line(t["title"], 50))
+        for t in all_pages(client, "/v1/tasks", status=args.status)
     ]
-    _table(rows, ("TASK", "STATUS", "PRIORITY", "ASSIGNED TO", "TITLE"))
+    print_table(rows, ("TASK", "STATUS", "PRIORITY", "ASSIGNED TO", "TITLE"))
     return Exit.COMPLETED
 
 
@@ -308,9 +308,9 @@ def webhooks(args: argparse.Namespace, client: Client) -> Exit:
     if args.action == "list":
         rows = [
             (w["id"], "on" if w["enabled"] else "off", w["url"], ", ".join(w["event_types"]))
-            for w in _all(client, "/v1/webhooks")
+            for w in all_pages(client, "/v1/webhooks")
         ]
-        _table(rows, ("WEBHOOK", "ENABLED", "URL", "EVENTS"))
+        print_table(rows, ("WEBHOOK", "ENABLED", "URL", "EVENTS"))
         return Exit.COMPLETED
     if not args.webhook:
         raise ClientError(
@@ -330,13 +330,15 @@ def webhooks(args: argparse.Namespace, client: Client) -> Exit:
             d["event_type"],
             d["status"],
             str(d["attempts"]),
-            str(d["last_status_code"] or "") or _one_line(d["last_error"] or "", 40),
+            str(d["last_status_code"] or "") or one_line(d["last_error"] or "", 40),
             "" if d["last_latency_ms"] is None else f"{d['last_latency_ms']} ms",
             d["created_at"][:19].replace("T", " "),
         )
         for d in page["items"]
     ]
-    _table(entries, ("DELIVERY", "EVENT", "STATUS", "ATTEMPTS", "LAST", "LATENCY", "CREATED (UTC)"))
+    print_table(
+        entries, ("DELIVERY", "EVENT", "STATUS", "ATTEMPTS", "LAST", "LATENCY", "CREATED (UTC)")
+    )
     return Exit.COMPLETED
 
 
@@ -344,7 +346,7 @@ def agents(args: argparse.Namespace, client: Client) -> Exit:
     if args.action == "create":
         if not args.file:
             raise ClientError("say which file: loopwright agents create agent.yaml", Exit.USAGE)
-        created = client.post("/v1/agents", _load(Path(args.file)))
+        created = client.post("/v1/agents", load_file(Path(args.file)))
         print(f"agent {created['id']} ({created['name']})")
         for warning in created.get("warnings") or []:
             print(f"warning: {warning}")
@@ -356,13 +358,13 @@ def agents(args: argparse.Namespace, client: Client) -> Exit:
             f"{a['model']['provider']}/{a['model']['name']}",
             ", ".join(a["tools"]),
         )
-        for a in _all(client, "/v1/agents")
+        for a in all_pages(client, "/v1/agents")
     ]
-    _table(rows, ("AGENT", "NAME", "MODEL", "TOOLS"))
+    print_table(rows, ("AGENT", "NAME", "MODEL", "TOOLS"))
     return Exit.COMPLETED
 
 
-def _load(path: Path) -> Any:
+def load_file(path: Path) -> Any:
     """An agent from a YAML or JSON file (JSON is YAML too)."""
     import yaml  # here: the other verbs start without it
 
@@ -389,7 +391,7 @@ _APPROVAL = {
 def tools(args: argparse.Namespace, client: Client) -> Exit:
     for tool in client.get("/v1/tools"):
         print(f"{tool['name']}: {_IDEMPOTENCY[tool['idempotency']]}; {_APPROVAL[tool['approval']]}")
-        print(f"  {_one_line(tool['description'], 200)}")
+        print(f"  {one_line(tool['description'], 200)}")
         schema = tool["input_schema"]
         if args.schemas:
             print("  " + json.dumps(schema, indent=2).replace("\n", "\n  "))
@@ -428,9 +430,9 @@ def triggers(args: argparse.Namespace, client: Client) -> Exit:
             t["next_fire_at"] or "",
             t["last_fired_at"] or "",
         )
-        for t in _all(client, "/v1/triggers", kind=args.kind)
+        for t in all_pages(client, "/v1/triggers", kind=args.kind)
     ]
-    _table(rows, ("TRIGGER", "KIND", "NAME", "ENABLED", "TARGET", "NEXT FIRE", "LAST FIRED"))
+    print_table(rows, ("TRIGGER", "KIND", "NAME", "ENABLED", "TARGET", "NEXT FIRE", "LAST FIRED"))
     return Exit.COMPLETED
 
 
@@ -444,7 +446,7 @@ def schedules(args: argparse.Namespace, client: Client) -> Exit:
     """Schedule triggers, each with its next fire times (as the server computed them) in
     its own zone, one a line; a paused (disabled) schedule has none."""
     rows: list[tuple[str, ...]] = []
-    for t in _all(client, "/v1/triggers", kind="schedule"):
+    for t in all_pages(client, "/v1/triggers", kind="schedule"):
         config = t["config"]
         when = config["cron"] or f"every {_every(config['interval_s'])}"
         times = [_local(at, config["timezone"]) for at in t["next_fire_times"] or []]
@@ -452,7 +454,7 @@ def schedules(args: argparse.Namespace, client: Client) -> Exit:
         head = (t["id"], t["name"], when, config["timezone"], "yes" if t["enabled"] else "no")
         rows.append((*head, first))
         rows += [("",) * len(head) + (at,) for at in times[1:]]
-    _table(rows, ("TRIGGER", "NAME", "SCHEDULE", "ZONE", "ENABLED", "NEXT FIRES"))
+    print_table(rows, ("TRIGGER", "NAME", "SCHEDULE", "ZONE", "ENABLED", "NEXT FIRES"))
     return Exit.COMPLETED
 
 
@@ -460,7 +462,9 @@ def costs(args: argparse.Namespace, client: Client) -> Exit:
     """What LLM calls cost between two days, one line per agent, project, model or day,
     and the total."""
     report = client.get("/v1/costs", group_by=args.by, start=args.start, end=args.end)
-    names = {a["id"]: a["name"] for a in _all(client, "/v1/agents")} if args.by == "agent" else {}
+    names = (
+        {a["id"]: a["name"] for a in all_pages(client, "/v1/agents")} if args.by == "agent" else {}
+    )
     rows = [
         (
             names.get(line["key"], line["key"]) or "(none)",
@@ -474,15 +478,15 @@ def costs(args: argparse.Namespace, client: Client) -> Exit:
         for line in [*report["items"], {"key": "total", **report["total"]}]
     ]
     print(f"{report['start']} to {report['end']} (UTC)")
-    _table(rows, (args.by.upper(), "CALLS", "TOKENS IN", "OUT", "USD", "UNPRICED CALLS"))
+    print_table(rows, (args.by.upper(), "CALLS", "TOKENS IN", "OUT", "USD", "UNPRICED CALLS"))
     return Exit.COMPLETED
 
 
 def budgets(args: argparse.Namespace, client: Client) -> Exit:
     """Budgets with where each stands in its current period."""
-    names = {a["id"]: a["name"] for a in _all(client, "/v1/agents")}
+    names = {a["id"]: a["name"] for a in all_pages(client, "/v1/agents")}
     rows = []
-    for b in _all(client, "/v1/budgets"):
+    for b in all_pages(client, "/v1/budgets"):
         now = b["current"]
         subject = names.get(b["subject"], b["subject"]) if b["scope"] == "agent" else b["subject"]
         rows.append(
@@ -499,7 +503,7 @@ def budgets(args: argparse.Namespace, client: Client) -> Exit:
     if not rows:
         print("no budgets: runs spend without a limit (POST /v1/budgets sets one)")
         return Exit.COMPLETED
-    _table(rows, ("BUDGET", "FOR", "PERIOD", "LIMIT", "SPENT", "RESERVED", "USED"))
+    print_table(rows, ("BUDGET", "FOR", "PERIOD", "LIMIT", "SPENT", "RESERVED", "USED"))
     return Exit.COMPLETED
 
 
