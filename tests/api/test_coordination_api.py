@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.api.test_runs_api import make_agent
 from tests.support.api import assert_problem, create_task
@@ -654,3 +655,37 @@ async def test_no_routable_subtask_fails_validation_and_cancels_the_subtasks(
     statuses = [(await task(client, s["task_id"]))["status"] for s in done["subtasks"]]
     assert statuses == ["cancelled", "cancelled"]  # nothing half-made is left open
     assert (await task(client, parent["id"]))["status"] == "created"  # as it was
+
+
+@pytest.mark.parametrize(
+    ("topology", "waves", "runs"),
+    [
+        ("sas", ["sas", "sas"], []),
+        ("centralized", ["centralized", "centralized"], ["synthesis"]),
+        ("decentralized", ["decentralized", "decentralized"], ["peer"] * 3 + ["synthesis"]),
+        ("context_dependent", ["centralized", "sas"], ["synthesis"]),
+    ],
+)
+async def test_a_scripted_decomposers_dag_in_each_topology(
+    client: httpx.AsyncClient, topology: str, waves: list[str], runs: list[str]
+) -> None:
+    plan = {"subtasks": [subtask("Sources"), subtask("Figures"), subtask("Write-up", 0, 1)]}
+    submit = {"tool_calls": [{"name": "submit_decomposition", "input": plan}]}
+    await agent(client, "planner", submit)
+    for name in ("ann", "bob"):
+        await agent(client, name)
+    parent = await create_task(client, title="A study")
+    made = await coordinate(
+        client,
+        parent["id"],
+        options={"topology": topology, "decomposer": "planner", "auto_accept": True},
+    )
+    done = await settled(client, made["id"])
+    assert (done["status"], done["topology"]) == ("completed", topology)
+    assert done["wave_topologies"] == waves
+    assert [r["purpose"] for r in done["runs"]] == runs
+    statuses = [(await task(client, s["task_id"]))["status"] for s in done["subtasks"]]
+    assert statuses == ["completed"] * 3
+    if topology == "sas":
+        assert len({s["agent_id"] for s in done["subtasks"]}) == 1
+    assert (await task(client, parent["id"]))["status"] == "completed"
