@@ -156,9 +156,70 @@ def _references_kept(path: str, body: dict[str, Any]) -> None:
 
 
 def _one_way_to_assign(body: dict[str, Any]) -> None:
-    """Tasks (POST): `assigned_to` or `routing`, not both."""
+    """Tasks (POST): `assigned_to` or `routing`, not both; a task with either is no
+    coordination's (`coordination` is dropped)."""
     if body.get("assigned_to") is not None:
         body.pop("routing", None)
+    if body.get("assigned_to") is not None or body.get("routing") is not None:
+        body.pop("coordination", None)
+
+
+# The smallest decomposition: a coordination needs one, or an agent to make it.
+ONE_SUBTASK = {"subtasks": [{"title": "Do it", "acceptance_criteria": ["it is done"]}]}
+
+
+def _dag_kept(decomposition: Any) -> None:
+    """A decomposition (a coordination's, a task's, a workflow node's) is a DAG: each
+    subtask depends on earlier ones only, by index (references by key are dropped), and a
+    key used twice is dropped the second time."""
+    subtasks = decomposition.get("subtasks") if isinstance(decomposition, dict) else None
+    if not isinstance(subtasks, list):
+        return
+    keys: set[object] = set()
+    for index, subtask in enumerate(subtasks):
+        if not isinstance(subtask, dict):
+            continue
+        if subtask.get("key") is not None:
+            if subtask["key"] in keys:
+                subtask.pop("key")
+            keys.add(subtask.get("key"))
+        depends_on = subtask.get("depends_on")
+        if isinstance(depends_on, list):
+            subtask["depends_on"] = [
+                d
+                for d in depends_on
+                if type(d) is int and 0 <= d < index
+            ]
+
+
+def _coordination_kept(request: Any, *, started: bool) -> None:
+    """A coordination request's decomposition is a DAG; one started now
+    (`POST /v1/tasks/{id}/coordinate`) names no agent (none exists on the server under
+    test) and so gives its decomposition."""
+    if not isinstance(request, dict):
+        return
+    if started:
+        options = request.get("options")
+        if isinstance(options, dict):
+            options.pop("decomposer", None)
+            options.pop("orchestrator", None)
+        if not isinstance(request.get("decomposition"), dict):
+            request["decomposition"] = ONE_SUBTASK
+    _dag_kept(request.get("decomposition"))
+
+
+def _coordinated_nodes(body: dict[str, Any]) -> None:
+    """Workflows (POST, PATCH): a task node's `coordination` is kept as a task's is (not
+    beside `assigned_to`; a DAG)."""
+    nodes = body.get("nodes")
+    for node in nodes if isinstance(nodes, list) else []:
+        config = node.get("config") if isinstance(node, dict) else None
+        if not isinstance(config, dict) or "coordination" not in config:
+            continue
+        if config.get("assigned_to") is not None:
+            config.pop("coordination")
+        else:
+            _coordination_kept(config["coordination"], started=False)
 
 
 _FAR_OFFSET = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.]+)([+-](1[6-9]|2\d):\d\d)$")
@@ -215,18 +276,24 @@ def _keep_rules(context: HookContext, case: Case[Any]) -> Case[Any]:
         _references_kept(path, body)
     if path == "/v1/tasks" and method == "POST":
         _one_way_to_assign(body)
+    if path in ("/v1/tasks", "/v1/tasks/{task_id}") and method in ("POST", "PATCH"):
+        _coordination_kept(body.get("coordination"), started=False)
+    elif path == "/v1/tasks/{task_id}/coordinate":
+        _coordination_kept(body, started=True)
     if path in ("/v1/agents", "/v1/agents/{agent_id}") and method in ("POST", "PATCH"):
         _soft_below_hard(body)
         _tools_known(body)
         _mcp_names_unique(body)
     elif path == "/v1/workflows" and method == "POST":
         _graph_holds(body, patch=False)
+        _coordinated_nodes(body)
     elif path in ("/v1/triggers", "/v1/triggers/{trigger_id}") and method in ("POST", "PATCH"):
         _trigger_configs(body)
     elif path in ("/v1/webhooks", "/v1/webhooks/{webhook_id}") and method in ("POST", "PATCH"):
         _public_url(body)
     elif path == "/v1/workflows/{workflow_id}" and method == "PATCH":
         _graph_holds(body, patch=True)
+        _coordinated_nodes(body)
         _version_matches_header(case, body)
     return case
 

@@ -94,7 +94,8 @@ class AgentDispatchOptions(BaseModel):
     routing_strategy: AssignmentStrategy = Field(
         AssignmentStrategy.LOAD_BALANCED,
         description="How each subtask finds its agent, by the subtask's `role` and "
-        "`required_skills` (`manual` takes `orchestrator`).",
+        "`required_skills` (`manual` gives each to `orchestrator`; `hierarchical` starts "
+        "from it).",
     )
     max_concurrency_per_wave: int | None = Field(
         None,

@@ -474,11 +474,11 @@ class Coordinator:
             if statuses[i] not in _SETTLED and children[i].status is not TaskStatus.CREATED
         )
         for i in wave:
-            task, state = children[i], c.subtasks[i]
+            task, state = children.get(i), c.subtasks[i]
             if working >= limit:
                 return
-            if task.status is not TaskStatus.CREATED or state.agent_id is None:
-                continue
+            if task is None or task.status is not TaskStatus.CREATED or state.agent_id is None:
+                continue  # deleted (it counts as cancelled), started, or nobody's
             mutation = AssignTask(
                 task.id,
                 state.agent_id,
