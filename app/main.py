@@ -16,6 +16,7 @@ from app import ui
 from app.api import (
     agents,
     approvals,
+    boards,
     budgets,
     coordinations,
     costs,
@@ -106,6 +107,7 @@ def create_app(
     app.mount(docs.ASSETS_URL, docs.assets(), name="docs-assets")
     app.include_router(metrics_api.router)
     app.include_router(tasks.router)
+    app.include_router(boards.router)
     app.include_router(agents.router)
     app.include_router(runs_api.router)
     app.include_router(workflows.router)

@@ -18,7 +18,15 @@ from app.core.streams import TASK_STREAM
 from app.core.vocabulary import Priority
 from app.engine.coordination.dag import SubtaskDag
 from app.engine.task_engine import MutationResult
-from app.engine.task_mutations import CancelTask, CreateTask, DeleteTask, TransitionTask, UpdateTask
+from app.engine.task_mutations import (
+    CancelTask,
+    CreateTask,
+    DeleteTask,
+    MoveTask,
+    TransitionTask,
+    UpdateTask,
+)
+from app.schemas.boards import MoveRequest
 from app.schemas.common import Page
 from app.schemas.coordination import CoordinationRequest
 from app.schemas.tasks import (
@@ -152,6 +160,37 @@ async def transition_task(
     )
     mutation = TransitionTask(
         task_id, body.to, actor, body.expected_version, body.reason, overrides
+    )
+    return _respond(response, await engine.submit(mutation))
+
+
+@router.post(
+    "/{task_id}/move",
+    response_model=TaskRead,
+    summary="Move a task to a board column",
+    openapi_extra={
+        "x-problem-descriptions": {
+            "409": "`wip_limit_reached` (with `project`, `column`, `wip_limit`, `count`): the "
+            "column is at its strict limit; `invalid_transition` (with `allowed`): the state "
+            "machine has no way from the task's status to the column's.",
+        }
+    },
+)
+async def move_task(
+    task_id: str,
+    body: MoveRequest,
+    response: Response,
+    engine: TaskEngineDep,
+    actor: PrincipalDep,
+) -> TaskRead:
+    """The task walks the shortest path of allowed transitions to the column's status
+    (backlog = created, ready = assigned, in_progress, review = in_review, done =
+    completed), each step in its audit trail, all of it in one change or none (a step to
+    ready needs an assignee: the task's, or `assigned_to`). The column's WIP limit is
+    counted against the project's tasks at the commit. A move to done is a review's
+    decision passed over: the task's reviewers are not asked."""
+    mutation = MoveTask(
+        task_id, body.column, actor, body.expected_version, body.reason, body.assigned_to
     )
     return _respond(response, await engine.submit(mutation))
 

@@ -57,6 +57,7 @@ class ProblemCode(StrEnum):
     RESUME_UNAVAILABLE = "resume_unavailable"  # the run cannot be resumed (409)
     LANE_BUSY = "lane_busy"  # the lane is busy and the run asked not to wait (409)
     COORDINATION_RUNNING = "coordination_running"  # the task is being coordinated (409)
+    WIP_LIMIT_REACHED = "wip_limit_reached"  # the board's column is full (409)
     TRIGGER_DISABLED = "trigger_disabled"  # a disabled trigger does not fire (409)
     SIGNATURE_MISSING = "signature_missing"  # a webhook delivery came unsigned (401)
     SIGNATURE_INVALID = "signature_invalid"  # its signature does not match its body (401)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from app.core.errors import ApprovalExpired, InvalidTransition
+from app.core.vocabulary import BoardColumn
 
 # -- tasks -------------------------------------------------------------------------------
 
@@ -58,6 +59,18 @@ TASK_TERMINAL: frozenset[TaskStatus] = frozenset(
 TASK_HELD: frozenset[TaskStatus] = frozenset(
     {S.ASSIGNED, S.IN_PROGRESS, S.IN_REVIEW, S.BLOCKED, S.INTERRUPTED}
 )
+
+
+# The board's columns, both ways; the other statuses (blocked, failed, interrupted,
+# cancelled) are off the board.
+COLUMN_STATUS: dict[BoardColumn, TaskStatus] = {
+    BoardColumn.BACKLOG: S.CREATED,
+    BoardColumn.READY: S.ASSIGNED,
+    BoardColumn.IN_PROGRESS: S.IN_PROGRESS,
+    BoardColumn.REVIEW: S.IN_REVIEW,
+    BoardColumn.DONE: S.COMPLETED,
+}
+STATUS_COLUMN: dict[TaskStatus, BoardColumn] = {s: c for c, s in COLUMN_STATUS.items()}
 
 
 def allowed_targets(

@@ -70,6 +70,23 @@ class PhaseOutcome(StrEnum):
     SKIPPED = "skipped"  # nothing to do (a decomposition the client gave needs no LLM)
 
 
+class BoardColumn(StrEnum):
+    """A project's Kanban board: each column is one task status (`app.core.states`)."""
+
+    BACKLOG = "backlog"  # created
+    READY = "ready"  # assigned
+    IN_PROGRESS = "in_progress"  # in_progress
+    REVIEW = "review"  # in_review
+    DONE = "done"  # completed
+
+
+class WipMode(StrEnum):
+    """What a column's WIP limit does to a move that would pass it."""
+
+    STRICT = "strict"  # refused: 409 `wip_limit_reached`
+    ADVISORY = "advisory"  # accepted, with a `task.wip_limit_exceeded` event
+
+
 class NodeType(StrEnum):
     START = "start"  # the single entry point
     END = "end"  # the single exit point

@@ -448,6 +448,7 @@ class ApprovalCommands:
             approval.decided_by or "system",
             expected_version=task.version,
             reason=(approval.comment if approved else approval.reason) or f"review {approval.id}",
+            enforce_wip=False,  # a person decided: a full column does not undo it
         )
         try:
             await self._tasks.submit(mutation)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -30,7 +30,15 @@ from app.engine.bus import EventBus
 from app.engine.group_commit import GroupCommitter
 from app.engine.idempotent_create import CreateKey
 from app.engine.published import Written, published
-from app.engine.task_mutations import AssignTask, Change, CreateTask, TaskMutation
+from app.engine.task_mutations import (
+    AssignTask,
+    Change,
+    CreateTask,
+    MoveTask,
+    TaskMutation,
+    TransitionTask,
+)
+from app.engine.wip import WipCounter
 from app.schemas.tasks import TaskRead
 from app.store import agent_loads, idempotency, tasks
 from app.store import events as event_store
@@ -55,6 +63,9 @@ class MutationResult:
     change: Change | None
     seq: int | None = None
     replayed: bool = False
+    # A board move's steps before its last, and a WIP limit's note: observers and the bus
+    # hear of each, in order, before this one.
+    earlier: tuple[MutationResult, ...] = ()
 
 
 Observer = Callable[[MutationResult], Awaitable[None]]
@@ -137,7 +148,12 @@ class TaskEngine:
     async def _committed(self, outcomes: list[Outcome]) -> None:
         """After the commit: the bus and the log hear of the changes, then each observer
         of each change, in order."""
-        changed = [o for o in outcomes if isinstance(o, MutationResult) and o.change]
+        changed = [
+            step
+            for o in outcomes
+            if isinstance(o, MutationResult) and o.change
+            for step in (*o.earlier, o)
+        ]
         published(self._bus, [_written(result) for result in changed])
         for result in changed:
             for observer in self._observers:
@@ -172,6 +188,9 @@ class TaskEngine:
             [(k.scope, k.key) for m in mutations if (k := _create_key(m)) is not None],
             live_since=keys_live_since,
         )
+        # WIP limits are counted under their rows' locks, taken last (every writer takes
+        # tasks, agents, then limits), for the projects the batch's tasks are or go in.
+        wip = await WipCounter.locked(session, read, mutations)
         working: dict[str, TaskRead | None] = dict(read)
         last_change: dict[str, Change] = {}
         outcomes: list[Outcome] = []
@@ -185,35 +204,55 @@ class TaskEngine:
                     continue
                 if isinstance(mutation, AssignTask):
                     mutation.check_room(loads.get(mutation.agent_id), working)
-                change = mutation.apply(working.get(mutation.task_id), now)
+                current = working.get(mutation.task_id)
+                steps = (
+                    mutation.steps(current, now)
+                    if isinstance(mutation, MoveTask)
+                    else [mutation.apply(current, now)]
+                )
+                notes = wip.check(steps[-1], working, enforce=_enforces_wip(mutation))
             except AppError as exc:
                 outcomes.append(exc)
                 continue
+            change = steps[-1]
             working[mutation.task_id] = change.after
             if change.writes_row:
                 last_change[mutation.task_id] = change
-            changes.append(change)
-            outcomes.append(MutationResult(change.task, change))
+            changes.extend([*steps, *notes])
+            earlier = [*steps[:-1], *notes]
+            outcomes.append(MutationResult(change.task, change, earlier=_unsequenced(earlier)))
             if (key := _create_key(mutation)) is not None:
                 # A later create of this batch with the key replays this one.
                 record = key.record(change.task.id, change.snapshot)
                 keys[record.scope, record.key] = record
                 new_keys.append(record)
         await _write(session, read, last_change, changes, new_keys, now, keys_live_since)
-        seqs = iter(
-            await event_store.append_events(
-                session,
-                TASK_STREAM,
-                [event_store.NewEvent(c.event_type, _event_data(c)) for c in changes],
-                now,
-            )
+        seqs = await event_store.append_events(
+            session,
+            TASK_STREAM,
+            [event_store.NewEvent(c.event_type, _event_data(c)) for c in changes],
+            now,
         )
-        return [
-            MutationResult(o.task, o.change, next(seqs))
-            if isinstance(o, MutationResult) and o.change
-            else o
-            for o in outcomes
-        ]
+        seq_of = {id(change): seq for change, seq in zip(changes, seqs, strict=True)}
+        return [_sequenced(o, seq_of) if isinstance(o, MutationResult) else o for o in outcomes]
+
+
+def _unsequenced(changes: Sequence[Change]) -> tuple[MutationResult, ...]:
+    return tuple(MutationResult(change.task, change) for change in changes)
+
+
+def _sequenced(result: MutationResult, seq_of: dict[int, int]) -> MutationResult:
+    """The result with its events' sequence numbers (a replay has none)."""
+    if result.change is None:
+        return result
+    earlier = tuple(_sequenced(step, seq_of) for step in result.earlier)
+    return replace(result, seq=seq_of[id(result.change)], earlier=earlier)
+
+
+def _enforces_wip(mutation: TaskMutation) -> bool:
+    """A strict WIP limit refuses what pulls work into a column; a transition recording
+    what already happened (`enforce_wip` False) is counted, never refused."""
+    return not isinstance(mutation, TransitionTask) or mutation.enforce_wip
 
 
 def _create_key(mutation: TaskMutation) -> CreateKey | None:

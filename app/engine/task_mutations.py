@@ -23,13 +23,15 @@ from app.core.errors import (
 )
 from app.core.ids import new_id
 from app.core.states import (
+    COLUMN_STATUS,
     TASK_HELD,
     TaskStatus,
     allowed_targets,
     check_task_transition,
     is_retry,
+    task_path,
 )
-from app.core.vocabulary import AssignmentStrategy
+from app.core.vocabulary import AssignmentStrategy, BoardColumn
 from app.schemas.tasks import TaskCreate, TaskRead
 from app.store.agent_loads import AgentLoad
 from app.store.tasks import TransitionRecord
@@ -47,6 +49,28 @@ class AgentAtCapacity(Conflict):
 
     def extensions(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "max_concurrent_tasks": self.limit}
+
+
+class WipLimitReached(Conflict):
+    """The column holds as many of the project's tasks as its strict WIP limit allows;
+    move one out first, or raise the limit."""
+
+    code = ProblemCode.WIP_LIMIT_REACHED
+
+    def __init__(self, project: str, column: BoardColumn, limit: int, count: int) -> None:
+        self.project, self.column, self.limit, self.count = project, column, limit, count
+        super().__init__(
+            f"column {column.value!r} of project {project!r} holds {count} tasks, "
+            f"its WIP limit is {limit}"
+        )
+
+    def extensions(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "column": self.column.value,
+            "wip_limit": self.limit,
+            "count": self.count,
+        }
 
 
 @dataclass(frozen=True)
@@ -157,12 +181,17 @@ class UpdateTask:
 
 @dataclass(frozen=True)
 class TransitionTask:
+    """`enforce_wip` False: the move records what already happened (a run's progress, a
+    review's decision), so a strict WIP limit counts it but does not refuse it; past the
+    limit it is noted as an advisory limit's would be."""
+
     task_id: str
     to: TaskStatus
     actor: str
     expected_version: int | None = None
     reason: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    enforce_wip: bool = True
 
     def apply(self, current: TaskRead | None, now: datetime) -> Change:
         task = _require(self.task_id, current)
@@ -170,6 +199,42 @@ class TransitionTask:
         return _move(
             task, self.to, reason=self.reason, actor=self.actor, now=now, overrides=self.overrides
         )
+
+
+@dataclass(frozen=True)
+class MoveTask:
+    """A board move: the task walks the state machine's shortest path to the column's
+    status, each step audited, as one change of the batch (all of it or none). Refused
+    (`invalid_transition`, naming what the task may do now) when there is no path; a step
+    to `assigned` needs an assignee (the task's, or `assigned_to`)."""
+
+    task_id: str
+    column: BoardColumn
+    actor: str
+    expected_version: int | None = None
+    reason: str | None = None
+    assigned_to: str | None = None
+
+    def steps(self, current: TaskRead | None, now: datetime) -> list[Change]:
+        task = _require(self.task_id, current)
+        _check_version(task, self.expected_version)
+        target = COLUMN_STATUS[self.column]
+        path = task_path(task.status, target)
+        if not path:
+            allowed = allowed_targets(
+                task.status, retry_count=task.retry_count, max_retries=task.max_retries
+            )
+            why = " (it is in that column)" if path == () else " (no way there on the board)"
+            raise InvalidTransition(task.status, target, allowed, why)
+        changes: list[Change] = []
+        overrides = {"assigned_to": self.assigned_to} if self.assigned_to else {}
+        reason = self.reason or f"moved to {self.column.value}"
+        for step in path:
+            changes.append(
+                _move(task, step, reason=reason, actor=self.actor, now=now, overrides=overrides)
+            )
+            task = changes[-1].task
+        return changes
 
 
 @dataclass(frozen=True)
@@ -281,5 +346,23 @@ class NoteUnroutable:
 
 
 TaskMutation = (
-    CreateTask | UpdateTask | TransitionTask | CancelTask | DeleteTask | AssignTask | NoteUnroutable
+    CreateTask
+    | UpdateTask
+    | TransitionTask
+    | MoveTask
+    | CancelTask
+    | DeleteTask
+    | AssignTask
+    | NoteUnroutable
 )
+
+
+def wip_exceeded(after: TaskRead, column: BoardColumn, limit: int, count: int) -> Change:
+    """A move past an advisory WIP limit: accepted, and the tasks stream says so."""
+    return Change(
+        "task.wip_limit_exceeded",
+        after,
+        after,
+        extra={"column": column.value, "wip_limit": limit, "count": count},
+        writes_row=False,
+    )

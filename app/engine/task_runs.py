@@ -45,7 +45,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.errors import AppError
 from app.core.states import TASK_TERMINAL, ApprovalDecision, RunStatus, StopReason, TaskStatus
 from app.core.streams import RUNS_STREAM
-from app.core.vocabulary import Multitask
+from app.core.vocabulary import BoardColumn, Multitask, WipMode
 from app.engine.bus import EventBus
 from app.engine.runs import LaneBusy, RunCommands
 from app.engine.task_engine import MutationResult, TaskEngine
@@ -53,6 +53,7 @@ from app.engine.task_mutations import TransitionTask
 from app.schemas.runs import RunCreate, RunRead
 from app.schemas.tasks import TaskRead
 from app.store import approvals as approval_store
+from app.store import boards
 from app.store import coordinations as coordination_store
 from app.store import events as event_store
 from app.store import task_runs as store
@@ -161,6 +162,10 @@ class TaskRuns:
         came_from = result.change.before.status if result.change.before else None
         if task.status is T.ASSIGNED or (task.status, came_from) == (T.IN_PROGRESS, T.IN_REVIEW):
             work: Awaitable[object] = self.sync(task.id)  # ready, or sent back for rework
+        elif came_from is T.IN_PROGRESS and task.project is not None:
+            work = self._pull(task.project)  # room in its column: a ready task may start
+            if task.status is T.COMPLETED:
+                work = asyncio.gather(work, self._sync_dependents(task.id))
         elif task.status is T.COMPLETED:
             work = self._sync_dependents(task.id)
         elif task.status is T.CANCELLED:
@@ -187,6 +192,9 @@ class TaskRuns:
                     return  # its coordination moves it, and runs its synthesis on its lane
                 run = await store.latest_run(session, task_id)
             if task.status is T.ASSIGNED and (run is None or run.status in _DONE):
+                async with self._sessionmaker() as session:
+                    if not await boards.room(session, task.project, BoardColumn.IN_PROGRESS):
+                        return  # it waits in `ready` until the column has room (`_pull`)
                 run = await self._dispatch(task, run, feedback)
                 if run is None:
                     return
@@ -248,7 +256,9 @@ class TaskRuns:
         return review.reason if review.run_id == run_id else None
 
     async def _move(self, task: TaskRead, to: TaskStatus, why: str) -> TaskRead:
-        mutation = TransitionTask(task.id, to, ACTOR, expected_version=task.version, reason=why)
+        mutation = TransitionTask(
+            task.id, to, ACTOR, expected_version=task.version, reason=why, enforce_wip=False
+        )
         return (await self._tasks.submit(mutation)).task
 
     @contextlib.asynccontextmanager
@@ -260,6 +270,22 @@ class TaskRuns:
         finally:
             if not lock.locked() and self._locks.get(task_id) is lock:
                 del self._locks[task_id]
+
+    async def _pull(self, project: str) -> None:
+        """A task left the project's in_progress column: when a strict WIP limit holds
+        that column, its ready tasks are synced, so the next one starts."""
+        async with self._sessionmaker() as session:
+            limit = (await boards.limits_of(session, project)).get(BoardColumn.IN_PROGRESS)
+            if limit is None or limit.mode is not WipMode.STRICT:
+                return
+            ready = await task_store.list_tasks(
+                session,
+                after_id=None,
+                limit=BATCH,
+                filters={"project": project, "status": T.ASSIGNED.value},
+            )
+        for task in ready:
+            await _best_effort(self.sync(task.id))
 
     async def _sync_dependents(self, task_id: str) -> None:
         async with self._sessionmaker() as session:

@@ -4,6 +4,7 @@ also gives typed handles on its tables (`RUNS`, `TASKS`, …) for Core statement
 
 from app.models.approvals import APPROVALS, Approval
 from app.models.base import Base
+from app.models.boards import WIP_LIMITS, WipLimit
 from app.models.budgets import (
     BUDGET_ALERTS,
     BUDGET_RESERVATIONS,
@@ -75,6 +76,7 @@ __all__ = [
     "WEBHOOKS",
     "WEBHOOK_DELIVERIES",
     "WEBHOOK_DELIVERY_ATTEMPTS",
+    "WIP_LIMITS",
     "WORKFLOWS",
     "WORKFLOW_EXECUTIONS",
     "WORKFLOW_EXECUTION_TASKS",
@@ -101,6 +103,7 @@ __all__ = [
     "Webhook",
     "WebhookDelivery",
     "WebhookDeliveryAttempt",
+    "WipLimit",
     "Workflow",
     "WorkflowExecution",
     "WorkflowExecutionTask",

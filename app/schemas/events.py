@@ -27,6 +27,7 @@ from app.core.states import (
 from app.core.vocabulary import (
     ApprovalKind,
     AssignmentStrategy,
+    BoardColumn,
     CoordinationRunPurpose,
     FireStatus,
     TriggerKind,
@@ -85,6 +86,7 @@ class TaskEventType(StrEnum):
     TRANSITIONED = "task.transitioned"  # its status moved
     DELETED = "task.deleted"
     ROUTING_FAILED = "task.routing_failed"  # no agent could take it; it stays `created`
+    WIP_LIMIT_EXCEEDED = "task.wip_limit_exceeded"  # past an advisory limit, or recorded
 
 
 class TaskEventData(Stamped):
@@ -107,6 +109,13 @@ class TaskEventData(Stamped):
         None,
         description="`task.routing_failed`, and `task.transitioned` to `assigned` by "
         "routing: the routing strategy.",
+    )
+    column: BoardColumn | None = Field(
+        None, description="`task.wip_limit_exceeded`: the board column it came into."
+    )
+    wip_limit: int | None = Field(None, description="`task.wip_limit_exceeded`: its limit.")
+    count: int | None = Field(
+        None, description="`task.wip_limit_exceeded`: the tasks in it now, this one included."
     )
 
 

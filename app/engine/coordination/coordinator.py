@@ -675,7 +675,13 @@ class Coordinator:
                 else {}
             )
             mutation = TransitionTask(
-                task.id, step, ACTOR, expected_version=task.version, reason=why, overrides=overrides
+                task.id,
+                step,
+                ACTOR,
+                expected_version=task.version,
+                reason=why,
+                overrides=overrides,
+                enforce_wip=False,  # the coordination's bookkeeping, not a pull of new work
             )
             task = (await self._tasks.submit(mutation)).task
         return task

@@ -1,0 +1,88 @@
+"""Kanban boards: `GET /v1/projects/{project}/board` and the columns' WIP limits. Moves are
+`POST /v1/tasks/{id}/move`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Response, status
+
+from app.api.deps import SessionDep, get_principal
+from app.core.errors import NotFound
+from app.core.fields import Name
+from app.core.states import COLUMN_STATUS, STATUS_COLUMN, TaskStatus
+from app.core.vocabulary import BoardColumn
+from app.schemas.boards import (
+    COLUMN_SHOWN,
+    BoardColumnRead,
+    BoardRead,
+    WipLimitRead,
+    WipLimitSet,
+)
+from app.store import boards as store
+
+router = APIRouter(
+    prefix="/v1/projects/{project}", tags=["boards"], dependencies=[Depends(get_principal)]
+)
+OFF_BOARD = [s for s in TaskStatus if s not in STATUS_COLUMN]
+
+
+@router.get("/board", response_model=BoardRead, summary="A project's Kanban board")
+async def get_board(project: Name, session: SessionDep) -> BoardRead:
+    """The project's tasks column by column (backlog = created, ready = assigned,
+    in_progress, review = in_review, done = completed), each column with its count and
+    WIP limit, and the tasks in no column apart. The tasks stream
+    (`GET /v1/tasks/events`) tells what moved."""
+    limits = await store.limits_of(session, project)
+    shown, counts = await store.tasks_by_status(
+        session, project, list(TaskStatus), limit=COLUMN_SHOWN
+    )
+    columns = [
+        BoardColumnRead(
+            column=column,
+            status=task_status,
+            count=counts[task_status],
+            wip_limit=_limit_set(limits.get(column)),
+            tasks=shown[task_status],
+        )
+        for column, task_status in COLUMN_STATUS.items()
+    ]
+    off_board = [task for s in OFF_BOARD for task in shown[s]]
+    return BoardRead(project=project, columns=columns, off_board=off_board)
+
+
+@router.get("/wip-limits", response_model=list[WipLimitRead], summary="A board's WIP limits")
+async def list_wip_limits(project: Name, session: SessionDep) -> list[WipLimitRead]:
+    limits = await store.limits_of(session, project)
+    return [
+        WipLimitRead(project=project, column=column, limit=limit.limit, mode=limit.mode)
+        for column, limit in sorted(
+            limits.items(), key=lambda item: list(BoardColumn).index(item[0])
+        )
+    ]
+
+
+@router.put("/wip-limits/{column}", response_model=WipLimitRead, summary="Set a column's WIP limit")
+async def set_wip_limit(
+    project: Name, column: BoardColumn, body: WipLimitSet, session: SessionDep
+) -> WipLimitRead:
+    """From now on, a move that would bring the project's tasks in the column past
+    `limit` is refused (`strict`) or noted (`advisory`). Tasks already past a lowered
+    limit stay; only moves in are counted."""
+    async with session.begin():
+        await store.set_limit(session, project, column, store.Limit(body.limit, body.mode))
+    return WipLimitRead(project=project, column=column, limit=body.limit, mode=body.mode)
+
+
+@router.delete(
+    "/wip-limits/{column}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Remove a column's WIP limit",
+)
+async def delete_wip_limit(project: Name, column: BoardColumn, session: SessionDep) -> Response:
+    async with session.begin():
+        if not await store.delete_limit(session, project, column):
+            raise NotFound("WIP limit", f"{project}/{column.value}")
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _limit_set(limit: store.Limit | None) -> WipLimitSet | None:
+    return None if limit is None else WipLimitSet(limit=limit.limit, mode=limit.mode)

@@ -1,0 +1,123 @@
+"""Kanban boards: projects' WIP limits, and a board's tasks column by column."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.states import COLUMN_STATUS, STATUS_COLUMN, TaskStatus
+from app.core.vocabulary import BoardColumn, WipMode
+from app.models import WIP_LIMITS, Task, WipLimit
+from app.schemas.tasks import TaskRead
+
+Cell = tuple[str, BoardColumn]  # a project's column
+
+
+@dataclass(frozen=True)
+class Limit:
+    limit: int
+    mode: WipMode
+
+
+async def lock_limits(session: AsyncSession, projects: Iterable[str]) -> dict[Cell, Limit]:
+    """The WIP limits of these projects, locked until the transaction ends (in key order,
+    as every writer takes them): writers in other processes that would count the same
+    columns wait for this one's commit."""
+    wanted = sorted(set(projects))
+    if not wanted:
+        return {}
+    rows = await session.execute(
+        select(WIP_LIMITS)
+        .where(WIP_LIMITS.c.project.in_(wanted))
+        .order_by(WIP_LIMITS.c.project, WIP_LIMITS.c.column)
+        .with_for_update()
+    )
+    return {
+        (row.project, BoardColumn(row.column)): Limit(row.limit, WipMode(row.mode)) for row in rows
+    }
+
+
+async def column_counts(
+    session: AsyncSession, projects: Collection[str], *, leaving_out: Collection[str]
+) -> Counter[Cell]:
+    """How many tasks of each project are in each column, but those in `leaving_out` (the
+    batch's own, counted from its working copy)."""
+    if not projects:
+        return Counter()
+    stmt = select(Task.project, Task.status, func.count()).where(
+        Task.project.in_(projects), Task.status.in_(list(STATUS_COLUMN))
+    )
+    if leaving_out:
+        stmt = stmt.where(Task.id.not_in(leaving_out))
+    rows = await session.execute(stmt.group_by(Task.project, Task.status))
+    return Counter(
+        {(str(project), STATUS_COLUMN[TaskStatus(status)]): n for project, status, n in rows.all()}
+    )
+
+
+async def room(session: AsyncSession, project: str | None, column: BoardColumn) -> bool:
+    """False when the project's column is at a strict limit (a read: the TaskEngine's
+    writer counts again, under the lock, when a task moves)."""
+    if project is None:
+        return True
+    found = await session.get(WipLimit, (project, column.value))
+    if found is None or found.mode != WipMode.STRICT:
+        return True
+    held = await session.scalar(
+        select(func.count()).where(Task.project == project, Task.status == COLUMN_STATUS[column])
+    )
+    return int(held or 0) < found.limit
+
+
+async def limits_of(session: AsyncSession, project: str) -> dict[BoardColumn, Limit]:
+    rows = await session.execute(select(WIP_LIMITS).where(WIP_LIMITS.c.project == project))
+    return {BoardColumn(row.column): Limit(row.limit, WipMode(row.mode)) for row in rows}
+
+
+async def set_limit(session: AsyncSession, project: str, column: BoardColumn, limit: Limit) -> None:
+    values = {"project": project, "column": column.value, "limit": limit.limit}
+    stmt = insert(WIP_LIMITS).values(**values, mode=limit.mode.value)
+    await session.execute(
+        stmt.on_conflict_do_update(
+            index_elements=[WIP_LIMITS.c.project, WIP_LIMITS.c.column],
+            set_={"limit": limit.limit, "mode": limit.mode.value, "updated_at": func.now()},
+        )
+    )
+
+
+async def delete_limit(session: AsyncSession, project: str, column: BoardColumn) -> bool:
+    result = await session.execute(
+        delete(WIP_LIMITS).where(
+            WIP_LIMITS.c.project == project, WIP_LIMITS.c.column == column.value
+        )
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def tasks_by_status(
+    session: AsyncSession, project: str, statuses: Collection[TaskStatus], *, limit: int
+) -> tuple[dict[TaskStatus, list[TaskRead]], Counter[TaskStatus]]:
+    """The project's tasks in each status (at most `limit` each, oldest first) and
+    how many there are in all."""
+    counts = await session.execute(
+        select(Task.status, func.count())
+        .where(Task.project == project, Task.status.in_(statuses))
+        .group_by(Task.status)
+    )
+    total = Counter({TaskStatus(status): n for status, n in counts.all()})
+    ranked = (
+        select(Task, func.row_number().over(partition_by=Task.status, order_by=Task.id).label("n"))
+        .where(Task.project == project, Task.status.in_(statuses))
+        .subquery()
+    )
+    rows = await session.execute(select(ranked).where(ranked.c.n <= limit).order_by(ranked.c.id))
+    shown: dict[TaskStatus, list[TaskRead]] = {status: [] for status in statuses}
+    for row in rows:
+        task = TaskRead.model_validate({k: v for k, v in row._mapping.items() if k != "n"})
+        shown[task.status].append(task)
+    return shown, total

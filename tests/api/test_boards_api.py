@@ -1,0 +1,196 @@
+"""Kanban boards through the real service: a project's board, every column move (several
+steps audited as one change, refused moves), WIP limits strict and advisory under fifty
+racing moves, a transition made another way counted, and a run held in `ready` until its
+column has room."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.test_routing_api import task_events
+from tests.api.test_runs_api import make_agent
+from tests.support.api import assert_problem, create_task
+
+TIMEOUT_S = 20
+
+
+async def move(client: httpx.AsyncClient, task_id: str, column: str, **body: Any) -> httpx.Response:
+    return await client.post(f"/v1/tasks/{task_id}/move", json={"column": column, **body})
+
+
+async def board(client: httpx.AsyncClient, project: str) -> dict[str, Any]:
+    response = await client.get(f"/v1/projects/{project}/board")
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def column(found: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in found["columns"] if c["column"] == name)
+
+
+async def limit(
+    client: httpx.AsyncClient, project: str, name: str, wip: int, mode: str = "strict"
+) -> None:
+    response = await client.put(
+        f"/v1/projects/{project}/wip-limits/{name}", json={"limit": wip, "mode": mode}
+    )
+    assert response.status_code == 200, response.text
+
+
+async def test_moves_walk_the_state_machine_and_the_board_follows(
+    client: httpx.AsyncClient,
+) -> None:
+    task = await create_task(client, title="Write docs", project="atlas")
+    other = await create_task(client, title="Elsewhere", project="other")
+    found = await board(client, "atlas")
+    assert [c["column"] for c in found["columns"]] == [
+        "backlog",
+        "ready",
+        "in_progress",
+        "review",
+        "done",
+    ]
+    assert [t["id"] for t in column(found, "backlog")["tasks"]] == [task["id"]]
+    assert other["id"] not in str(found)
+
+    # Backlog to in progress: through ready, which needs an assignee.
+    assert_problem(await move(client, task["id"], "in_progress"), 422, "validation_error")
+    moved = await move(client, task["id"], "in_progress", assigned_to="ann", reason="go")
+    assert moved.status_code == 200, moved.text
+    assert (moved.json()["status"], moved.json()["version"]) == ("in_progress", 3)
+    trail = (await client.get(f"/v1/tasks/{task['id']}/transitions")).json()
+    assert [(t["from_status"], t["to_status"], t["reason"]) for t in trail] == [
+        (None, "created", "created"),
+        ("created", "assigned", "go"),
+        ("assigned", "in_progress", "go"),
+    ]
+    found = await board(client, "atlas")
+    assert (column(found, "backlog")["count"], column(found, "in_progress")["count"]) == (0, 1)
+
+    for name, status in (("review", "in_review"), ("in_progress", "in_progress")):
+        response = await move(client, task["id"], name)
+        assert response.json()["status"] == status, response.text
+    assert (await move(client, task["id"], "done")).json()["status"] == "completed"
+    # Done is final; a move to the column it is in says so.
+    refused = assert_problem(await move(client, task["id"], "backlog"), 409, "invalid_transition")
+    assert refused["allowed"] == []
+    same = assert_problem(await move(client, task["id"], "done"), 409, "invalid_transition")
+    assert "in that column" in same["detail"]
+    assert_problem(await move(client, "task_none", "done"), 404, "not_found")
+    assert_problem(await move(client, task["id"], "nowhere"), 422, "validation_error")
+
+    blocked = await create_task(client, title="Waiting", project="atlas", assigned_to="bob")
+    await client.post(f"/v1/tasks/{blocked['id']}/transitions", json={"to": "blocked"})
+    found = await board(client, "atlas")
+    assert [t["id"] for t in found["off_board"]] == [blocked["id"]]
+    assert column(found, "done")["count"] == 1
+
+
+async def test_a_stale_version_moves_nothing(client: httpx.AsyncClient) -> None:
+    task = await create_task(client, title="T", project="atlas", assigned_to="ann")
+    stale = await move(client, task["id"], "review", expected_version=task["version"] + 1)
+    assert_problem(stale, 409, "version_conflict")
+    after = (await client.get(f"/v1/tasks/{task['id']}")).json()
+    assert (after["status"], after["version"]) == ("assigned", task["version"])
+
+
+@pytest.mark.parametrize("mode", ["strict", "advisory"])
+async def test_fifty_racing_moves_into_a_limited_column(
+    client: httpx.AsyncClient, mode: str
+) -> None:
+    tasks = [
+        await create_task(client, title=f"T{i}", project="race", assigned_to="ann")
+        for i in range(50)
+    ]
+    await limit(client, "race", "in_progress", 3, mode)
+    answers = await asyncio.gather(*(move(client, t["id"], "in_progress") for t in tasks))
+    moved = [a for a in answers if a.status_code == 200]
+    refused = [a for a in answers if a.status_code != 200]
+    found = await board(client, "race")
+    if mode == "strict":
+        assert (len(moved), column(found, "in_progress")["count"]) == (3, 3)
+        for answer in refused:
+            problem = assert_problem(answer, 409, "wip_limit_reached")
+            assert (problem["column"], problem["wip_limit"], problem["count"]) == (
+                "in_progress",
+                3,
+                3,
+            )
+        assert column(found, "in_progress")["wip_limit"] == {"limit": 3, "mode": "strict"}
+    else:
+        assert (len(moved), column(found, "in_progress")["count"]) == (50, 50)
+        # 50 creates, 50 moves, and a note for each move past the limit.
+        kinds = [kind for kind, _ in await task_events(client, 50 + 50 + 47)]
+        assert kinds.count("task.wip_limit_exceeded") == 47
+        assert kinds.count("task.transitioned") == 50
+
+
+async def test_a_transition_made_any_other_way_counts(client: httpx.AsyncClient) -> None:
+    first = await create_task(client, title="A", project="atlas", assigned_to="ann")
+    second = await create_task(client, title="B", project="atlas", assigned_to="ann")
+    await limit(client, "atlas", "review", 1)
+    for task in (first, second):
+        await client.post(f"/v1/tasks/{task['id']}/transitions", json={"to": "in_progress"})
+    to_review = {"to": "in_review"}
+    done = await client.post(f"/v1/tasks/{first['id']}/transitions", json=to_review)
+    assert done.status_code == 200, done.text
+    problem = assert_problem(
+        await client.post(f"/v1/tasks/{second['id']}/transitions", json=to_review),
+        409,
+        "wip_limit_reached",
+    )
+    assert problem["column"] == "review"
+    # A new task straight into a full column is refused too.
+    await limit(client, "atlas", "ready", 2)
+    ready = {"title": "C", "project": "atlas", "assigned_to": "x"}
+    for _ in range(2):
+        assert (await client.post("/v1/tasks", json=ready)).status_code == 201
+    assert_problem(await client.post("/v1/tasks", json=ready), 409, "wip_limit_reached")
+    assert (await client.get("/v1/projects/atlas/wip-limits")).json() == [
+        {"limit": 2, "mode": "strict", "project": "atlas", "column": "ready"},
+        {"limit": 1, "mode": "strict", "project": "atlas", "column": "review"},
+    ]
+    assert (await client.delete("/v1/projects/atlas/wip-limits/review")).status_code == 204
+    assert_problem(await client.delete("/v1/projects/atlas/wip-limits/review"), 404, "not_found")
+    retried = await client.post(f"/v1/tasks/{second['id']}/transitions", json=to_review)
+    assert retried.status_code == 200, retried.text
+
+
+async def test_a_full_in_progress_column_holds_runs_back_until_it_has_room(
+    client: httpx.AsyncClient,
+) -> None:
+    script = {"provider": "scripted", "name": "s", "script": [{"text": "done"}]}
+    agent = await make_agent(client, {"name": "ann", "model": script, "max_concurrent_tasks": 5})
+    await limit(client, "atlas", "in_progress", 1)
+    first = await create_task(client, title="A", project="atlas", assigned_to=agent)
+    second = await create_task(client, title="B", project="atlas", assigned_to=agent)
+
+    async def status(task_id: str) -> str:
+        return str((await client.get(f"/v1/tasks/{task_id}")).json()["status"])
+
+    for _ in range(TIMEOUT_S * 10):  # the first runs and waits for its review
+        if await status(first["id"]) == "in_review":
+            break
+        await asyncio.sleep(0.1)
+    # The first left in_progress for review: the second was pulled in and ran.
+    for _ in range(TIMEOUT_S * 10):
+        if await status(second["id"]) == "in_review":
+            break
+        await asyncio.sleep(0.1)
+    trails = {
+        t["id"]: (await client.get(f"/v1/tasks/{t['id']}/transitions")).json()
+        for t in (first, second)
+    }
+    started = {
+        task_id: next(s["at"] for s in trail if s["to_status"] == "in_progress")
+        for task_id, trail in trails.items()
+    }
+    left = next(s["at"] for s in trails[first["id"]] if s["to_status"] == "in_review")
+    assert started[second["id"]] >= left  # never two in progress at once
+    runs = (await client.get("/v1/runs", params={"lane": f"task:{second['id']}"})).json()
+    assert len(runs["items"]) == 1
