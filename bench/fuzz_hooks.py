@@ -185,11 +185,7 @@ def _dag_kept(decomposition: Any) -> None:
             keys.add(subtask.get("key"))
         depends_on = subtask.get("depends_on")
         if isinstance(depends_on, list):
-            subtask["depends_on"] = [
-                d
-                for d in depends_on
-                if type(d) is int and 0 <= d < index
-            ]
+            subtask["depends_on"] = [d for d in depends_on if type(d) is int and 0 <= d < index]
 
 
 def _coordination_kept(request: Any, *, started: bool) -> None:

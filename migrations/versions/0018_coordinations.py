@@ -83,7 +83,6 @@ def upgrade() -> None:
         postgresql_where=sa.text("status = 'running'"),
     )
 
-
     op.add_column("tasks", sa.Column("coordination", postgresql.JSONB(), nullable=True))
 
 
