@@ -13,7 +13,7 @@ from app.api.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_
 from app.api.pagination import CursorQuery, decode_cursor, page
 from app.api.stream_docs import SPRINTS
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
-from app.core.errors import NotFound
+from app.core.errors import NotFound, ValidationFailed
 from app.core.states import SprintStatus
 from app.core.streams import SPRINTS_STREAM
 from app.schemas.common import Page
@@ -134,6 +134,8 @@ async def update_sprint(
 ) -> SprintRead:
     """The dates as they would be after the change must keep `end_date` on or after
     `start_date` (a 422 naming the field sent)."""
+    if not body.model_fields_set:
+        raise ValidationFailed.field("body", "names no field to change")
     sprint = await services.sprints.update(
         sprint_id, body, actor, expected_version=expected_version(if_match)
     )

@@ -74,11 +74,12 @@ class SprintLocked(Conflict):
     code = ProblemCode.SPRINT_LOCKED
 
     def __init__(self, sprint: SprintRead, what: str) -> None:
+        self.sprint_id = sprint.id
         self.status = sprint.status
         super().__init__(f"sprint {sprint.id} is {sprint.status.value}: {what}")
 
     def extensions(self) -> dict[str, Any]:
-        return {"status": self.status.value}
+        return {"sprint_id": self.sprint_id, "sprint_status": self.status.value}
 
 
 class TaskInAnotherSprint(Conflict):

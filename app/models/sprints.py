@@ -24,6 +24,14 @@ from app.core.states import SprintStatus
 from app.models.base import Base
 from app.models.common import now_column, one_of
 
+# The velocity record (points committed and completed, and when) is there exactly when the
+# sprint is completed: written by the transaction that completes it, never before.
+VELOCITY_ON_COMPLETION = (
+    "CASE WHEN status = 'completed' THEN committed_points IS NOT NULL "
+    "AND completed_points IS NOT NULL AND completed_at IS NOT NULL "
+    "ELSE committed_points IS NULL AND completed_points IS NULL AND completed_at IS NULL END"
+)
+
 
 class Sprint(Base):
     """One sprint of a project. At most one of a project's sprints is `active` (the partial
@@ -35,11 +43,7 @@ class Sprint(Base):
         one_of("status", SprintStatus),
         CheckConstraint("version >= 1", name="version"),
         CheckConstraint("end_date >= start_date", name="dates"),
-        CheckConstraint(
-            "(status = 'completed') = (committed_points IS NOT NULL "
-            "AND completed_points IS NOT NULL AND completed_at IS NOT NULL)",
-            name="velocity",
-        ),
+        CheckConstraint(VELOCITY_ON_COMPLETION, name="velocity"),
         Index(
             "uq_sprints_project_active",
             "project",

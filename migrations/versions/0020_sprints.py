@@ -45,8 +45,10 @@ def upgrade() -> None:
         sa.CheckConstraint("version >= 1", name=op.f("ck_sprints_version")),
         sa.CheckConstraint("end_date >= start_date", name=op.f("ck_sprints_dates")),
         sa.CheckConstraint(
-            "(status = 'completed') = (committed_points IS NOT NULL "
-            "AND completed_points IS NOT NULL AND completed_at IS NOT NULL)",
+            "CASE WHEN status = 'completed' THEN committed_points IS NOT NULL "
+            "AND completed_points IS NOT NULL AND completed_at IS NOT NULL "
+            "ELSE committed_points IS NULL AND completed_points IS NULL "
+            "AND completed_at IS NULL END",
             name=op.f("ck_sprints_velocity"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_sprints")),
