@@ -24,6 +24,7 @@ from app.api import (
     health,
     hooks,
     problems,
+    sprints,
     tasks,
     triggers,
     webhooks,
@@ -120,6 +121,8 @@ def create_app(
     app.include_router(webhooks.router)
     app.include_router(costs.router)
     app.include_router(budgets.router)
+    app.include_router(sprints.router)
+    app.include_router(sprints.projects)
     ui.install(app)  # the dashboard at /ui; / leads there
     app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]
     return app

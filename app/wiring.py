@@ -47,6 +47,7 @@ from app.engine.review_gate import ReviewGate
 from app.engine.routing.router import TaskRouter, strategies
 from app.engine.runs import RunCommands
 from app.engine.services import Services
+from app.engine.sprints import SprintCommands
 from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
@@ -311,6 +312,7 @@ def build_runtime(
             sessionmaker, bus, delivery_policy, idempotency_retention=retention
         ),
         budgets=BudgetCommands(sessionmaker, idempotency_retention=retention),
+        sprints=SprintCommands(sessionmaker, bus, idempotency_retention=retention),
         metrics=metrics,
         breakers=breakers,
         shutting_down=anyio.Event(),

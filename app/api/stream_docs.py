@@ -41,6 +41,7 @@ from app.schemas.run_events import (
     ToolCallCompletedEvent,
     ToolCallStartedEvent,
 )
+from app.schemas.sprints import SprintEvent
 from app.schemas.webhooks import WebhookDeliveryEvent
 
 REF = "#/components/schemas/{model}"
@@ -115,6 +116,7 @@ APPROVALS = EventStream("ApprovalEvent", (ApprovalEvent,))
 TRIGGERS = EventStream("TriggerEvent", (TriggerEvent,))
 WEBHOOKS = EventStream("WebhookDeliveryEvent", (WebhookDeliveryEvent,))
 BUDGETS = EventStream("BudgetEvent", (BudgetEvent,))
+SPRINTS = EventStream("SprintEvent", (SprintEvent,))
 WORKFLOW_EXECUTION = EventStream(
     "WorkflowExecutionEvent",
     (ExecutionEvent, NodeChangedEvent),
@@ -162,4 +164,5 @@ EVENT_STREAMS = (
     RUN,
     WEBHOOKS,
     BUDGETS,
+    SPRINTS,
 )

@@ -14,7 +14,8 @@ renders any of them as an RFC 9457 problem document.
     │   │   └── ApprovalExpired (409 approval_expired: expires_at, decision)
     │   ├── IdempotencyKeyReused (409 idempotency_key_reused)
     │   ├── (core/signatures.py) SignatureReused; (engine/triggers) TriggerDisabled
-    │   └── (engine/routing) Unroutable (409 unroutable), AgentAtCapacity
+    │   ├── (engine/routing) Unroutable (409 unroutable), AgentAtCapacity
+    │   └── (engine/sprints) SprintAlreadyActive, SprintLocked, TaskInAnotherSprint
     ├── PayloadTooLarge (413 payload_too_large)
     ├── ValidationFailed (422 validation_error: errors[field, message])
     └── Unavailable (503 unavailable)
@@ -59,6 +60,9 @@ class ProblemCode(StrEnum):
     COORDINATION_RUNNING = "coordination_running"  # the task is being coordinated (409)
     WIP_LIMIT_REACHED = "wip_limit_reached"  # the board's column is full (409)
     TRIGGER_DISABLED = "trigger_disabled"  # a disabled trigger does not fire (409)
+    SPRINT_ALREADY_ACTIVE = "sprint_already_active"  # the project has an active sprint (409)
+    SPRINT_LOCKED = "sprint_locked"  # the sprint's status does not allow the change (409)
+    TASK_IN_ANOTHER_SPRINT = "task_in_another_sprint"  # a task is in a sprint not completed (409)
     SIGNATURE_MISSING = "signature_missing"  # a webhook delivery came unsigned (401)
     SIGNATURE_INVALID = "signature_invalid"  # its signature does not match its body (401)
     SIGNATURE_EXPIRED = "signature_expired"  # its timestamp is outside the tolerance (401)

@@ -10,6 +10,7 @@ which the one writer of that status calls before it writes.
                person's answer or a hand-back at shutdown
     execution  running → completed | failed | cancelled
     approval   pending → approved | rejected | expired | cancelled
+    sprint     planning → active → in_review → retrospective → completed (strictly linear)
 """
 
 from __future__ import annotations
@@ -363,4 +364,43 @@ def check_delivery_transition(current: DeliveryStatus, target: DeliveryStatus) -
     allowed = DELIVERY_ALLOWED[current]
     if target not in allowed:
         why = " (it is waiting for its next attempt already)" if current is W.PENDING else ""
+        raise InvalidTransition(current, target, allowed, why)
+
+
+# -- sprints ---------------------------------------------------------------------------------
+# A time-box of a project's tasks. Strictly linear: each status has one way out, and none
+# back; a sprint never starts again (a new one is created after it). Only `SprintCommands`
+# (`engine/sprints.py`) moves a sprint, through `check_sprint_transition`. A project has at
+# most one `active` sprint (a partial unique index); any number may be planned.
+
+
+class SprintStatus(StrEnum):
+    PLANNING = "planning"  # created; its backlog (tasks, points) and dates may change.
+    ACTIVE = "active"  # being worked; its backlog is fixed. One a project at a time.
+    IN_REVIEW = "in_review"  # time is up; the work done is reviewed.
+    RETROSPECTIVE = "retrospective"  # the team looks back at how it went.
+    COMPLETED = "completed"  # over; its velocity (points committed, completed) is fixed.
+
+
+SP = SprintStatus
+
+SPRINT_ALLOWED: dict[SprintStatus, frozenset[SprintStatus]] = {
+    SP.PLANNING: frozenset({SP.ACTIVE}),
+    SP.ACTIVE: frozenset({SP.IN_REVIEW}),
+    SP.IN_REVIEW: frozenset({SP.RETROSPECTIVE}),
+    SP.RETROSPECTIVE: frozenset({SP.COMPLETED}),
+    SP.COMPLETED: frozenset(),
+}
+
+SPRINT_TERMINAL: frozenset[SprintStatus] = frozenset(
+    s for s, targets in SPRINT_ALLOWED.items() if not targets
+)
+
+
+def check_sprint_transition(current: SprintStatus, target: SprintStatus) -> None:
+    """Raise `invalid_transition` (409), naming the one allowed target, unless the table
+    allows `current -> target`."""
+    allowed = SPRINT_ALLOWED[current]
+    if target not in allowed:
+        why = " (a sprint moves one step forward at a time)" if allowed else ""
         raise InvalidTransition(current, target, allowed, why)

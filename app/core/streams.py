@@ -10,6 +10,7 @@ RUNS_STREAM = "runs"  # every run's lifecycle (`GET /v1/runs/events`); wakes the
 APPROVALS_STREAM = "approvals"  # approvals asked and settled (`GET /v1/approvals/events`)
 TRIGGERS_STREAM = "triggers"  # triggers fired, skipped or failed (`GET /v1/triggers/events`)
 BUDGETS_STREAM = "budgets"  # budgets' alerts at 50, 80 and 100 % (`GET /v1/budgets/events`)
+SPRINTS_STREAM = "sprints"  # sprints created, changed and moved (`GET /v1/sprints/events`)
 WEBHOOKS_STREAM = "webhooks"  # webhook deliveries' attempts (`GET /v1/webhooks/events`)
 # Not a stream of rows: a wake-up for this process's coordinator when a coordination was
 # started here (another process's coordinator finds it on its next pass).

@@ -18,6 +18,7 @@ from app.engine.bus import EventBus
 from app.engine.coordination.commands import CoordinationCommands
 from app.engine.routing.router import TaskRouter
 from app.engine.runs import RunCommands
+from app.engine.sprints import SprintCommands
 from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
 from app.engine.task_engine import TaskEngine
@@ -47,6 +48,7 @@ class Services:
     hooks: TriggerHooks
     webhooks: WebhookCommands
     budgets: BudgetCommands
+    sprints: SprintCommands
     metrics: Metrics
     breakers: Breakers  # this process's circuit breakers, which `metrics` reports
     shutting_down: anyio.Event  # set first at shutdown: open streams end

@@ -26,6 +26,7 @@ from app.models.runs import (
     Run,
     RunStep,
 )
+from app.models.sprints import SPRINT_TASKS, SPRINTS, Sprint, SprintTask
 from app.models.tasks import TASKS, TRANSITIONS, Task, TaskTransition
 from app.models.triggers import (
     CHAIN_EVENTS,
@@ -69,6 +70,8 @@ __all__ = [
     "LLM_COST_DAYS",
     "RUNS",
     "RUN_HISTORY",
+    "SPRINTS",
+    "SPRINT_TASKS",
     "TASKS",
     "TRANSITIONS",
     "TRIGGERS",
@@ -96,6 +99,8 @@ __all__ = [
     "LLMCostDay",
     "Run",
     "RunStep",
+    "Sprint",
+    "SprintTask",
     "Task",
     "TaskTransition",
     "Trigger",

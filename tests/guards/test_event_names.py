@@ -17,7 +17,7 @@ PUBLISHING = {APP / "schemas" / "events.py", APP / "schemas" / "run_events.py"}
 # Written to the logs only, never to a stream.
 LOGGED_ONLY = {"agent_run.dispatch_next_failed", "approval.sweep"}
 
-STREAMS = "agent_run|task|approval|workflow|message|tool_call|trigger"
+STREAMS = "agent_run|task|approval|workflow|message|tool_call|trigger|sprint"
 NAME = re.compile(rf"""["']((?:{STREAMS})\.[a-z_.]+)["']""")
 
 

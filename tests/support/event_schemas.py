@@ -29,6 +29,7 @@ _STREAMS: list[tuple[re.Pattern[str], EventStream]] = [
     (re.compile(r"^/v1/coordinations/[^/]+/events$"), stream_docs.COORDINATION),
     (re.compile(r"^/v1/webhooks/events$"), stream_docs.WEBHOOKS),
     (re.compile(r"^/v1/budgets/events$"), stream_docs.BUDGETS),
+    (re.compile(r"^/v1/sprints/events$"), stream_docs.SPRINTS),
 ]
 
 
@@ -79,6 +80,7 @@ _STORED: list[tuple[re.Pattern[str], EventStream]] = [
     (re.compile(r"^workflow:"), stream_docs.WORKFLOW_EXECUTION),
     (re.compile(r"^webhooks$"), stream_docs.WEBHOOKS),
     (re.compile(r"^budgets$"), stream_docs.BUDGETS),
+    (re.compile(r"^sprints$"), stream_docs.SPRINTS),
 ]
 
 
