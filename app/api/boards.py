@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response, status
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.deps import SessionDep, get_principal
 from app.core.errors import NotFound
@@ -17,7 +20,9 @@ from app.schemas.boards import (
     WipLimitRead,
     WipLimitSet,
 )
+from app.schemas.sprints import SprintRead
 from app.store import boards as store
+from app.store import sprints as sprint_store
 
 router = APIRouter(
     prefix="/v1/projects/{project}", tags=["boards"], dependencies=[Depends(get_principal)]
@@ -26,14 +31,26 @@ OFF_BOARD = [s for s in TaskStatus if s not in STATUS_COLUMN]
 
 
 @router.get("/board", response_model=BoardRead, summary="A project's Kanban board")
-async def get_board(project: Name, session: SessionDep) -> BoardRead:
+async def get_board(
+    project: Name,
+    session: SessionDep,
+    sprint: Annotated[
+        Name | None,
+        Query(
+            description="Agile Kanban: only the tasks of this sprint (its id, or `active` "
+            "for the project's active sprint)."
+        ),
+    ] = None,
+) -> BoardRead:
     """The project's tasks column by column (backlog = created, ready = assigned,
     in_progress, review = in_review, done = completed), each column with its count and
-    WIP limit, and the tasks in no column apart. The tasks stream
-    (`GET /v1/tasks/events`) tells what moved."""
+    WIP limit (counted over the whole project), and the tasks in no column apart. The
+    tasks stream (`GET /v1/tasks/events`) tells what moved."""
     limits = await store.limits_of(session, project)
+    shown_sprint = await _sprint(session, project, sprint) if sprint is not None else None
+    only = [t.task_id for t in shown_sprint.tasks] if shown_sprint else None
     shown, counts = await store.tasks_by_status(
-        session, project, list(TaskStatus), limit=COLUMN_SHOWN
+        session, project, list(TaskStatus), limit=COLUMN_SHOWN, only=only
     )
     columns = [
         BoardColumnRead(
@@ -46,7 +63,17 @@ async def get_board(project: Name, session: SessionDep) -> BoardRead:
         for column, task_status in COLUMN_STATUS.items()
     ]
     off_board = [task for s in OFF_BOARD for task in shown[s]]
-    return BoardRead(project=project, columns=columns, off_board=off_board)
+    return BoardRead(project=project, sprint=shown_sprint, columns=columns, off_board=off_board)
+
+
+async def _sprint(session: AsyncSession, project: str, sprint: str) -> SprintRead:
+    sprint_id = await sprint_store.active_sprint(session, project) if sprint == "active" else sprint
+    found = await sprint_store.get_sprint(session, sprint_id) if sprint_id else None
+    if found is None or found.project != project:
+        if sprint == "active":
+            raise NotFound("active sprint of project", project)
+        raise NotFound(f"sprint of project {project!r}", sprint)
+    return found
 
 
 @router.get("/wip-limits", response_model=list[WipLimitRead], summary="A board's WIP limits")

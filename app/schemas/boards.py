@@ -9,6 +9,7 @@ from app.core.fields import Name, Reason
 from app.core.states import TaskStatus
 from app.core.vocabulary import BoardColumn, WipMode
 from app.schemas.bounds import VERSION_MAX
+from app.schemas.sprints import SprintRead
 from app.schemas.tasks import TaskRead
 
 COLUMN_SHOWN = 200  # tasks listed per column; `count` has them all
@@ -43,6 +44,9 @@ class BoardColumnRead(BaseModel):
 
 class BoardRead(BaseModel):
     project: str
+    sprint: SprintRead | None = Field(
+        description="The sprint the board is filtered to (Agile Kanban), if one was asked."
+    )
     columns: list[BoardColumnRead] = Field(description="Backlog to done, in order.")
     off_board: list[TaskRead] = Field(
         description="The project's tasks in no column: blocked, failed, interrupted, "

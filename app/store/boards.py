@@ -100,19 +100,25 @@ async def delete_limit(session: AsyncSession, project: str, column: BoardColumn)
 
 
 async def tasks_by_status(
-    session: AsyncSession, project: str, statuses: Collection[TaskStatus], *, limit: int
+    session: AsyncSession,
+    project: str,
+    statuses: Collection[TaskStatus],
+    *,
+    limit: int,
+    only: Collection[str] | None = None,
 ) -> tuple[dict[TaskStatus, list[TaskRead]], Counter[TaskStatus]]:
     """The project's tasks in each status (at most `limit` each, oldest first) and
-    how many there are in all."""
+    how many there are in all; `only`: of these tasks (a sprint's)."""
+    where = [Task.project == project, Task.status.in_(statuses)]
+    if only is not None:
+        where.append(Task.id.in_(only))
     counts = await session.execute(
-        select(Task.status, func.count())
-        .where(Task.project == project, Task.status.in_(statuses))
-        .group_by(Task.status)
+        select(Task.status, func.count()).where(*where).group_by(Task.status)
     )
     total = Counter({TaskStatus(status): n for status, n in counts.all()})
     ranked = (
         select(Task, func.row_number().over(partition_by=Task.status, order_by=Task.id).label("n"))
-        .where(Task.project == project, Task.status.in_(statuses))
+        .where(*where)
         .subquery()
     )
     rows = await session.execute(select(ranked).where(ranked.c.n <= limit).order_by(ranked.c.id))

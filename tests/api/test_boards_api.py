@@ -194,3 +194,45 @@ async def test_a_full_in_progress_column_holds_runs_back_until_it_has_room(
     assert started[second["id"]] >= left  # never two in progress at once
     runs = (await client.get("/v1/runs", params={"lane": f"task:{second['id']}"})).json()
     assert len(runs["items"]) == 1
+
+
+async def test_an_agile_board_shows_the_active_sprints_tasks(client: httpx.AsyncClient) -> None:
+    inside = await create_task(client, title="In the sprint", project="atlas")
+    outside = await create_task(client, title="Not in it", project="atlas")
+    assert_problem(
+        await client.get("/v1/projects/atlas/board", params={"sprint": "active"}), 404, "not_found"
+    )
+    sprint = (
+        await client.post(
+            "/v1/sprints",
+            json={
+                "project": "atlas",
+                "name": "S1",
+                "goal": "ship",
+                "start_date": "2026-11-30",
+                "end_date": "2026-12-11",
+            },
+        )
+    ).json()
+    joined = await client.post(
+        f"/v1/sprints/{sprint['id']}/tasks",
+        json={"tasks": [{"task_id": inside["id"], "story_points": 5}]},
+    )
+    assert joined.status_code == 200, joined.text
+    started = await client.post(
+        f"/v1/sprints/{sprint['id']}/transitions",
+        json={"to": "active"},
+        headers={"If-Match": f'"{joined.json()["version"]}"'},
+    )
+    assert started.status_code == 200, started.text
+    found = (await client.get("/v1/projects/atlas/board", params={"sprint": "active"})).json()
+    assert (found["sprint"]["id"], found["sprint"]["committed_points"]) == (sprint["id"], 5)
+    assert [t["id"] for c in found["columns"] for t in c["tasks"]] == [inside["id"]]
+    whole = await board(client, "atlas")
+    assert {t["id"] for c in whole["columns"] for t in c["tasks"]} == {inside["id"], outside["id"]}
+    assert whole["sprint"] is None
+    assert_problem(
+        await client.get("/v1/projects/other/board", params={"sprint": sprint["id"]}),
+        404,
+        "not_found",
+    )
