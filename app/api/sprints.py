@@ -236,18 +236,4 @@ async def project_velocity(
         int, Query(ge=1, le=200, description="How many records to list, newest first.")
     ] = 20,
 ) -> VelocityRead:
-    records = await store.velocity(session, project, limit=max(window, limit))
-    averaged = records[:window]
-    count = len(averaged)
-    return VelocityRead(
-        project=project,
-        window=window,
-        average_completed_points=(
-            sum(r.completed_points for r in averaged) / count if count else None
-        ),
-        average_committed_points=(
-            sum(r.committed_points for r in averaged) / count if count else None
-        ),
-        sprints_averaged=count,
-        records=records[:limit],
-    )
+    return await store.velocity_of(session, project, window=window, limit=limit)

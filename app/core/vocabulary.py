@@ -87,6 +87,14 @@ class WipMode(StrEnum):
     ADVISORY = "advisory"  # accepted, with a `task.wip_limit_exceeded` event
 
 
+class Ceremony(StrEnum):
+    """A sprint ceremony a trigger's run facilitates, and the sprint it is about."""
+
+    PLANNING = "planning"  # the project's newest sprint being planned
+    REVIEW = "review"  # its active sprint, else the one in review
+    RETROSPECTIVE = "retrospective"  # its sprint in review, else in retrospective
+
+
 class NodeType(StrEnum):
     START = "start"  # the single entry point
     END = "end"  # the single exit point

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from app.core.fields import Name, Text
 from app.core.schema_variants import PublishedAs, published_as
 from app.core.vocabulary import (
+    Ceremony,
     FireStatus,
     MisfirePolicy,
     Multitask,
@@ -33,6 +34,21 @@ TimeZone = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 # The statuses a source ends in that a chain may fire on: a run's that it settles in (or
 # is parked in: failed, timed out), an execution's that it finishes in.
 SourceStatus = Literal["completed", "failed", "cancelled", "timed_out", "dead_letter"]
+
+
+class SprintCeremony(BaseModel):
+    """The sprint a ceremony is about, put in the fire's template context: `sprint` (as
+    `GET /v1/sprints/{id}` shows it: goal, tasks, points) and `velocity` (the project's
+    completed sprints and their average)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: Name = Field(examples=["atlas"])
+    ceremony: Ceremony = Field(
+        description="Which sprint: `planning` the newest being planned; `review` the active "
+        "one, else the one in review; `retrospective` the one in review, else in "
+        "retrospective. With none, the fire fails and says so."
+    )
 
 
 class RunTarget(BaseModel):
@@ -61,6 +77,13 @@ class RunTarget(BaseModel):
     )
     delay_s: int | None = Field(
         None, ge=1, le=30 * 86_400, description="The run waits this long after the fire."
+    )
+    sprint: SprintCeremony | None = Field(
+        None,
+        description="A sprint ceremony: the sprint's data joins the template context "
+        "(`{{ sprint.goal }}`, `{{ sprint.committed_points }}`, `{{ velocity.average_completed "
+        "}}`), so a schedule can start a facilitator agent's planning, review or "
+        "retrospective.",
     )
 
 

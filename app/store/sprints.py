@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import SprintStatus, TaskStatus
 from app.models import SPRINT_TASKS, SPRINTS, TASKS, Sprint
-from app.schemas.sprints import SprintRead, SprintTaskRead, VelocityRecord
+from app.schemas.sprints import SprintRead, SprintTaskRead, VelocityRead, VelocityRecord
 
 
 async def _backlogs(
@@ -202,6 +202,38 @@ async def close_backlog(session: AsyncSession, sprint_id: str) -> None:
     """The sprint completed: its tasks may join another sprint."""
     await session.execute(
         update(SPRINT_TASKS).where(SPRINT_TASKS.c.sprint_id == sprint_id).values(open=False)
+    )
+
+
+async def newest_in(session: AsyncSession, project: str, status: SprintStatus) -> str | None:
+    """The id of the project's newest sprint in `status`."""
+    return await session.scalar(
+        select(Sprint.id)
+        .where(Sprint.project == project, Sprint.status == status)
+        .order_by(Sprint.created_at.desc(), Sprint.id.desc())
+        .limit(1)
+    )
+
+
+async def velocity_of(
+    session: AsyncSession, project: str, *, window: int, limit: int
+) -> VelocityRead:
+    """The project's completed sprints (newest first, at most `limit`) and the averages of
+    their points over the newest `window`."""
+    records = await velocity(session, project, limit=max(window, limit))
+    averaged = records[:window]
+    count = len(averaged)
+    return VelocityRead(
+        project=project,
+        window=window,
+        average_completed_points=(
+            sum(r.completed_points for r in averaged) / count if count else None
+        ),
+        average_committed_points=(
+            sum(r.committed_points for r in averaged) / count if count else None
+        ),
+        sprints_averaged=count,
+        records=records[:limit],
     )
 
 

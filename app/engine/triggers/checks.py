@@ -18,7 +18,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from app.core.errors import FieldError, ValidationFailed
 from app.core.vocabulary import TriggerKind
 from app.engine.triggers import schedule_times
-from app.engine.triggers.templates import ROOTS, Template, compile_templates
+from app.engine.triggers.templates import CEREMONY_ROOTS, ROOTS, Template, compile_templates
 from app.schemas.triggers import (
     ChainConfig,
     RunTarget,
@@ -84,7 +84,10 @@ def check_target(kind: TriggerKind, target: dict[str, Any], field: str) -> Check
         for name in TEMPLATE_FIELDS[type(parsed)]
         if getattr(parsed, name) is not None
     }
-    compiled = compile_templates(values, ROOTS[kind])
+    roots = ROOTS[kind]
+    if isinstance(parsed, RunTarget) and parsed.sprint is not None:
+        roots = roots | CEREMONY_ROOTS
+    compiled = compile_templates(values, roots)
     prefix = len(field) + 1
     return CheckedTarget(parsed, {name[prefix:]: t for name, t in compiled.items()})
 

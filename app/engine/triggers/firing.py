@@ -62,6 +62,7 @@ from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey
 from app.engine.published import Written, published
 from app.engine.runs import RunCommands, RunCreated
+from app.engine.triggers.ceremonies import ceremony_context
 from app.engine.triggers.chain_graph import MAX_CHAIN_DEPTH
 from app.engine.triggers.checks import check_target
 from app.engine.triggers.commands import TriggerDisabled
@@ -340,6 +341,9 @@ class TriggerFiring:
             target = check_target(trigger.kind, trigger.target.model_dump(mode="json"), "target")
             async with session.begin_nested():
                 if isinstance(target.target, RunTarget):
+                    if target.target.sprint is not None:  # a ceremony: the sprint's data
+                        about = await ceremony_context(session, target.target.sprint)
+                        full_context = {**full_context, **about}
                     body = _run_body(target.target, target.templates, full_context, marker)
                     delay_s = target.target.delay_s
                     body = _with_overrides(body, multitask, lane, fired_at, delay_s)

@@ -36,6 +36,8 @@ ROOTS: dict[TriggerKind, frozenset[str]] = {
     TriggerKind.SCHEDULE: frozenset({"trigger", "fire_time", "fired_at"}),
     TriggerKind.CHAIN: frozenset({"source", "trigger", "fired_at"}),
 }
+# A sprint ceremony's run target (`RunTarget.sprint`) adds these to any kind's.
+CEREMONY_ROOTS = frozenset({"sprint", "velocity"})
 MAX_PLACEHOLDERS = 500  # in one trigger's target, all its templates together
 MAX_DEPTH = 32  # nesting of a template's objects and lists
 MAX_RENDERED_CHARS = 1_000_000  # a rendered template, as JSON text
