@@ -221,6 +221,13 @@ def _coordinated_nodes(body: dict[str, Any]) -> None:
 _FAR_OFFSET = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.]+)([+-](1[6-9]|2\d):\d\d)$")
 
 
+def _dates_in_order(body: dict[str, Any]) -> None:
+    """Sprints (POST, PATCH): `start_date` no later than `end_date` when both are sent."""
+    start, end = body.get("start_date"), body.get("end_date")
+    if isinstance(start, str) and isinstance(end, str) and start > end:
+        body["start_date"], body["end_date"] = end, start
+
+
 def _storable_times(value: Any) -> Any:
     """Times with a UTC offset Postgres keeps (within ±15:59, as `StorableDatetime` says):
     a farther one is given as UTC instead."""
@@ -285,6 +292,8 @@ def _keep_rules(context: HookContext, case: Case[Any]) -> Case[Any]:
         _coordinated_nodes(body)
     elif path in ("/v1/triggers", "/v1/triggers/{trigger_id}") and method in ("POST", "PATCH"):
         _trigger_configs(body)
+    elif path in ("/v1/sprints", "/v1/sprints/{sprint_id}") and method in ("POST", "PATCH"):
+        _dates_in_order(body)
     elif path in ("/v1/webhooks", "/v1/webhooks/{webhook_id}") and method in ("POST", "PATCH"):
         _public_url(body)
     elif path == "/v1/workflows/{workflow_id}" and method == "PATCH":
