@@ -172,7 +172,8 @@ async def transition_task(
         "x-problem-descriptions": {
             "409": "`wip_limit_reached` (with `project`, `column`, `wip_limit`, `count`): the "
             "column is at its strict limit; `invalid_transition` (with `allowed`): the state "
-            "machine has no way from the task's status to the column's.",
+            "machine has no way from the task's status to the column's, or the way goes "
+            "through `assigned` and nobody is named.",
         }
     },
 )

@@ -205,8 +205,9 @@ class TransitionTask:
 class MoveTask:
     """A board move: the task walks the state machine's shortest path to the column's
     status, each step audited, as one change of the batch (all of it or none). Refused
-    (`invalid_transition`, naming what the task may do now) when there is no path; a step
-    to `assigned` needs an assignee (the task's, or `assigned_to`)."""
+    (`invalid_transition`, naming what the task may do now) when there is no path, or when
+    it goes through `assigned` and nobody is named (the task's assignee, or
+    `assigned_to`)."""
 
     task_id: str
     column: BoardColumn
@@ -225,6 +226,12 @@ class MoveTask:
                 task.status, retry_count=task.retry_count, max_retries=task.max_retries
             )
             why = " (it is in that column)" if path == () else " (no way there on the board)"
+            raise InvalidTransition(task.status, target, allowed, why)
+        if TaskStatus.ASSIGNED in path and not (self.assigned_to or task.assigned_to):
+            allowed = allowed_targets(
+                task.status, retry_count=task.retry_count, max_retries=task.max_retries
+            )
+            why = " (the way there goes through assigned: give assigned_to)"
             raise InvalidTransition(task.status, target, allowed, why)
         changes: list[Change] = []
         overrides = {"assigned_to": self.assigned_to} if self.assigned_to else {}

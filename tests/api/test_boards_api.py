@@ -59,7 +59,10 @@ async def test_moves_walk_the_state_machine_and_the_board_follows(
     assert other["id"] not in str(found)
 
     # Backlog to in progress: through ready, which needs an assignee.
-    assert_problem(await move(client, task["id"], "in_progress"), 422, "validation_error")
+    nobody = assert_problem(
+        await move(client, task["id"], "in_progress"), 409, "invalid_transition"
+    )
+    assert "give assigned_to" in nobody["detail"]
     moved = await move(client, task["id"], "in_progress", assigned_to="ann", reason="go")
     assert moved.status_code == 200, moved.text
     assert (moved.json()["status"], moved.json()["version"]) == ("in_progress", 3)
