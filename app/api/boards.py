@@ -8,11 +8,8 @@ from fastapi import APIRouter, Depends, Response, status
 from app.api.deps import SessionDep, get_principal
 from app.core.errors import NotFound
 from app.core.fields import Name
-from app.core.states import COLUMN_STATUS, STATUS_COLUMN, TaskStatus
 from app.core.vocabulary import BoardColumn
 from app.schemas.boards import (
-    COLUMN_SHOWN,
-    BoardColumnRead,
     BoardRead,
     WipLimitRead,
     WipLimitSet,
@@ -22,7 +19,6 @@ from app.store import boards as store
 router = APIRouter(
     prefix="/v1/projects/{project}", tags=["boards"], dependencies=[Depends(get_principal)]
 )
-OFF_BOARD = [s for s in TaskStatus if s not in STATUS_COLUMN]
 
 
 @router.get("/board", response_model=BoardRead, summary="A project's Kanban board")
@@ -31,22 +27,7 @@ async def get_board(project: Name, session: SessionDep) -> BoardRead:
     in_progress, review = in_review, done = completed), each column with its count and
     WIP limit, and the tasks in no column apart. The tasks stream
     (`GET /v1/tasks/events`) tells what moved."""
-    limits = await store.limits_of(session, project)
-    shown, counts = await store.tasks_by_status(
-        session, project, list(TaskStatus), limit=COLUMN_SHOWN
-    )
-    columns = [
-        BoardColumnRead(
-            column=column,
-            status=task_status,
-            count=counts[task_status],
-            wip_limit=_limit_set(limits.get(column)),
-            tasks=shown[task_status],
-        )
-        for column, task_status in COLUMN_STATUS.items()
-    ]
-    off_board = [task for s in OFF_BOARD for task in shown[s]]
-    return BoardRead(project=project, columns=columns, off_board=off_board)
+    return await store.board(session, project)
 
 
 @router.get("/wip-limits", response_model=list[WipLimitRead], summary="A board's WIP limits")
@@ -82,7 +63,3 @@ async def delete_wip_limit(project: Name, column: BoardColumn, session: SessionD
         if not await store.delete_limit(session, project, column):
             raise NotFound("WIP limit", f"{project}/{column.value}")
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-def _limit_set(limit: store.Limit | None) -> WipLimitSet | None:
-    return None if limit is None else WipLimitSet(limit=limit.limit, mode=limit.mode)
