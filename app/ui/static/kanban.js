@@ -96,6 +96,7 @@
         await L.callApi(limitsUrl + column, body, "PUT");
       }
       form.reset();
+      form.closest("details").open = false; // done with it: the heading shows the limit
       problem.hidden = true;
       L.toast(remove ? "WIP limit removed." : "WIP limit set.");
       refresh(column);
