@@ -1,6 +1,7 @@
 """The `loopwright` command. The server: `serve`, `worker`, `migrate`, `openapi`. A client
 of a running server (LOOPWRIGHT_URL, LOOPWRIGHT_API_KEY): `run`, `follow`, `runs`, `show`,
-`cancel`, `resume`, `retry`, `answer`, `approvals`, `tasks`, `coordinations`, `agents`,
+`cancel`, `resume`, `retry`, `answer`, `approvals`, `tasks`, `board`, `coordinations`,
+`agents`,
 `triggers`, `tools`.
 
 The client verbs start in a fraction of the server's time: the server's stack (settings,
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.client import coordinations, verbs
+from app.client import boards, coordinations, verbs
 from app.client.exits import Exit
 from app.client.http import DEFAULT_URL, Client, ClientError
 from app.client.verbs import Verb
@@ -338,10 +339,19 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     approvals.add_argument("--reason", help="reject: why (required)")
 
     tasks = verb(
-        "tasks", "list tasks, route one to an agent, or coordinate one", coordinations.tasks
+        "tasks",
+        "list tasks, move one on its board, route one to an agent, or coordinate one",
+        coordinations.tasks,
     )
-    tasks.add_argument("action", nargs="?", choices=["list", "route", "coordinate"], default="list")
-    tasks.add_argument("id", nargs="?", help="route, coordinate: the task's id")
+    tasks.add_argument(
+        "action", nargs="?", choices=["list", "move", "route", "coordinate"], default="list"
+    )
+    tasks.add_argument("id", nargs="?", help="move, route, coordinate: the task's id")
+    tasks.add_argument(
+        "column", nargs="?", choices=boards.COLUMNS, help="move: the board column it goes to"
+    )
+    tasks.add_argument("--assign", metavar="WHO", help="move: who takes it (through ready)")
+    tasks.add_argument("--reason", help="move: why, for its audit trail")
     tasks.add_argument("--status", help="list: only this status")
     tasks.add_argument(
         "--strategy",
@@ -354,6 +364,28 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     tasks.add_argument("--agent", help="route: manual's agent, or hierarchical's manager")
     _add_coordinate_options(tasks)
+
+    kanban = verb(
+        "board",
+        "a project's Kanban board: its columns, counts against WIP limits, and tasks",
+        boards.board,
+    )
+    kanban.add_argument("project", help="the project")
+    kanban.add_argument(
+        "--limit",
+        nargs=2,
+        metavar=("COLUMN", "N"),
+        help="first set the column's WIP limit to N (strict: a move past it is refused)",
+    )
+    kanban.add_argument(
+        "--advisory", action="store_true", help="with --limit: past it, moves are only noted"
+    )
+    kanban.add_argument(
+        "--no-limit", choices=boards.COLUMNS, metavar="COLUMN", help="first remove its WIP limit"
+    )
+    kanban.add_argument(
+        "--all", action="store_true", help=f"every task shown, not the first {boards.CARDS}"
+    )
 
     coordination = verb(
         "coordinations",

@@ -11,11 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.api.deps import SessionDep, get_principal
 from app.core.errors import NotFound
 from app.core.fields import Name
-from app.core.states import COLUMN_STATUS, STATUS_COLUMN, TaskStatus
 from app.core.vocabulary import BoardColumn
 from app.schemas.boards import (
-    COLUMN_SHOWN,
-    BoardColumnRead,
     BoardRead,
     WipLimitRead,
     WipLimitSet,
@@ -27,7 +24,6 @@ from app.store import sprints as sprint_store
 router = APIRouter(
     prefix="/v1/projects/{project}", tags=["boards"], dependencies=[Depends(get_principal)]
 )
-OFF_BOARD = [s for s in TaskStatus if s not in STATUS_COLUMN]
 
 
 @router.get("/board", response_model=BoardRead, summary="A project's Kanban board")
@@ -46,24 +42,8 @@ async def get_board(
     in_progress, review = in_review, done = completed), each column with its count and
     WIP limit (counted over the whole project), and the tasks in no column apart. The
     tasks stream (`GET /v1/tasks/events`) tells what moved."""
-    limits = await store.limits_of(session, project)
     shown_sprint = await _sprint(session, project, sprint) if sprint is not None else None
-    only = [t.task_id for t in shown_sprint.tasks] if shown_sprint else None
-    shown, counts = await store.tasks_by_status(
-        session, project, list(TaskStatus), limit=COLUMN_SHOWN, only=only
-    )
-    columns = [
-        BoardColumnRead(
-            column=column,
-            status=task_status,
-            count=counts[task_status],
-            wip_limit=_limit_set(limits.get(column)),
-            tasks=shown[task_status],
-        )
-        for column, task_status in COLUMN_STATUS.items()
-    ]
-    off_board = [task for s in OFF_BOARD for task in shown[s]]
-    return BoardRead(project=project, sprint=shown_sprint, columns=columns, off_board=off_board)
+    return await store.board(session, project, sprint=shown_sprint)
 
 
 async def _sprint(session: AsyncSession, project: str, sprint: str) -> SprintRead:
@@ -109,7 +89,3 @@ async def delete_wip_limit(project: Name, column: BoardColumn, session: SessionD
         if not await store.delete_limit(session, project, column):
             raise NotFound("WIP limit", f"{project}/{column.value}")
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-def _limit_set(limit: store.Limit | None) -> WipLimitSet | None:
-    return None if limit is None else WipLimitSet(limit=limit.limit, mode=limit.mode)

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from app.client import verbs
+from app.client import boards, verbs
 from app.client.exits import BY_STATUS, Exit
 from app.client.http import Client, ClientError, Event
 from app.client.verbs import all_pages, load_file, one_line, print_table
@@ -21,9 +21,11 @@ _RECONNECTS = 5  # a dropped stream is resumed this many times in a row, then gi
 
 
 def tasks(args: argparse.Namespace, client: Client) -> Exit:
-    """`loopwright tasks`: list, route, or coordinate."""
+    """`loopwright tasks`: list, move, route, or coordinate."""
     if args.action == "coordinate":
         return coordinate(args, client)
+    if args.action == "move":
+        return boards.move(args, client)
     return verbs.tasks(args, client)
 
 

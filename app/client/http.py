@@ -49,6 +49,12 @@ class Client:
     def post(self, path: str, body: Any = None) -> Any:
         return self._request("POST", path, json=body)
 
+    def put(self, path: str, body: Any) -> Any:
+        return self._request("PUT", path, json=body)
+
+    def delete(self, path: str) -> None:
+        self._request("DELETE", path)
+
     def post_raw(self, path: str, content: bytes, headers: dict[str, str]) -> Any:
         """A body sent as these exact bytes (a signed webhook delivery)."""
         return self._request("POST", path, content=content, headers=headers)
@@ -60,7 +66,7 @@ class Client:
             raise self._unreachable(exc) from exc
         if response.status_code >= 400:
             raise ClientError(_problem_line(response))
-        return response.json()
+        return None if response.status_code == 204 else response.json()
 
     def events(self, run_id: str, after: str) -> Iterator[Event]:
         """The run's events after event id `after`, until the server ends the stream (it

@@ -13,9 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.states import COLUMN_STATUS, STATUS_COLUMN, TaskStatus
 from app.core.vocabulary import BoardColumn, WipMode
 from app.models import WIP_LIMITS, Task, WipLimit
+from app.schemas.boards import COLUMN_SHOWN, BoardColumnRead, BoardRead, WipLimitSet
+from app.schemas.sprints import SprintRead
 from app.schemas.tasks import TaskRead
 
 Cell = tuple[str, BoardColumn]  # a project's column
+# The statuses in no column, in the state machine's order: a board shows them apart.
+OFF_BOARD = [s for s in TaskStatus if s not in STATUS_COLUMN]
 
 
 @dataclass(frozen=True)
@@ -127,3 +131,38 @@ async def tasks_by_status(
         task = TaskRead.model_validate({k: v for k, v in row._mapping.items() if k != "n"})
         shown[task.status].append(task)
     return shown, total
+
+
+async def board(
+    session: AsyncSession,
+    project: str,
+    statuses: Collection[TaskStatus] = tuple(TaskStatus),
+    *,
+    sprint: SprintRead | None = None,
+) -> BoardRead:
+    """The project's board as the API and the dashboard show it: its columns (those whose
+    status is in `statuses`) with counts, WIP limits and their oldest `COLUMN_SHOWN`
+    tasks, and the tasks in `statuses` that are in no column; with a `sprint`, only its
+    tasks (the WIP limits still count the whole project)."""
+    limits = await limits_of(session, project)
+    only = [t.task_id for t in sprint.tasks] if sprint is not None else None
+    shown, counts = await tasks_by_status(
+        session, project, list(statuses), limit=COLUMN_SHOWN, only=only
+    )
+    columns = [
+        BoardColumnRead(
+            column=column,
+            status=status,
+            count=counts[status],
+            wip_limit=_limit_set(limits.get(column)),
+            tasks=shown[status],
+        )
+        for column, status in COLUMN_STATUS.items()
+        if status in statuses
+    ]
+    off_board = [task for status in OFF_BOARD if status in statuses for task in shown[status]]
+    return BoardRead(project=project, sprint=sprint, columns=columns, off_board=off_board)
+
+
+def _limit_set(limit: Limit | None) -> WipLimitSet | None:
+    return None if limit is None else WipLimitSet(limit=limit.limit, mode=limit.mode)

@@ -17,6 +17,7 @@ from app.ui import (
     approvals,
     auth,
     coordinations,
+    kanban,
     lanes,
     overview,
     runs,
@@ -43,6 +44,7 @@ def install(app: FastAPI) -> None:
     app.include_router(runs.router)
     app.include_router(approvals.router)
     app.include_router(tasks.router)
+    app.include_router(kanban.router)
     app.include_router(agents.router)
     app.include_router(lanes.router)
     app.include_router(overview.router)

@@ -38,6 +38,7 @@ NAV = (
     NavItem("approvals", "Approvals", "/ui/approvals"),
     NavItem("workflows", "Workflows", "/ui/workflows"),
     NavItem("tasks", "Tasks", "/ui/tasks"),
+    NavItem("boards", "Boards", "/ui/boards"),
     NavItem("agents", "Agents", "/ui/agents"),
 )
 

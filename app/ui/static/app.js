@@ -47,14 +47,14 @@
     return response.text();
   }
 
-  // A POST to the API with a JSON body; the session's CSRF token goes with it. A refusal
-  // throws the problem document's detail.
-  async function callApi(url, body) {
+  // A call to the API (a POST unless `method` says otherwise) with a JSON body, if any;
+  // the session's CSRF token goes with it. A refusal throws the problem document's detail.
+  async function callApi(url, body, method = "POST") {
     const response = await fetch(url, {
-      method: "POST",
+      method,
       credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRF-Token": csrfToken() },
-      body: JSON.stringify(body),
+      body: body === undefined ? undefined : JSON.stringify(body),
     });
     let data = null;
     try { data = await response.json(); } catch (_) { data = null; }
