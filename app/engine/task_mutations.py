@@ -231,7 +231,7 @@ class MoveTask:
             allowed = allowed_targets(
                 task.status, retry_count=task.retry_count, max_retries=task.max_retries
             )
-            why = " (the way there goes through assigned: give assigned_to)"
+            why = " (it needs an assignee on the way: give assigned_to)"
             raise InvalidTransition(task.status, target, allowed, why)
         changes: list[Change] = []
         overrides = {"assigned_to": self.assigned_to} if self.assigned_to else {}

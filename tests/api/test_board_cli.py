@@ -82,7 +82,11 @@ async def test_tasks_move_walks_to_the_column_and_a_full_one_refuses(
     )
     unassigned = await create_task(client, title="C", project="atlas")
     needs = await cli(base_url, "tasks", "move", unassigned["id"], "ready")
-    assert needs.code == 6 and "422 validation_error" in needs.err
+    assert (
+        needs.code == 6
+        and "409 invalid_transition" in needs.err
+        and "needs an assignee" in needs.err
+    )
     done = await cli(base_url, "tasks", "move", first["id"], "done")
     assert done.code == 0, done
     final = await cli(base_url, "tasks", "move", first["id"], "backlog")

@@ -62,7 +62,7 @@ async def test_moves_walk_the_state_machine_and_the_board_follows(
     nobody = assert_problem(
         await move(client, task["id"], "in_progress"), 409, "invalid_transition"
     )
-    assert "give assigned_to" in nobody["detail"]
+    assert "needs an assignee" in nobody["detail"]
     moved = await move(client, task["id"], "in_progress", assigned_to="ann", reason="go")
     assert moved.status_code == 200, moved.text
     assert (moved.json()["status"], moved.json()["version"]) == ("in_progress", 3)

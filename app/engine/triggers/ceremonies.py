@@ -8,7 +8,6 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.errors import Conflict
 from app.core.states import SprintStatus
 from app.core.vocabulary import Ceremony
 from app.schemas.triggers import SprintCeremony
@@ -24,8 +23,8 @@ _ABOUT: dict[Ceremony, tuple[SprintStatus, ...]] = {
 }
 
 
-class NoSprintForCeremony(Conflict):
-    """The project has no sprint the ceremony could be about."""
+class NoSprintForCeremony(Exception):
+    """The project has no sprint the ceremony could be about: the fire fails with this."""
 
 
 async def ceremony_context(session: AsyncSession, about: SprintCeremony) -> dict[str, Any]:

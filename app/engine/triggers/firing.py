@@ -62,7 +62,7 @@ from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey
 from app.engine.published import Written, published
 from app.engine.runs import RunCommands, RunCreated
-from app.engine.triggers.ceremonies import ceremony_context
+from app.engine.triggers.ceremonies import NoSprintForCeremony, ceremony_context
 from app.engine.triggers.chain_graph import MAX_CHAIN_DEPTH
 from app.engine.triggers.checks import check_target
 from app.engine.triggers.commands import TriggerDisabled
@@ -353,7 +353,7 @@ class TriggerFiring:
                     execution = await self._workflows.activate_in(
                         session, target.target.workflow_id, activation, key=key, now=fired_at
                     )
-        except (FireFailed, AppError) as exc:
+        except (FireFailed, NoSprintForCeremony, AppError) as exc:
             error = _clip(str(exc))
         status = FireStatus.FAILED if error is not None else FireStatus.STARTED
         fired = await self._record(
