@@ -51,7 +51,6 @@ from app.core.streams import (
     COORDINATIONS_STARTED,
     RUNS_STREAM,
     TASK_STREAM,
-    coordination_stream,
 )
 from app.core.vocabulary import (
     CoordinationPhase,
@@ -60,13 +59,13 @@ from app.core.vocabulary import (
     PhaseOutcome,
 )
 from app.engine.bus import EventBus
-from app.engine.coordination import identity, prompts
 from app.engine.coordination.commands import CoordinationCommands
 from app.engine.coordination.dag import SubtaskDag
 from app.engine.coordination.decomposer import Decomposer, DecompositionFailed
+from app.engine.coordination.log import CoordinationLog, Waiting
 from app.engine.coordination.roll_up import roll_up
+from app.engine.coordination.synthesis import Synthesis, synthesised
 from app.engine.coordination.topology import resolve_topology
-from app.engine.published import Written, published
 from app.engine.routing.base import Unroutable
 from app.engine.routing.router import TaskRouter
 from app.engine.runs import RunCommands
@@ -77,16 +76,12 @@ from app.engine.workflow_observer import node_status_of
 from app.schemas.agents import AgentRead
 from app.schemas.coordination import (
     CoordinationRead,
-    CoordinationRun,
     Decomposition,
-    PhaseResult,
     SubtaskState,
 )
-from app.schemas.runs import RunCreate, RunRead
 from app.schemas.tasks import RouteRequest, TaskCreate, TaskRead
 from app.store import agents as agent_store
 from app.store import coordinations as store
-from app.store import events as event_store
 from app.store import runs as run_store
 from app.store import task_runs as task_run_store
 from app.store import tasks as task_store
@@ -99,12 +94,7 @@ ACTOR = "coordinator"
 BATCH = 100
 Phase = CoordinationPhase
 Topology = CoordinationTopology
-# A run in these states no longer works (as the task-runs bridge counts them).
-_RUN_DONE = frozenset(
-    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED}
-)
 _SETTLED = frozenset({NodeStatus.COMPLETED, NodeStatus.FAILED, NodeStatus.CANCELLED})
-_SYNTHESISED = frozenset({Topology.CENTRALIZED, Topology.DECENTRALIZED})
 _OUTCOME_STATUS = {
     TaskStatus.COMPLETED: ExecutionStatus.COMPLETED,
     TaskStatus.FAILED: ExecutionStatus.FAILED,
@@ -116,10 +106,6 @@ def child_id(coordination_id: str, index: int) -> str:
     """Subtask `index`'s task id: derived, so a coordinator that crashed while creating
     the subtasks finds the ones it made (a second create is refused as existing)."""
     return f"task_{coordination_id.removeprefix('coord_')}_{index}"
-
-
-class _Waiting(Exception):
-    """The phase cannot finish yet: subtasks or runs are still working."""
 
 
 class Coordinator:
@@ -138,15 +124,14 @@ class Coordinator:
         metrics: Metrics | None = None,
     ) -> None:
         self._sessionmaker = sessionmaker
-        self._bus = bus
+        self._bus = bus  # its boards wake the passes
         self._tasks = tasks
-        self._runs = runs
         self._router = router
         self._decomposer = decomposer
         self._commands = commands
         self._poll_interval_s = poll_interval_s
-        self._clock = clock
-        self._metrics = metrics
+        self._log = CoordinationLog(sessionmaker, bus, clock, metrics)
+        self._synthesis = Synthesis(sessionmaker, runs, self._log, clock)
         self._loop: asyncio.Task[None] | None = None
         self._driving: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
@@ -260,7 +245,7 @@ class Coordinator:
                     await self._called_off(coordination, parent)
                 else:
                     await self._PHASES[coordination.phase](self, coordination, parent)
-            except _Waiting:
+            except Waiting:
                 return
             except StaleWrite:
                 continue  # another coordinator moved it on: read it again
@@ -268,7 +253,7 @@ class Coordinator:
     async def _called_off(self, c: CoordinationRead, parent: TaskRead) -> None:
         reason = f"the parent task was {parent.status.value} while it was coordinated"
         await self._cancel_children(c, range(len(c.subtasks)), reason)
-        await self._record(
+        await self._log.record(
             c,
             PhaseOutcome.FAILED,
             reason,
@@ -305,7 +290,7 @@ class Coordinator:
             for i in range(len(decomposition.subtasks))
         ]
         crash_point("coordination_decomposed")
-        await self._record(
+        await self._log.record(
             c,
             outcome,
             detail,
@@ -348,7 +333,7 @@ class Coordinator:
         if unroutable:
             detail += "; none for subtask(s) " + ", ".join(map(str, unroutable))
         crash_point("coordination_routed")
-        await self._record(
+        await self._log.record(
             c, PhaseOutcome.OK, detail, next_phase=Phase.TOPOLOGY, subtasks=_dumped(routed)
         )
 
@@ -398,7 +383,7 @@ class Coordinator:
             else s
             for s in c.subtasks
         ]
-        await self._record(
+        await self._log.record(
             c,
             PhaseOutcome.OK,
             choice.reason,
@@ -418,7 +403,7 @@ class Coordinator:
             return
         waves = ", ".join(str(w) for w in _waves(c))
         detail = f"{len(c.subtasks)} subtasks in {len(_waves(c))} wave(s): {waves}"
-        await self._record(c, PhaseOutcome.OK, detail, next_phase=Phase.DISPATCH)
+        await self._log.record(c, PhaseOutcome.OK, detail, next_phase=Phase.DISPATCH)
 
     # -- dispatch ----------------------------------------------------------------------
 
@@ -437,13 +422,13 @@ class Coordinator:
         if rolled.outcome is None:
             await self._accept_reviews(c, children)
             await self._start_wave(c, children, statuses, set(rolled.cancel))
-            raise _Waiting
+            raise Waiting
         synthesis = ""
-        if rolled.outcome is TaskStatus.COMPLETED and _synthesised(c):
-            synthesis = await self._synthesise(c, parent, children)
+        if rolled.outcome is TaskStatus.COMPLETED and synthesised(c):
+            synthesis = await self._synthesis.run(c, parent, children)
         counts = {s: statuses.count(s) for s in _SETTLED if statuses.count(s)}
         detail = ", ".join(f"{n} {s.value}" for s, n in sorted(counts.items()))
-        await self._record(c, PhaseOutcome.OK, detail + synthesis, next_phase=Phase.ROLL_UP)
+        await self._log.record(c, PhaseOutcome.OK, detail + synthesis, next_phase=Phase.ROLL_UP)
 
     async def _start_wave(
         self,
@@ -492,7 +477,7 @@ class Coordinator:
                 log.info("coordination %s: subtask %s not started: %s", c.id, i, exc)
                 continue
             working += 1
-            await self._event(
+            await self._log.event(
                 c,
                 "coordination.subtask.started",
                 {"index": i, "task_id": task.id, "agent_id": state.agent_id, "wave": current},
@@ -507,116 +492,6 @@ class Coordinator:
         for task in children.values():
             if task.status is TaskStatus.IN_REVIEW:
                 await self._walk(task, TaskStatus.COMPLETED, f"accepted by coordination {c.id}")
-
-    # -- debate and synthesis ------------------------------------------------------------
-
-    async def _synthesise(
-        self, c: CoordinationRead, parent: TaskRead, children: dict[int, TaskRead]
-    ) -> str:
-        """The peers' rounds, then the synthesis; `_Waiting` until its run is done. Answers
-        the phase detail's addition."""
-        results = await self._results(c, children)
-        if c.topology is Topology.DECENTRALIZED:
-            for round_ in range(1, c.request.options.debate_rounds + 1):
-                results = await self._debate_round(c, parent, children, round_, results)
-        synthesis = await self._run_of(
-            c,
-            CoordinationRunPurpose.SYNTHESIS,
-            None,
-            None,
-            RunCreate(
-                agent_id=c.orchestrator_agent_id or "",
-                lane=task_run_store.task_lane(parent.id),
-                input=prompts.synthesis_input(parent, [results[i] for i in sorted(results)]),
-                metadata={"coordination_id": c.id, "task_id": parent.id},
-            ),
-        )
-        if synthesis.status not in _RUN_DONE:
-            raise _Waiting
-        return f"; synthesis run {synthesis.id} {synthesis.status.value}"
-
-    async def _debate_round(
-        self,
-        c: CoordinationRead,
-        parent: TaskRead,
-        children: dict[int, TaskRead],
-        round_: int,
-        results: dict[int, prompts.Contribution],
-    ) -> dict[int, prompts.Contribution]:
-        """Each peer sees the others' latest results and revises its own, all at once;
-        the round's answers (a peer whose run did not complete keeps its last one)."""
-        rounds = c.request.options.debate_rounds
-        runs: dict[int, RunRead] = {}
-        for i, own in results.items():
-            state, previous = c.subtasks[i], await self._latest_run(children[i].id)
-            others = [results[j] for j in sorted(results) if j != i]
-            runs[i] = await self._run_of(
-                c,
-                CoordinationRunPurpose.PEER,
-                round_,
-                i,
-                RunCreate(
-                    agent_id=state.agent_id or "",
-                    conversation_id=previous.conversation_id if previous else None,
-                    lane=task_run_store.task_lane(children[state.index].id),
-                    input=prompts.peer_input(parent, round_, rounds, own, others),
-                    metadata={"coordination_id": c.id, "task_id": children[state.index].id},
-                ),
-            )
-        if any(run.status not in _RUN_DONE for run in runs.values()):
-            raise _Waiting
-        return {
-            i: prompts.Contribution(own.title, runs[i].result or own.text)
-            if runs[i].status is RunStatus.COMPLETED
-            else own
-            for i, own in results.items()
-        }
-
-    async def _run_of(
-        self,
-        c: CoordinationRead,
-        purpose: CoordinationRunPurpose,
-        round_: int | None,
-        index: int | None,
-        create: RunCreate,
-    ) -> RunRead:
-        """The coordinator's run for this purpose, created under its key the first time."""
-        for made in c.runs:
-            if (made.purpose, made.round, made.index) == (purpose, round_, index):
-                async with self._sessionmaker() as session:
-                    run = await run_store.get_run(session, made.run_id)
-                if run is not None:
-                    return run
-        slot = ":".join(str(p) for p in (purpose.value, round_, index) if p is not None)
-        entry_of = {"purpose": purpose.value, "round": round_, "index": index}
-        async with self._sessionmaker() as session, session.begin():
-            # The run and its place in the coordination commit together; the key makes a
-            # coordinator in another process that raced this one find the same run.
-            created = await self._runs.create_in(
-                session, create, key=identity.run_key(c.id, slot), now=self._clock()
-            )
-            entry = CoordinationRun(run_id=created.run.id, **entry_of)
-            runs = [r for r in c.runs if r.run_id != entry.run_id] + [entry]
-            await store.set_runs(session, c.id, runs)
-            if not created.replayed:
-                data = {**entry_of, "run_id": created.run.id}
-                await self._append(session, c, "coordination.run.created", data)
-        self._runs.announce(created)
-        published(self._bus, [Written(coordination_stream(c.id))])
-        if purpose is CoordinationRunPurpose.SYNTHESIS:
-            crash_point("coordination_synthesis_created")
-        c.runs[:] = runs
-        return created.run
-
-    async def _results(
-        self, c: CoordinationRead, children: dict[int, TaskRead]
-    ) -> dict[int, prompts.Contribution]:
-        found: dict[int, prompts.Contribution] = {}
-        for state in c.subtasks:
-            run = await self._latest_run(children[state.index].id)
-            title = children[state.index].title
-            found[state.index] = prompts.Contribution(title, (run.result if run else None) or "")
-        return found
 
     # -- roll-up and the parent ----------------------------------------------------------
 
@@ -635,7 +510,7 @@ class Coordinator:
                     TaskStatus.FAILED,
                     f"the synthesis run {synthesis.run_id} {status}",
                 )
-        await self._record(
+        await self._log.record(
             c,
             PhaseOutcome.OK,
             f"{outcome.value}: {reason}",
@@ -653,7 +528,7 @@ class Coordinator:
             if c.request.options.auto_accept and parent.status is TaskStatus.IN_REVIEW:
                 parent = await self._walk(parent, TaskStatus.COMPLETED, why)
         crash_point("coordination_parent_updated")
-        await self._record(
+        await self._log.record(
             c,
             PhaseOutcome.OK,
             f"the parent task is {parent.status.value}",
@@ -709,10 +584,6 @@ class Coordinator:
             found = await task_store.get_tasks(session, list(ids))
         return {ids[t.id]: t for t in found}
 
-    async def _latest_run(self, task_id: str) -> RunRead | None:
-        async with self._sessionmaker() as session:
-            return await task_run_store.latest_run(session, task_id)
-
     async def _agent(self, name: str | None) -> AgentRead | None:
         if name is None:
             return None
@@ -721,61 +592,9 @@ class Coordinator:
             return await agent_store.get_agent(session, agent_id) if agent_id else None
 
     async def _fail(self, c: CoordinationRead, reason: str) -> None:
-        await self._record(
+        await self._log.record(
             c, PhaseOutcome.FAILED, reason, status=ExecutionStatus.FAILED, reason=reason
         )
-
-    async def _record(
-        self,
-        c: CoordinationRead,
-        phase_outcome: PhaseOutcome,
-        detail: str,
-        *,
-        next_phase: CoordinationPhase | None = None,
-        status: ExecutionStatus | None = None,
-        **fields: Any,
-    ) -> None:
-        """Record the phase's result (and move on or settle) with its events, in one
-        transaction; stale when another coordinator recorded it first. The phase lasted
-        from the end of the one before (the coordination's start for the first) until
-        now: a dispatch includes its subtasks' work and reviews, and a phase resumed after
-        a crash the time no coordinator ran."""
-        now = self._clock()
-        began = c.phase_results[-1].finished_at if c.phase_results else c.created_at
-        duration_ms = max(0, round((now - began).total_seconds() * 1000))
-        result = PhaseResult(
-            phase=c.phase,
-            outcome=phase_outcome,
-            duration_ms=duration_ms,
-            detail=detail[:2000],
-            finished_at=now,
-        )
-        async with self._sessionmaker.begin() as session:
-            moved = await store.record_phase(
-                session, c.id, result, at=c.phase, next_phase=next_phase, status=status, **fields
-            )
-            await self._append(
-                session, c, "coordination.phase.completed", result.model_dump(mode="json")
-            )
-            if status is not None:
-                settled = {"status": status.value, "outcome": moved.outcome, "reason": moved.reason}
-                await self._append(session, c, f"coordination.{status.value}", settled)
-        published(self._bus, [Written(coordination_stream(c.id))])
-        if self._metrics is not None:
-            self._metrics.coordination_phase(c.phase.value, phase_outcome.value, duration_ms / 1000)
-            if status is not None:
-                self._metrics.coordination_settled(status.value)
-
-    async def _event(self, c: CoordinationRead, kind: str, data: dict[str, Any]) -> None:
-        async with self._sessionmaker.begin() as session:
-            await self._append(session, c, kind, data)
-        published(self._bus, [Written(coordination_stream(c.id))])
-
-    async def _append(
-        self, session: AsyncSession, c: CoordinationRead, kind: str, data: dict[str, Any]
-    ) -> None:
-        event = event_store.NewEvent(kind, {"coordination_id": c.id, **data})
-        await event_store.append_events(session, coordination_stream(c.id), [event], self._clock())
 
     _PHASES = {
         Phase.DECOMPOSE: _decompose,
@@ -799,12 +618,6 @@ def _dag(c: CoordinationRead) -> SubtaskDag:
 
 def _waves(c: CoordinationRead) -> list[list[int]]:
     return _dag(c).waves()
-
-
-def _synthesised(c: CoordinationRead) -> bool:
-    """Centralized and decentralized end with a synthesis; context_dependent when one of
-    its waves fanned out (centralized)."""
-    return any(t in _SYNTHESISED for t in [c.topology, *c.wave_topologies])
 
 
 def _first_routed(subtasks: Sequence[SubtaskState]) -> str | None:
