@@ -17,8 +17,10 @@ A failure is any of (schemathesis's checks):
   cannot state are in the operations' descriptions, and `fuzz_hooks.py` makes generated
   requests keep them (each is named there: agents' tool names are the ones the server
   lists, for one); activating a workflow also depends on the
-  stored definition being valid, so a 422 `workflow_invalid` is expected there.
-Strings are generated without NUL characters, which the API refuses everywhere (Postgres
+  stored definition being valid, so a 422 `workflow_invalid` is expected there, and
+  adding tasks to a sprint on the tasks being stored (of its project, still open).
+`FUZZ_PHASES=examples` runs one phase of schemathesis's (a check of the schema's
+examples in seconds). Strings are generated without NUL characters, which the API refuses everywhere (Postgres
 cannot store them; the README says so). The report names each failure with a curl line.
 """
 
@@ -61,6 +63,12 @@ CONFIG = "[checks]\nenabled = false\n" + "".join(f"{check}.enabled = true\n" for
 CONFIG += """
 [[operations]]
 include-operation-id = "activate_workflow"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+# A sprint's tasks must exist, be of its project and still open (the description says so):
+# stored state that generated task ids cannot know.
+[[operations]]
+include-operation-id = "add_sprint_tasks"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
 # A history cursor is a step of that run's history: another string is not one of its pages.
@@ -111,7 +119,7 @@ async def _fuzz(base_url: str, args: argparse.Namespace) -> int:
         "run",
         f"{base_url}/openapi.json",
         "--generation-allow-x00=false",
-        "--phases=examples,coverage,fuzzing",
+        f"--phases={os.environ.get('FUZZ_PHASES', 'examples,coverage,fuzzing')}",
         f"--seed={args.seed}",
         f"--max-examples={args.max_examples}",
         "--generation-database=none",
