@@ -20,8 +20,9 @@ A failure is any of (schemathesis's checks):
   stored definition being valid, so a 422 `workflow_invalid` is expected there, and
   adding tasks to a sprint on the tasks being stored (of its project, still open).
 `FUZZ_PHASES=examples` runs one phase of schemathesis's (a check of the schema's
-examples in seconds). Strings are generated without NUL characters, which the API refuses everywhere (Postgres
-cannot store them; the README says so). The report names each failure with a curl line.
+examples in seconds). Strings are generated without NUL characters, which the API
+refuses everywhere (Postgres cannot store them; the README says so). The report names
+each failure with a curl line.
 """
 
 from __future__ import annotations
