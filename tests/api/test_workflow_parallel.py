@@ -29,7 +29,7 @@ async def agent(client: httpx.AsyncClient, name: str, turn: dict[str, Any]) -> s
 
 def fan_out(branches: dict[str, dict[str, Any]], **fields: Any) -> dict[str, Any]:
     """start -> each branch (a task node with this config) -> end."""
-    nodes = [{"id": "s", "type": "start"}, {"id": "e", "type": "end"}]
+    nodes: list[dict[str, Any]] = [{"id": "s", "type": "start"}, {"id": "e", "type": "end"}]
     edges = []
     for node_id, config in branches.items():
         nodes.append({"id": node_id, "type": "task", "config": {"max_retries": 0, **config}})
@@ -44,7 +44,9 @@ async def tasks_of(client: httpx.AsyncClient, project: str) -> list[dict[str, An
     found: list[dict[str, Any]] = []
     cursor = None
     while True:
-        params = {"project": project, "limit": 200} | ({"cursor": cursor} if cursor else {})
+        params: dict[str, str | int] = {"project": project, "limit": 200}
+        if cursor:
+            params["cursor"] = cursor
         page = (await client.get("/v1/tasks", params=params)).json()
         found += page["items"]
         if not (cursor := page["next_cursor"]):
@@ -58,7 +60,7 @@ async def all_in(client: httpx.AsyncClient, project: str, status: str, count: in
         return {"tasks": await tasks_of(client, project)}
 
     def check(current: dict[str, Any]) -> bool:
-        return sum(t["status"] == status for t in current["tasks"]) == count
+        return len([t for t in current["tasks"] if t["status"] == status]) == count
 
     await follow(client, "/v1/tasks/events", read, check)
 
@@ -68,7 +70,7 @@ async def approve_reviews(client: httpx.AsyncClient, task_ids: Iterable[str]) ->
     wanted = set(task_ids)
 
     async def read() -> dict[str, Any]:
-        params = {"status": "pending", "kind": "task_review", "limit": 200}
+        params: dict[str, str | int] = {"status": "pending", "kind": "task_review", "limit": 200}
         items = (await client.get("/v1/approvals", params=params)).json()["items"]
         return {"reviews": [a for a in items if a["task_id"] in wanted]}
 
