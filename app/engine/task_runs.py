@@ -23,7 +23,10 @@ leaves it alone.
 assigned task is history, and the task is due a new run. Likewise a task `in_progress`
 whose newest run completed and was rejected in review is due its rework run (it is never
 sent back to review for work already rejected). A task whose workflow execution stopped
-running gets no new run.
+running gets no new run. Nor does a task while there is no room for it (`has_room`): its
+column's strict WIP limit, its execution's `max_parallel_tasks`, or one of its `resources`
+taken by a working task; it waits `assigned`, and a task leaving `in_progress` pulls the
+waiting ones (`_pull`).
 
 Sync is best effort (a failure is logged, the agent is never blocked),
 and convergent: each pass compares the task with its lane's newest run and walks only
@@ -195,9 +198,6 @@ class TaskRuns:
                     return  # its coordination moves it, and runs its synthesis on its lane
                 run = await store.latest_run(session, task_id)
             if task.status is T.ASSIGNED and (run is None or run.status in _DONE):
-                async with self._sessionmaker() as session:
-                    if not await boards.room(session, task.project, BoardColumn.IN_PROGRESS):
-                        return  # it waits in `ready` until the column has room (`_pull`)
                 run = await self._dispatch(task, run, feedback)
                 if run is None:
                     return
@@ -286,7 +286,9 @@ class TaskRuns:
         ready tasks when a strict WIP limit holds the in_progress column, its workflow
         execution's when that has a branch limit, and those naming one of its resources."""
         async with self._sessionmaker() as session:
-            waiting = await dispatch_limits.waiting_behind(session, task, limit=BATCH)
+            waiting = []
+            if task.resources or await dispatch_limits.execution_limit(session, task.id):
+                waiting = await dispatch_limits.waiting_behind(session, task, limit=BATCH)
             if task.project is not None:
                 waiting += await _wip_waiting(session, task.project)
         for task_id in sorted(set(waiting)):
@@ -348,28 +350,36 @@ class TaskRuns:
 
 
 async def has_room(session: AsyncSession, task: TaskRead) -> bool:
-    """Whether a run may start for the task now: fewer than its execution's
-    `max_parallel_tasks` of the execution's other tasks work, and no task that names one of
-    its resources works (`store/dispatch_limits.py` says what "works" means).
+    """Whether a run may start for the task now: fewer of its project's other tasks work
+    than the strict WIP limit of its in_progress column, fewer of its execution's other
+    tasks than the execution's `max_parallel_tasks`, and no task that names one of its
+    `resources` works (`store/dispatch_limits.py` says what "works" means).
 
-    Across processes this is exact: the execution's and the resources' advisory locks are
-    taken (in one order) before the count, and held until the caller's transaction, which
-    creates the run, commits; so a second dispatcher's count, made under the same locks,
-    sees that run. Limits are checked only here: a run started some other way (a person's
-    `POST /v1/runs` on the task's lane) is counted, never refused."""
-    limit = await dispatch_limits.execution_limit(session, task.id)
+    Across processes this is exact: the project's, the execution's and the resources'
+    advisory locks are taken (in one order) before the counts, and held until the
+    caller's transaction, which creates the run, commits; so a second dispatcher's count,
+    made under the same locks, sees that run. Limits are checked only here: a run started
+    some other way (a person's `POST /v1/runs` on the task's lane) is counted, never
+    refused, and so is a task a person moves to `in_progress` (the TaskEngine checks that
+    move against the WIP limit under its own lock)."""
+    wip = await dispatch_limits.strict_wip_limit(session, task.project)
+    execution = await dispatch_limits.execution_limit(session, task.id)
     keys = [dispatch_limits.resource_lock_key(r) for r in task.resources]
-    if limit is not None:
-        keys.append(dispatch_limits.execution_lock_key(limit[0]))
+    if wip is not None and task.project is not None:
+        keys.append(dispatch_limits.project_lock_key(task.project))
+    if execution is not None:
+        keys.append(dispatch_limits.execution_lock_key(execution[0]))
     if not keys:
         return True
     await dispatch_limits.lock(session, keys)
-    if limit is not None:
-        execution_id, most = limit
-        if (
-            await dispatch_limits.working_in_execution(session, execution_id, other_than=task.id)
-            >= most
-        ):
+    if wip is not None and task.project is not None:
+        held = await dispatch_limits.working_in_project(session, task.project, other_than=task.id)
+        if held >= wip:
+            return False
+    if execution is not None:
+        execution_id, most = execution
+        held = await dispatch_limits.working_in_execution(session, execution_id, other_than=task.id)
+        if held >= most:
             return False
     return not await dispatch_limits.holders(session, task.resources, other_than=task.id)
 

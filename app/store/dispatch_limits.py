@@ -1,5 +1,6 @@
-"""Queries behind the limits on tasks working at once: a workflow execution's
-`max_parallel_tasks`, and exclusive resources (two tasks naming one key never work at once).
+"""Queries behind the limits on tasks working at once: a project's strict WIP limit on its
+in_progress column, a workflow execution's `max_parallel_tasks`, and exclusive resources
+(two tasks naming one key never work at once).
 
 A task *works* from the moment a run is dispatched for it until it leaves `in_progress`:
 it is `in_progress`, or it is still `assigned` (or `interrupted`) with an unsettled run on
@@ -15,6 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import RUN_SETTLED, ExecutionStatus, TaskStatus
+from app.core.vocabulary import BoardColumn, WipMode
 from app.schemas.tasks import TaskRead
 
 # The advisory locks' key space (`pg_advisory_xact_lock(space, key)`), apart from others'.
@@ -38,6 +40,10 @@ def execution_lock_key(execution_id: str) -> str:
 
 def resource_lock_key(resource: str) -> str:
     return f"resource:{resource}"
+
+
+def project_lock_key(project: str) -> str:
+    return f"project:{project}"
 
 
 async def lock(session: AsyncSession, keys: Sequence[str]) -> None:
@@ -79,6 +85,36 @@ async def working_in_execution(session: AsyncSession, execution_id: str, *, othe
             f" WHERE et.execution_id = :execution AND t.id <> :task AND {_WORKING}"
         ),
         {"execution": execution_id, "task": other_than, "settled": _SETTLED},
+    )
+    return int(count or 0)
+
+
+async def strict_wip_limit(session: AsyncSession, project: str | None) -> int | None:
+    """The project's strict WIP limit on its in_progress column; None when it has none."""
+    if project is None:
+        return None
+    found = await session.scalar(
+        text(
+            'SELECT "limit" FROM wip_limits'
+            ' WHERE project = :project AND "column" = :column AND mode = :strict'
+        ),
+        {
+            "project": project,
+            "column": BoardColumn.IN_PROGRESS.value,
+            "strict": WipMode.STRICT.value,
+        },
+    )
+    return None if found is None else int(found)
+
+
+async def working_in_project(session: AsyncSession, project: str, *, other_than: str) -> int:
+    """How many of the project's tasks, other than this one, work now."""
+    count = await session.scalar(
+        text(
+            "SELECT count(*) FROM tasks AS t"
+            f" WHERE t.project = :project AND t.id <> :task AND {_WORKING}"
+        ),
+        {"project": project, "task": other_than, "settled": _SETTLED},
     )
     return int(count or 0)
 
