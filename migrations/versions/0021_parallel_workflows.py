@@ -2,7 +2,7 @@
 and exclusive resources a task declares (two tasks naming one key never run together)
 
 Revision ID: 0021
-Revises: 0019
+Revises: 0020
 Create Date: 2026-11-29
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0021"
-down_revision = "0019"
+down_revision = "0020"
 branch_labels = None
 depends_on = None
 
