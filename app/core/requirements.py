@@ -64,3 +64,24 @@ def leaves(requirement: Requirement) -> list[str]:
     if isinstance(requirement, str):
         return [requirement]
     return [leaf for part in next(iter(requirement.values())) for leaf in leaves(part)]
+
+
+def still_possible(
+    node_status: Mapping[str, str], waits_for: Mapping[str, Requirement]
+) -> set[str]:
+    """Task nodes that are completed or may yet complete: running ones, and pending ones
+    whose requirement can still be met by those (not through a failed or cancelled node)."""
+    possible = {
+        n
+        for n in waits_for
+        if node_status.get(n) in (NodeStatus.COMPLETED, NodeStatus.RUNNING, NodeStatus.PENDING)
+    }
+    while True:  # drop pending nodes that wait on what cannot happen, until none is left
+        doomed = {
+            n
+            for n in possible
+            if node_status.get(n) == NodeStatus.PENDING and not satisfied(waits_for[n], possible)
+        }
+        if not doomed:
+            return possible
+        possible -= doomed

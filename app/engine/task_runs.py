@@ -23,7 +23,10 @@ leaves it alone.
 assigned task is history, and the task is due a new run. Likewise a task `in_progress`
 whose newest run completed and was rejected in review is due its rework run (it is never
 sent back to review for work already rejected). A task whose workflow execution stopped
-running gets no new run.
+running gets no new run. Nor does a task while there is no room for it (`has_room`): its
+column's strict WIP limit, its execution's `max_parallel_tasks`, or one of its `resources`
+taken by a working task; it waits `assigned`, and a task leaving `in_progress` pulls the
+waiting ones (`_pull`).
 
 Sync is best effort (a failure is logged, the agent is never blocked),
 and convergent: each pass compares the task with its lane's newest run and walks only
@@ -37,7 +40,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -53,7 +57,7 @@ from app.engine.task_mutations import TransitionTask
 from app.schemas.runs import RunCreate, RunRead
 from app.schemas.tasks import TaskRead
 from app.store import approvals as approval_store
-from app.store import boards
+from app.store import boards, dispatch_limits
 from app.store import coordinations as coordination_store
 from app.store import events as event_store
 from app.store import task_runs as store
@@ -123,8 +127,10 @@ class TaskRuns:
         bus: EventBus,
         *,
         poll_interval_s: float = 5.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._sessionmaker = sessionmaker
+        self._clock = clock
         self._tasks = tasks
         self._runs = runs
         self._bus = bus
@@ -160,18 +166,18 @@ class TaskRuns:
         if result.change is None:
             return
         came_from = result.change.before.status if result.change.before else None
+        works: list[Awaitable[object]] = []
         if task.status is T.ASSIGNED or (task.status, came_from) == (T.IN_PROGRESS, T.IN_REVIEW):
-            work: Awaitable[object] = self.sync(task.id)  # ready, or sent back for rework
-        elif came_from is T.IN_PROGRESS and task.project is not None:
-            work = self._pull(task.project)  # room in its column: a ready task may start
-            if task.status is T.COMPLETED:
-                work = asyncio.gather(work, self._sync_dependents(task.id))
-        elif task.status is T.COMPLETED:
-            work = self._sync_dependents(task.id)
-        elif task.status is T.CANCELLED:
-            work = self._cancel_runs(task.id)
-        else:
+            works.append(self.sync(task.id))  # ready, or sent back for rework
+        if task.status is T.COMPLETED:
+            works.append(self._sync_dependents(task.id))
+        if task.status is T.CANCELLED:
+            works.append(self._cancel_runs(task.id))
+        if came_from is T.IN_PROGRESS and task.status is not T.IN_PROGRESS:
+            works.append(self._pull(task))  # it made room: a task waiting for it may start
+        if not works:
             return
+        work = asyncio.gather(*works)
         job = asyncio.create_task(_best_effort(work))
         self._work.add(job)
         job.add_done_callback(self._work.discard)
@@ -192,9 +198,6 @@ class TaskRuns:
                     return  # its coordination moves it, and runs its synthesis on its lane
                 run = await store.latest_run(session, task_id)
             if task.status is T.ASSIGNED and (run is None or run.status in _DONE):
-                async with self._sessionmaker() as session:
-                    if not await boards.room(session, task.project, BoardColumn.IN_PROGRESS):
-                        return  # it waits in `ready` until the column has room (`_pull`)
                 run = await self._dispatch(task, run, feedback)
                 if run is None:
                     return
@@ -224,28 +227,34 @@ class TaskRuns:
     async def _dispatch(
         self, task: TaskRead, previous: RunRead | None, feedback: str | None
     ) -> RunRead | None:
-        async with self._sessionmaker() as session:
-            agent_id = await store.resolve_agent(session, task.assigned_to or "")
-            if agent_id is None or await store.unfinished_dependencies(session, task):
-                return None  # a person's task, or one still waiting on others
-            if await execution_stopped(session, task.id):
-                return None  # its workflow execution was cancelled, failed or completed
-            upstream = await store.upstream_results(session, task)
-        body = RunCreate(
-            agent_id=agent_id,
-            # Retries and rework continue the task's conversation.
-            conversation_id=previous.conversation_id if previous else None,
-            lane=store.task_lane(task.id),
-            input=run_input(task, feedback, upstream),
-            multitask=Multitask.REJECT,
-            metadata={"task_id": task.id},
-        )
+        """A run for the task, or None when it may not start now: a person's task, one
+        waiting on its dependencies or for room (its execution's branch limit, a resource
+        another task holds), or one whose execution stopped."""
         try:
-            run, _ = await self._runs.create(body)
+            async with self._sessionmaker() as session, session.begin():
+                agent_id = await store.resolve_agent(session, task.assigned_to or "")
+                if agent_id is None or await store.unfinished_dependencies(session, task):
+                    return None  # a person's task, or one still waiting on others
+                if await execution_stopped(session, task.id):
+                    return None  # its workflow execution was cancelled, failed or completed
+                if not await has_room(session, task):
+                    return None  # it waits `assigned`; `_pull` syncs it when room is made
+                upstream = await store.upstream_results(session, task)
+                body = RunCreate(
+                    agent_id=agent_id,
+                    # Retries and rework continue the task's conversation.
+                    conversation_id=previous.conversation_id if previous else None,
+                    lane=store.task_lane(task.id),
+                    input=run_input(task, feedback, upstream),
+                    multitask=Multitask.REJECT,
+                    metadata={"task_id": task.id},
+                )
+                created = await self._runs.create_in(session, body, key=None, now=self._clock())
         except LaneBusy:
             return None  # another process dispatched it
-        log.info("task %s dispatched as run %s", task.id, run.id)
-        return run
+        self._runs.announce(created)
+        log.info("task %s dispatched as run %s", task.id, created.run.id)
+        return created.run
 
     async def _rejection(self, task_id: str, run_id: str) -> str | None:
         """The reviewer's reason when the review of this run rejected it (rework is due)."""
@@ -271,21 +280,19 @@ class TaskRuns:
             if not lock.locked() and self._locks.get(task_id) is lock:
                 del self._locks[task_id]
 
-    async def _pull(self, project: str) -> None:
-        """A task left the project's in_progress column: when a strict WIP limit holds
-        that column, its ready tasks are synced, so the next one starts."""
+    async def _pull(self, task: TaskRead) -> None:
+        """The task left `in_progress`, which makes room: the tasks that may have waited for
+        that room are synced, oldest first, so the next ones start. Those are its project's
+        ready tasks when a strict WIP limit holds the in_progress column, its workflow
+        execution's when that has a branch limit, and those naming one of its resources."""
         async with self._sessionmaker() as session:
-            limit = (await boards.limits_of(session, project)).get(BoardColumn.IN_PROGRESS)
-            if limit is None or limit.mode is not WipMode.STRICT:
-                return
-            ready = await task_store.list_tasks(
-                session,
-                after_id=None,
-                limit=BATCH,
-                filters={"project": project, "status": T.ASSIGNED.value},
-            )
-        for task in ready:
-            await _best_effort(self.sync(task.id))
+            waiting = []
+            if task.resources or await dispatch_limits.execution_limit(session, task.id):
+                waiting = await dispatch_limits.waiting_behind(session, task, limit=BATCH)
+            if task.project is not None:
+                waiting += await _wip_waiting(session, task.project)
+        for task_id in sorted(set(waiting)):
+            await _best_effort(self.sync(task_id))
 
     async def _sync_dependents(self, task_id: str) -> None:
         async with self._sessionmaker() as session:
@@ -340,6 +347,55 @@ class TaskRuns:
             run_id = str(event.data["run_id"]) if handed_back else None
             await _best_effort(self.sync(task_id, interrupted_run=run_id))
         return len(events) == BATCH
+
+
+async def has_room(session: AsyncSession, task: TaskRead) -> bool:
+    """Whether a run may start for the task now: fewer of its project's other tasks work
+    than the strict WIP limit of its in_progress column, fewer of its execution's other
+    tasks than the execution's `max_parallel_tasks`, and no task that names one of its
+    `resources` works (`store/dispatch_limits.py` says what "works" means).
+
+    Across processes this is exact: the project's, the execution's and the resources'
+    advisory locks are taken (in one order) before the counts, and held until the
+    caller's transaction, which creates the run, commits; so a second dispatcher's count,
+    made under the same locks, sees that run. Limits are checked only here: a run started
+    some other way (a person's `POST /v1/runs` on the task's lane) is counted, never
+    refused, and so is a task a person moves to `in_progress` (the TaskEngine checks that
+    move against the WIP limit under its own lock)."""
+    wip = await dispatch_limits.strict_wip_limit(session, task.project)
+    execution = await dispatch_limits.execution_limit(session, task.id)
+    keys = [dispatch_limits.resource_lock_key(r) for r in task.resources]
+    if wip is not None and task.project is not None:
+        keys.append(dispatch_limits.project_lock_key(task.project))
+    if execution is not None:
+        keys.append(dispatch_limits.execution_lock_key(execution[0]))
+    if not keys:
+        return True
+    await dispatch_limits.lock(session, keys)
+    if wip is not None and task.project is not None:
+        held = await dispatch_limits.working_in_project(session, task.project, other_than=task.id)
+        if held >= wip:
+            return False
+    if execution is not None:
+        execution_id, most = execution
+        held = await dispatch_limits.working_in_execution(session, execution_id, other_than=task.id)
+        if held >= most:
+            return False
+    return not await dispatch_limits.holders(session, task.resources, other_than=task.id)
+
+
+async def _wip_waiting(session: AsyncSession, project: str) -> list[str]:
+    """The project's ready tasks when a strict WIP limit holds its in_progress column."""
+    limit = (await boards.limits_of(session, project)).get(BoardColumn.IN_PROGRESS)
+    if limit is None or limit.mode is not WipMode.STRICT:
+        return []
+    ready = await task_store.list_tasks(
+        session,
+        after_id=None,
+        limit=BATCH,
+        filters={"project": project, "status": T.ASSIGNED.value},
+    )
+    return [t.id for t in ready]
 
 
 async def execution_stopped(session: AsyncSession, task_id: str) -> bool:

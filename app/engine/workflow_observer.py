@@ -13,9 +13,15 @@ catches what happened while no process was watching) all converge on the same st
     failed with a retry left                     pending (it will be reassigned)
     in_progress, in_review                       running
     completed                                    completed
-    failed with no retry left                    failed     -> execution failed
+    failed with no retry left                    failed     -> execution failed (below)
     cancelled, or deleted                        cancelled  -> execution cancelled
     every task node completed                               -> execution completed
+
+A failed node isolates its failure: the other branches go on (pending ones still start,
+unless they wait on the failed node), and the execution fails once none is running and
+none pending can still start. With the definition's `fail_fast` it fails at once. Either
+way, when the execution fails its open nodes become cancelled and so do its open tasks
+(through the TaskEngine: whoever runs them stops; a task in review is left to its review).
 
 Who wins: only a `running` execution is ever changed, under its row lock. A cancel
 through the API and a pass of the observer therefore take turns; whichever commits
@@ -32,7 +38,7 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.errors import AppError
-from app.core.requirements import leaves, ready_nodes
+from app.core.requirements import Requirement, leaves, ready_nodes, still_possible
 from app.core.states import ExecutionStatus, NodeStatus, TaskStatus
 from app.core.streams import execution_stream
 from app.engine import execution_transitions
@@ -40,7 +46,7 @@ from app.engine.bus import EventBus
 from app.engine.published import Written, published
 from app.engine.task_engine import MutationResult, TaskEngine
 from app.engine.task_mutations import UpdateTask
-from app.engine.workflows import execution_event, node_event
+from app.engine.workflows import cancel_open_tasks, execution_event, node_event
 from app.schemas.tasks import TaskRead
 from app.schemas.workflows import ExecutionRead
 from app.store import events as event_store
@@ -71,15 +77,35 @@ def node_status_of(task: TaskRead | None) -> NodeStatus:
     return _NODE_OF_TASK[task.status]
 
 
-def execution_status_of(task_nodes: Iterable[NodeStatus]) -> ExecutionStatus:
-    statuses = list(task_nodes)
-    if NodeStatus.FAILED in statuses:
+def execution_status_of(
+    node_status: Mapping[str, NodeStatus],
+    waits_for: Mapping[str, Requirement],
+    *,
+    fail_fast: bool = False,
+) -> ExecutionStatus:
+    """The status of an execution whose task nodes (the keys of `waits_for`) stand so; the
+    rules in order, the first that holds wins."""
+    statuses = [node_status[n] for n in waits_for]
+    failed = NodeStatus.FAILED in statuses
+    if failed and (fail_fast or not _live(node_status, waits_for)):
         return ExecutionStatus.FAILED
     if NodeStatus.CANCELLED in statuses:
         return ExecutionStatus.CANCELLED
-    if all(s is NodeStatus.COMPLETED for s in statuses):
+    if not failed and all(s is NodeStatus.COMPLETED for s in statuses):
         return ExecutionStatus.COMPLETED
     return ExecutionStatus.RUNNING
+
+
+def _live(node_status: Mapping[str, NodeStatus], waits_for: Mapping[str, Requirement]) -> bool:
+    """Whether a task node is running, or pending and able to start yet."""
+    return any(
+        node_status[n] in (NodeStatus.RUNNING, NodeStatus.PENDING)
+        for n in still_possible(node_status, waits_for)
+    )
+
+
+def _open(node_status: Mapping[str, NodeStatus], task_nodes: Iterable[str]) -> list[str]:
+    return [n for n in task_nodes if node_status[n] in (NodeStatus.PENDING, NodeStatus.RUNNING)]
 
 
 def _reason(status: ExecutionStatus, node_status: Mapping[str, NodeStatus]) -> str | None:
@@ -178,11 +204,15 @@ class ExecutionObserver:
                 return None
             tasks = await store.tasks_by_id(session, current.node_tasks.values())
             derived = {n: node_status_of(tasks.get(t)) for n, t in current.node_tasks.items()}
-            changed = {n: s for n, s in derived.items() if current.node_status[n] is not s}
-            status = execution_status_of(derived.values())
+            node_status = current.node_status | derived
+            status = execution_status_of(
+                node_status, current.waits_for, fail_fast=current.fail_fast
+            )
+            if status is ExecutionStatus.FAILED:  # nothing more runs: what is open is cancelled
+                node_status |= {n: NodeStatus.CANCELLED for n in _open(node_status, derived)}
+            changed = {n: s for n, s in node_status.items() if current.node_status[n] is not s}
             if not changed and status is current.status:
                 return current
-            node_status = current.node_status | changed
             values: dict[str, object] = {
                 "node_status": {n: s.value for n, s in node_status.items()},
                 "status": status,
@@ -191,13 +221,17 @@ class ExecutionObserver:
             }
             synced = await execution_transitions.update(session, current, values)
             events = [
-                node_event(n, current.node_tasks[n], current.node_status[n], s)
+                node_event(n, current.node_tasks.get(n), current.node_status[n], s, synced.progress)
                 for n, s in changed.items()
             ]
             if status is not current.status:
                 events.append(execution_event(f"workflow.execution.{status.value}", synced))
             await event_store.append_events(session, execution_stream(execution_id), events, now)
         published(self._bus, [Written(execution_stream(execution_id))])
+        if status is ExecutionStatus.FAILED:
+            why = f"workflow execution {execution_id} failed"
+            await cancel_open_tasks(self._sessionmaker, self._tasks, synced, ACTOR, why)
+            return synced
         await self._narrow_dependencies(synced, tasks)
         return synced
 

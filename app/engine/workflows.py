@@ -48,6 +48,7 @@ from app.engine.workflow_plan import PlannedTask, plan_execution
 from app.schemas.tasks import TaskCreate, TaskRead
 from app.schemas.workflows import (
     ActivateRequest,
+    ExecutionProgress,
     ExecutionRead,
     ValidationIssue,
     WorkflowCreate,
@@ -94,11 +95,22 @@ def execution_event(
 
 
 def node_event(
-    node_id: str, task_id: str | None, before: NodeStatus, after: NodeStatus
+    node_id: str,
+    task_id: str | None,
+    before: NodeStatus,
+    after: NodeStatus,
+    progress: ExecutionProgress,
 ) -> event_store.NewEvent:
+    """A node's change; `progress` is the execution's once the whole change is made."""
     return event_store.NewEvent(
         "workflow.node.changed",
-        {"node_id": node_id, "task_id": task_id, "from": before.value, "to": after.value},
+        {
+            "node_id": node_id,
+            "task_id": task_id,
+            "from": before.value,
+            "to": after.value,
+            "progress": progress.model_dump(mode="json"),
+        },
     )
 
 
@@ -130,6 +142,28 @@ def cancel_route(task: TaskRead) -> list[TaskStatus]:
     if TaskStatus.ASSIGNED in allowed and task.assigned_to:
         return [TaskStatus.ASSIGNED, TaskStatus.CANCELLED]
     return []
+
+
+async def cancel_open_tasks(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    tasks: TaskEngine,
+    execution: ExecutionRead,
+    actor: str,
+    why: str,
+) -> None:
+    """Cancel the execution's tasks that are not finished, through the TaskEngine (whoever
+    runs them stops). Best effort: a task that moved meanwhile is left as it is."""
+    async with sessionmaker() as session:
+        rows = await store.tasks_by_id(session, execution.node_tasks.values())
+    for task in rows.values():
+        version = task.version
+        for target in cancel_route(task):
+            try:
+                moved = await tasks.submit(TransitionTask(task.id, target, actor, version, why))
+            except AppError as exc:  # it moved meanwhile; the execution stays finished
+                log.warning("could not cancel task %s of %s: %s", task.id, execution.id, exc)
+                break
+            version = moved.task.version
 
 
 class WorkflowCommands:
@@ -275,6 +309,8 @@ class WorkflowCommands:
             "context": body.context,
             "node_status": {n: s.value for n, s in plan.node_status.items()},
             "waits_for": {t.node_id: t.waits_for for t in plan.tasks},
+            "max_parallel_tasks": body.max_parallel_tasks or workflow.max_parallel_tasks,
+            "fail_fast": workflow.fail_fast,
             "version": 1,
             "created_at": now,
             "updated_at": now,
@@ -347,19 +383,7 @@ class WorkflowCommands:
 
     async def _cancel_tasks(self, execution: ExecutionRead, actor: str) -> None:
         why = f"workflow execution {execution.id} cancelled"
-        async with self._sessionmaker() as session:
-            tasks = await store.tasks_by_id(session, execution.node_tasks.values())
-        for task in tasks.values():
-            version = task.version
-            for target in cancel_route(task):
-                try:
-                    moved = await self._tasks.submit(
-                        TransitionTask(task.id, target, actor, version, why)
-                    )
-                except AppError as exc:  # it moved meanwhile; the execution stays cancelled
-                    log.warning("could not cancel task %s of %s: %s", task.id, execution.id, exc)
-                    break
-                version = moved.task.version
+        await cancel_open_tasks(self._sessionmaker, self._tasks, execution, actor, why)
 
     async def _finish(
         self, execution_id: str, status: ExecutionStatus, reason: str
@@ -388,7 +412,13 @@ class WorkflowCommands:
                 },
             )
             events = [
-                node_event(node_id, current.node_tasks.get(node_id), before, NodeStatus.CANCELLED)
+                node_event(
+                    node_id,
+                    current.node_tasks.get(node_id),
+                    before,
+                    NodeStatus.CANCELLED,
+                    finished.progress,
+                )
                 for node_id, before in open_nodes.items()
             ]
             events.append(execution_event(f"workflow.execution.{status.value}", finished))

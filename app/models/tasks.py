@@ -14,6 +14,7 @@ from sqlalchemy import (
     Integer,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
@@ -42,6 +43,7 @@ class Task(Base):
         Index(None, "assigned_to"),
         Index(None, "project"),
         Index(None, "priority"),
+        Index(None, "resources", postgresql_using="gin"),
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -69,6 +71,8 @@ class Task(Base):
     routing: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # A coordination to start once it is ready (a CoordinationRequest); None: none.
     coordination: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # Keys of exclusive resources: no two tasks naming one key have runs working at once.
+    resources: Mapped[list[str]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
     retry_count: Mapped[int] = mapped_column(Integer)
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()

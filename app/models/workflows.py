@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import (
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
@@ -13,6 +14,7 @@ from sqlalchemy import (
     Integer,
     Table,
     Text,
+    false,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
@@ -30,6 +32,7 @@ class Workflow(Base):
     __table_args__ = (
         one_of("review_timeout_policy", ReviewTimeoutPolicy),
         CheckConstraint("review_timeout_s > 0", name="review_timeout_s"),
+        CheckConstraint("max_parallel_tasks >= 1", name="max_parallel_tasks"),
         CheckConstraint("version >= 1", name="version"),
     )
 
@@ -40,6 +43,8 @@ class Workflow(Base):
     edges: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
     review_timeout_s: Mapped[int] = mapped_column(Integer)
     review_timeout_policy: Mapped[str] = mapped_column(Text)
+    max_parallel_tasks: Mapped[int | None] = mapped_column(Integer)  # None: no limit
+    fail_fast: Mapped[bool] = mapped_column(Boolean, server_default=false())
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column()
@@ -52,6 +57,7 @@ class WorkflowExecution(Base):
     __tablename__ = "workflow_executions"
     __table_args__ = (
         one_of("status", ExecutionStatus),
+        CheckConstraint("max_parallel_tasks >= 1", name="max_parallel_tasks"),
         CheckConstraint("version >= 1", name="version"),
         Index(None, "workflow_id", "id"),
         Index(None, "status"),
@@ -65,6 +71,9 @@ class WorkflowExecution(Base):
     node_status: Mapped[dict[str, str]] = mapped_column(JSONB)
     waits_for: Mapped[dict[str, Any]] = mapped_column(JSONB)
     reason: Mapped[str | None] = mapped_column(Text)
+    # Copied from the definition at activation (or the activation's override).
+    max_parallel_tasks: Mapped[int | None] = mapped_column(Integer)
+    fail_fast: Mapped[bool] = mapped_column(Boolean, server_default=false())
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column()

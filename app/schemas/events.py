@@ -35,7 +35,7 @@ from app.core.vocabulary import (
 from app.schemas.approvals import ApprovalRead
 from app.schemas.coordination import PhaseResult
 from app.schemas.tasks import TaskRead
-from app.schemas.workflows import ExecutionRead
+from app.schemas.workflows import ExecutionProgress, ExecutionRead
 
 # `from` is a Python keyword: the fields named so are `from_` with this alias.
 _FROM = "from"
@@ -168,7 +168,7 @@ class ExecutionEventData(Stamped):
 
 
 class ExecutionEvent(PersistedEvent):
-    """The execution started or finished."""
+    """The execution started or finished (its `progress` counts the task nodes done)."""
 
     event: ExecutionEventType
     data: ExecutionEventData
@@ -179,6 +179,9 @@ class NodeChangedData(Stamped):
     task_id: str | None = Field(description="The task made for the node, if any.")
     from_: NodeStatus = Field(alias=_FROM)
     to: NodeStatus
+    progress: ExecutionProgress = Field(
+        description="The execution's progress once the change this event is part of is made."
+    )
 
 
 class NodeChangedEvent(PersistedEvent):

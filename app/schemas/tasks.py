@@ -50,6 +50,9 @@ class RouteRequest(BaseModel):
     )
 
 
+MAX_RESOURCES = 20
+
+
 class _TaskFields(BaseModel):
     """Fields a client may set on create and change on update."""
 
@@ -97,6 +100,14 @@ class _TaskFields(BaseModel):
         description="Coordinate this task automatically: once it is `created` with its "
         "dependencies completed, a coordination starts with this request (as "
         "`POST /v1/tasks/{id}/coordinate`), once.",
+    )
+    resources: list[Name] = Field(
+        default_factory=list,
+        max_length=MAX_RESOURCES,
+        description="Exclusive resources the task's work uses (a database, a device): no two "
+        "tasks naming one key have an agent run working at once; the later one waits "
+        "`assigned` until the other's run is done.",
+        examples=[["staging-db"]],
     )
 
 
@@ -165,6 +176,7 @@ class TaskPatch(PatchBody):
     delegation_chain: list[Name] | None = Field(None, max_length=100)
     routing: RouteRequest | None = None
     coordination: CoordinationRequest | None = None
+    resources: list[Name] | None = Field(None, max_length=MAX_RESOURCES)
 
     @model_validator(mode="before")
     @classmethod

@@ -25,12 +25,24 @@ from app.core.vocabulary import (
 from app.schemas.bounds import VERSION_MAX
 from app.schemas.common import PatchBody
 from app.schemas.coordination import CoordinationRequest
-from app.schemas.tasks import RouteRequest
+from app.schemas.tasks import MAX_RESOURCES, RouteRequest
 
 GraphId = Annotated[
     str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")
 ]
 DEFAULT_REVIEW_TIMEOUT_S = 24 * 3600
+MAX_PARALLEL_TASKS = 10_000
+ParallelLimit = Annotated[int, Field(ge=1, le=MAX_PARALLEL_TASKS)]
+_PARALLEL_DOC = (
+    "At most this many of an execution's task nodes have an agent run working at once "
+    "(dispatched and not yet done: the task is `in_progress`); the others wait `assigned` "
+    "and start as those finish. Null: no limit."
+)
+_FAIL_FAST_DOC = (
+    "A task node that fails (no retry left) fails the execution at once and cancels its "
+    "open tasks. Without it, the other branches go on: the execution fails once nothing "
+    "else is running or able to start."
+)
 
 # The grammar of a `conditional` node's condition (`app/engine/conditions.py`) as a regular
 # expression: an operand, or two joined by `==` / `!=`; an operand is a string in single or
@@ -72,6 +84,13 @@ class TaskStepConfig(BaseModel):
     acceptance_criteria: list[Text] = Field(default_factory=list, max_length=100)
     budget_limit: float | None = Field(None, ge=0)
     max_retries: int = Field(1, ge=0, le=100)
+    resources: list[Name] = Field(
+        default_factory=list,
+        max_length=MAX_RESOURCES,
+        description="Exclusive resources (the task's `resources`): no two tasks naming one "
+        "key, in this execution or any other, have agent runs working at once.",
+        examples=[["staging-db"]],
+    )
     coordination: CoordinationRequest | None = Field(
         None,
         description="Coordinate the task instead of giving it to one agent: once its "
@@ -236,6 +255,8 @@ class _WorkflowFields(BaseModel):
     review_timeout_policy: ReviewTimeoutPolicy = Field(
         ReviewTimeoutPolicy.ESCALATE, description="What happens to a review nobody answered."
     )
+    max_parallel_tasks: ParallelLimit | None = Field(None, description=_PARALLEL_DOC)
+    fail_fast: bool = Field(False, description=_FAIL_FAST_DOC)
 
 
 class WorkflowCreate(_WorkflowFields):
@@ -246,9 +267,10 @@ class WorkflowCreate(_WorkflowFields):
 
 class WorkflowPatch(PatchBody):
     """Fields to replace; `version` (or `If-Match`) guards against overwriting a change.
-    No field of a definition may be null."""
+    No field of a definition may be null but `max_parallel_tasks` (null: no limit)."""
 
     guard_fields: ClassVar[frozenset[str]] = frozenset({"version"})
+    nullable_fields: ClassVar[frozenset[str]] = frozenset({"max_parallel_tasks"})
 
     name: Name | None = None
     description: Text | None = None
@@ -256,6 +278,8 @@ class WorkflowPatch(PatchBody):
     edges: list[WorkflowEdge] | None = Field(None, max_length=2_000)
     review_timeout_s: int | None = Field(None, ge=60, le=30 * 24 * 3600)
     review_timeout_policy: ReviewTimeoutPolicy | None = None
+    max_parallel_tasks: ParallelLimit | None = None
+    fail_fast: bool | None = None
     version: int | None = Field(
         None, ge=1, le=VERSION_MAX, description="The version you last read."
     )
@@ -293,6 +317,10 @@ class ActivateRequest(BaseModel):
         examples=[{"env": "prod"}],
     )
     project: Name | None = Field(None, description="Set on every task the execution makes.")
+    max_parallel_tasks: ParallelLimit | None = Field(
+        None,
+        description="This execution's limit instead of the definition's (null: the definition's).",
+    )
 
 
 class ExecutionCancel(BaseModel):
@@ -322,6 +350,25 @@ class RequiresAny(TypedDict):
 Requirement = TypeAliasType("Requirement", "str | RequiresAll | RequiresAny")
 
 
+class ExecutionProgress(BaseModel):
+    """How far an execution's task nodes are: `done` of `total` completed."""
+
+    done: int = Field(description="Task nodes completed.")
+    total: int = Field(description="Task nodes on the path the execution takes.")
+    running: int = Field(description="Task nodes whose task is in progress or in review.")
+    failed: int = Field(description="Task nodes failed with no retry left.")
+
+    @classmethod
+    def of(cls, task_nodes: list[NodeStatus]) -> ExecutionProgress:
+        """The progress of these task nodes' statuses."""
+        return cls(
+            done=task_nodes.count(NodeStatus.COMPLETED),
+            total=len(task_nodes),
+            running=task_nodes.count(NodeStatus.RUNNING),
+            failed=task_nodes.count(NodeStatus.FAILED),
+        )
+
+
 class ExecutionRead(BaseModel):
     """A running or finished activation of a definition. `waits_for` holds, per task node,
     what its task waits on: a node id, or `{"all": [...]}` / `{"any": [...]}` of those."""
@@ -339,6 +386,9 @@ class ExecutionRead(BaseModel):
     ready_task_ids: list[str] = Field(
         description="Tasks whose node is pending and whose dependencies are met."
     )
+    progress: ExecutionProgress
+    max_parallel_tasks: int | None = Field(None, description=_PARALLEL_DOC)
+    fail_fast: bool = Field(False, description=_FAIL_FAST_DOC)
     reason: str | None = None
     version: int
     created_at: datetime

@@ -21,7 +21,7 @@ from app.models import (
     WorkflowExecutionTask,
 )
 from app.schemas.tasks import TaskRead
-from app.schemas.workflows import ExecutionRead, WorkflowRead
+from app.schemas.workflows import ExecutionProgress, ExecutionRead, WorkflowRead
 
 # -- definitions ---------------------------------------------------------------------------
 
@@ -86,16 +86,20 @@ async def has_running_executions(session: AsyncSession, workflow_id: str) -> boo
 def _read(row: WorkflowExecution, node_tasks: dict[str, str]) -> ExecutionRead:
     running = row.status == ExecutionStatus.RUNNING
     ready = ready_nodes(row.node_status, row.waits_for) if running else []
+    node_status = {n: NodeStatus(s) for n, s in row.node_status.items()}
     return ExecutionRead(
         id=row.id,
         workflow_id=row.workflow_id,
         workflow_version=row.workflow_version,
         status=ExecutionStatus(row.status),
         context=row.context,
-        node_status={n: NodeStatus(s) for n, s in row.node_status.items()},
+        node_status=node_status,
         node_tasks=node_tasks,
         waits_for=row.waits_for,
         ready_task_ids=[node_tasks[n] for n in ready if n in node_tasks],
+        progress=ExecutionProgress.of([node_status[n] for n in row.waits_for if n in node_status]),
+        max_parallel_tasks=row.max_parallel_tasks,
+        fail_fast=row.fail_fast,
         reason=row.reason,
         version=row.version,
         created_at=row.created_at,

@@ -296,7 +296,8 @@ async def test_a_retried_failure_keeps_the_execution_running_and_a_final_one_fai
     await move(client, deploy, "failed")  # no retry left
     failed = await settled(client, execution["id"], "failed")
     assert failed["node_status"]["deploy"] == "failed"
-    assert failed["node_status"]["notify"] == "pending"
+    assert failed["node_status"]["notify"] == "cancelled"  # it waited on the failed deploy
+    assert failed["progress"] == {"done": 0, "total": 2, "running": 0, "failed": 1}
     assert "deploy" in failed["reason"] and failed["ready_task_ids"] == []
     events = [m.event for m in await stream_events(client, execution["id"])]
     assert events[0] == "workflow.execution.started" and events[-1] == "workflow.execution.failed"

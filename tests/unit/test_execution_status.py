@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -74,21 +75,37 @@ P, R, C, F, X = (
 )
 
 
+ALONE: dict[str, Any] = {"all": []}  # a branch of its own: it waits on nothing
+APART = {"a": ALONE, "b": ALONE, "c": ALONE}  # three parallel branches
+CHAIN = {"a": ALONE, "b": "a", "c": "b"}  # a -> b -> c
+EITHER = {"a": ALONE, "b": ALONE, "c": {"any": ["a", "b"]}}  # c after a or b
+
+
 @pytest.mark.parametrize(
-    ("nodes", "expected"),
+    ("graph", "nodes", "fail_fast", "expected"),
     [
-        ([C, C, C], ExecutionStatus.COMPLETED),
-        ([C, R, P], ExecutionStatus.RUNNING),
-        ([C, F, R], ExecutionStatus.FAILED),
-        ([C, X, R], ExecutionStatus.CANCELLED),
-        ([F, X], ExecutionStatus.FAILED),  # a failure is reported over a cancel
-        ([], ExecutionStatus.COMPLETED),
+        (APART, [C, C, C], False, ExecutionStatus.COMPLETED),
+        (APART, [C, R, P], False, ExecutionStatus.RUNNING),
+        # A failed branch waits for its siblings, unless fail_fast.
+        (APART, [C, F, R], False, ExecutionStatus.RUNNING),
+        (APART, [C, F, R], True, ExecutionStatus.FAILED),
+        (APART, [F, P, P], False, ExecutionStatus.RUNNING),  # they may still start
+        (APART, [C, F, C], False, ExecutionStatus.FAILED),  # nothing else to wait for
+        (CHAIN, [F, P, P], False, ExecutionStatus.FAILED),  # what is left waits on the failure
+        (CHAIN, [C, F, P], False, ExecutionStatus.FAILED),
+        (EITHER, [F, R, P], False, ExecutionStatus.RUNNING),  # b may still start c
+        (EITHER, [F, F, P], False, ExecutionStatus.FAILED),
+        (APART, [C, X, R], False, ExecutionStatus.CANCELLED),
+        (APART, [F, X, C], False, ExecutionStatus.FAILED),  # a failure is reported over a cancel
+        (APART, [F, X, R], True, ExecutionStatus.FAILED),
+        ({}, [], False, ExecutionStatus.COMPLETED),
     ],
 )
 def test_execution_status_follows_its_task_nodes(
-    nodes: list[NodeStatus], expected: ExecutionStatus
+    graph: dict[str, Any], nodes: list[NodeStatus], fail_fast: bool, expected: ExecutionStatus
 ) -> None:
-    assert execution_status_of(nodes) is expected
+    node_status = dict(zip(graph, nodes, strict=True)) | {"start": C, "skipped": NodeStatus.SKIPPED}
+    assert execution_status_of(node_status, graph, fail_fast=fail_fast) is expected
 
 
 S = TaskStatus
