@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import COLUMN_STATUS, STATUS_COLUMN, TaskStatus
 from app.core.vocabulary import BoardColumn, WipMode
-from app.models import WIP_LIMITS, Task, WipLimit
+from app.models import WIP_LIMITS, Task
 from app.schemas.boards import COLUMN_SHOWN, BoardColumnRead, BoardRead, WipLimitSet
 from app.schemas.sprints import SprintRead
 from app.schemas.tasks import TaskRead
@@ -62,20 +62,6 @@ async def column_counts(
     return Counter(
         {(str(project), STATUS_COLUMN[TaskStatus(status)]): n for project, status, n in rows.all()}
     )
-
-
-async def room(session: AsyncSession, project: str | None, column: BoardColumn) -> bool:
-    """False when the project's column is at a strict limit (a read: the TaskEngine's
-    writer counts again, under the lock, when a task moves)."""
-    if project is None:
-        return True
-    found = await session.get(WipLimit, (project, column.value))
-    if found is None or found.mode != WipMode.STRICT:
-        return True
-    held = await session.scalar(
-        select(func.count()).where(Task.project == project, Task.status == COLUMN_STATUS[column])
-    )
-    return int(held or 0) < found.limit
 
 
 async def limits_of(session: AsyncSession, project: str) -> dict[BoardColumn, Limit]:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.test_approvals_api import requested
 from tests.api.test_runs_api import make_agent
 from tests.support.api import assert_problem, create_task
 from tests.support.sse import SseReader
@@ -187,12 +188,7 @@ async def test_the_parent_waits_for_a_persons_review_without_auto_accept(
         client, parent["id"], decomposition={"subtasks": [subtask("Reproduce")]}
     )
     child = f"task_{made['id'].removeprefix('coord_')}_0"
-    for _ in range(TIMEOUT_S * 10):
-        if (await task(client, child))["status"] == "in_review":
-            break
-        await asyncio.sleep(0.1)
-    approvals = (await client.get("/v1/approvals", params={"task_id": child})).json()["items"]
-    [review] = [a for a in approvals if a["status"] == "pending"]
+    review = await requested(client, child)  # its review, once asked
     assert (await client.post(f"/v1/approvals/{review['id']}/approve", json={})).status_code == 200
     done = await settled(client, made["id"])
     assert (done["status"], done["topology"]) == ("completed", "sas")
@@ -445,12 +441,7 @@ async def test_fail_fast_cancels_the_rest_and_fails_the_parent(client: httpx.Asy
 async def test_without_fail_fast_the_others_run_on(client: httpx.AsyncClient) -> None:
     made = await failing_subtask(client, auto_accept=False)
     b_task = f"task_{made['id'].removeprefix('coord_')}_1"
-    for _ in range(TIMEOUT_S * 10):  # B goes on to its review; a person accepts it
-        if (await task(client, b_task))["status"] == "in_review":
-            break
-        await asyncio.sleep(0.1)
-    approvals = (await client.get("/v1/approvals", params={"task_id": b_task})).json()["items"]
-    [review] = [a for a in approvals if a["status"] == "pending"]
+    review = await requested(client, b_task)  # its review, once asked
     assert (await client.post(f"/v1/approvals/{review['id']}/approve", json={})).status_code == 200
     done = await settled(client, made["id"])
     assert (done["status"], done["outcome"]) == ("failed", "failed")
@@ -571,13 +562,8 @@ async def test_a_workflow_node_coordinates_its_task_once_its_dependencies_comple
     # Nothing is coordinated before the research is done; a person accepts it.
     assert (await client.get(f"/v1/tasks/{report['id']}/coordinations")).json() == []
     research = tasks["Research"]["id"]
-    for _ in range(TIMEOUT_S * 10):
-        if (await task(client, research))["status"] == "in_review":
-            break
-        await asyncio.sleep(0.1)
+    review = await requested(client, research)  # its review, once asked
     assert (await client.get(f"/v1/tasks/{report['id']}/coordinations")).json() == []
-    approvals = (await client.get("/v1/approvals", params={"task_id": research})).json()["items"]
-    [review] = [a for a in approvals if a["status"] == "pending"]
     assert (await client.post(f"/v1/approvals/{review['id']}/approve", json={})).status_code == 200
     for _ in range(TIMEOUT_S * 10):
         coordinations = (await client.get(f"/v1/tasks/{report['id']}/coordinations")).json()
