@@ -20,6 +20,7 @@ from app.schemas.boards import (
 from app.schemas.sprints import SprintRead
 from app.store import boards as store
 from app.store import sprints as sprint_store
+from app.store.db import one_snapshot
 
 router = APIRouter(
     prefix="/v1/projects/{project}", tags=["boards"], dependencies=[Depends(get_principal)]
@@ -42,6 +43,7 @@ async def get_board(
     in_progress, review = in_review, done = completed), each column with its count and
     WIP limit (counted over the whole project), and the tasks in no column apart. The
     tasks stream (`GET /v1/tasks/events`) tells what moved."""
+    await one_snapshot(session)  # each task in one column, counts that match
     shown_sprint = await _sprint(session, project, sprint) if sprint is not None else None
     return await store.board(session, project, sprint=shown_sprint)
 

@@ -43,3 +43,11 @@ def make_engine(
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+async def one_snapshot(session: AsyncSession) -> None:
+    """Make the session's next transaction read one snapshot (REPEATABLE READ): a page
+    built from several queries (a board's columns, their counts) then shows each task
+    once, where a task moving between two of its queries would otherwise show in two
+    columns or in none. Call it before the transaction's first query."""
+    await session.connection(execution_options={"isolation_level": "REPEATABLE READ"})

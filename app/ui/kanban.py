@@ -25,6 +25,7 @@ from app.store import agents as agent_store
 from app.store import boards as board_store
 from app.store import events as event_store
 from app.store import tasks as task_store
+from app.store.db import one_snapshot
 from app.ui import events
 from app.ui.deps import DbDep, ViewerDep
 from app.ui.tasks import PROJECT_CHOICES, agents_by_assignee
@@ -100,7 +101,8 @@ async def board_page(
     project: ProjectPath, request: Request, viewer: ViewerDep, db: DbDep
 ) -> HTMLResponse:
     # Where the stream stood, read before the tasks: an event committed in between is then
-    # both on the page and replayed, never in neither.
+    # both on the page and replayed, never in neither. One snapshot for the whole board.
+    await one_snapshot(db)
     since = await event_store.last_seq(db, TASK_STREAM)
     board = await board_store.board(db, project)
     names = await agent_store.names(db)
@@ -130,6 +132,7 @@ async def board_piece(
     statuses = _statuses(piece)
     if statuses is None:
         return Response(status_code=404)
+    await one_snapshot(db)
     board = await board_store.board(db, project, statuses)
     context = {
         "project": project,

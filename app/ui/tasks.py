@@ -28,6 +28,7 @@ from app.store import events as event_store
 from app.store import history
 from app.store import task_runs as task_run_store
 from app.store import tasks as task_store
+from app.store.db import one_snapshot
 from app.ui import events
 from app.ui.deps import DbDep, ViewerDep
 from app.ui.templating import render
@@ -117,7 +118,8 @@ async def tasks_board(
     """Every status's newest tasks; with a status, that status's tasks newest first, a
     page at a time (`before`: the page after that task)."""
     # Where the stream stood, read before the tasks: an event committed in between is then
-    # both on the page and replayed, never in neither.
+    # both on the page and replayed, never in neither. One snapshot for all the columns.
+    await one_snapshot(db)
     since = await event_store.last_seq(db, TASK_STREAM)
     names = await agent_store.names(db)
     filters = TaskFilters.parse(status, project, agent, names)
