@@ -182,7 +182,7 @@ if __name__ == "__main__":
     parser.add_argument("--max-examples", type=int, default=8, help="per operation")
     # 8,400 cases took 415 s before agents grew three model shapes, cross-provider fallbacks
     # and two kinds of MCP server (each a union schemathesis covers variant by variant).
-    parser.add_argument("--time-limit-s", type=float, default=720.0)
+    parser.add_argument("--time-limit-s", type=float, default=900.0)
     parser.add_argument("--report-dir", default="fuzz-report")
     parser.add_argument(
         "schemathesis_args", nargs="*", help="more options for `schemathesis run`, after `--`"
