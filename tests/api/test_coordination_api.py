@@ -102,9 +102,9 @@ async def lane_runs(client: httpx.AsyncClient, task_id: str) -> list[dict[str, A
     return items
 
 
-async def test_a_centralized_coordination_runs_its_waves_then_synthesises(
-    client: httpx.AsyncClient,
-) -> None:
+async def quarterly_report(client: httpx.AsyncClient) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A parallel parent and its coordination just started: two researchers for wave 0
+    (revenue, costs), a summary of both in wave 1, and the lead's synthesis."""
     await agent(client, "ann", role="researcher")
     await agent(client, "bob", role="researcher")
     await agent(client, "lead", {"text": "the synthesis"}, role="lead")
@@ -127,6 +127,13 @@ async def test_a_centralized_coordination_runs_its_waves_then_synthesises(
         decomposition=decomposition,
         options={"orchestrator": "lead", "auto_accept": True},
     )
+    return parent, made
+
+
+async def test_a_centralized_coordination_runs_its_waves_then_synthesises(
+    client: httpx.AsyncClient,
+) -> None:
+    parent, made = await quarterly_report(client)
     assert (made["status"], made["phase"]) == ("running", "decompose")
 
     done = await settled(client, made["id"])

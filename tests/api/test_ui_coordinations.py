@@ -12,7 +12,13 @@ from typing import Any
 import httpx
 
 from app.ui import events
-from tests.api.test_coordination_api import agent, coordinate, settled, subtask
+from tests.api.test_coordination_api import (
+    agent,
+    coordinate,
+    quarterly_report,
+    settled,
+    subtask,
+)
 from tests.support.api import create_task
 
 
@@ -30,25 +36,8 @@ def _wave(html: str, number: int) -> str:
 
 
 async def _centralized(client: httpx.AsyncClient) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A parent and its coordination, settled: two researchers in wave 0, a summary in wave
-    1, the lead's synthesis."""
-    await agent(client, "ann", role="researcher")
-    await agent(client, "bob", role="researcher")
-    await agent(client, "lead", {"text": "the synthesis"}, role="lead")
-    parent = await create_task(client, title="Quarterly report", task_structure="parallel")
-    decomposition = {
-        "subtasks": [
-            subtask("Revenue", role="researcher", key="revenue"),
-            subtask("Costs", role="researcher"),
-            subtask("Summary", "revenue", 1, role="researcher"),
-        ]
-    }
-    made = await coordinate(
-        client,
-        parent["id"],
-        decomposition=decomposition,
-        options={"orchestrator": "lead", "auto_accept": True},
-    )
+    """A parent and its coordination, settled (see `quarterly_report`)."""
+    parent, made = await quarterly_report(client)
     return parent, await settled(client, made["id"])
 
 

@@ -1,5 +1,6 @@
 """A decomposition's subtask DAG: its schema bounds, the rules beyond them (each problem
-naming its field), its waves, and a wave split by the concurrency limit."""
+naming its field) and its waves. (A wave's concurrency is the coordinator's: the next
+subtask starts when one settles.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.core.errors import FieldError, ValidationFailed
-from app.engine.coordination.dag import SubtaskDag, batches, problems
+from app.engine.coordination.dag import SubtaskDag, problems
 from app.schemas.coordination import MAX_SUBTASKS, Decomposition
 
 
@@ -128,24 +129,3 @@ def test_waves_are_topological_layers(
 def test_dependencies_are_indices_without_repeats() -> None:
     dag = SubtaskDag.of(decomposition(subtask(key="a"), subtask("a", 0)))
     assert dag.dependencies == ((), (0,))
-
-
-BATCHES = [
-    ([0, 1, 2, 3, 4], None, [[0, 1, 2, 3, 4]]),
-    ([0, 1, 2, 3, 4], 2, [[0, 1], [2, 3], [4]]),
-    ([0, 1, 2], 3, [[0, 1, 2]]),
-    ([0, 1, 2], 5, [[0, 1, 2]]),
-    ([3, 7], 1, [[3], [7]]),
-]
-
-
-@pytest.mark.parametrize(("wave", "limit", "turns"), BATCHES)
-def test_a_wave_is_split_by_the_concurrency_limit(
-    wave: list[int], limit: int | None, turns: list[list[int]]
-) -> None:
-    assert batches(wave, limit) == turns
-
-
-def test_a_concurrency_below_one_is_refused() -> None:
-    with pytest.raises(ValueError, match="at least 1"):
-        batches([0], 0)

@@ -10,7 +10,6 @@ subtasks depend only on earlier waves', so they may run side by side.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.core.errors import FieldError, ValidationFailed
@@ -108,12 +107,3 @@ class SubtaskDag:
         each next one those whose dependencies all sit in earlier waves."""
         indices = range(len(self.dependencies))
         return topological_layers(indices, dict(zip(indices, self.dependencies, strict=True)))
-
-
-def batches(wave: Sequence[int], max_concurrency: int | None) -> list[Wave]:
-    """A wave in turns of at most `max_concurrency` subtasks, in order (None: one turn)."""
-    if max_concurrency is None:
-        return [list(wave)]
-    if max_concurrency < 1:
-        raise ValueError("max_concurrency must be at least 1")
-    return [list(wave[i : i + max_concurrency]) for i in range(0, len(wave), max_concurrency)]
