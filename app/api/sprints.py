@@ -16,9 +16,9 @@ from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, re
 from app.core.errors import NotFound, ValidationFailed
 from app.core.states import SprintStatus
 from app.core.streams import SPRINTS_STREAM
+from app.schemas.bounds import MAX_VELOCITY_WINDOW
 from app.schemas.common import Page
 from app.schemas.sprints import (
-    MAX_VELOCITY_WINDOW,
     SprintCreate,
     SprintPatch,
     SprintRead,

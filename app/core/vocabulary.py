@@ -95,6 +95,15 @@ class Ceremony(StrEnum):
     RETROSPECTIVE = "retrospective"  # its sprint in review, else in retrospective
 
 
+class WorkflowKind(StrEnum):
+    """The four workflow types of seed 002: how a definition's tasks are worked."""
+
+    SEQUENTIAL = "sequential"  # one step after another
+    PARALLEL = "parallel"  # branches at once, under `max_parallel_tasks`
+    KANBAN = "kanban"  # tasks pulled across the project's board under WIP limits
+    AGILE_KANBAN = "agile_kanban"  # the board, time-boxed in sprints
+
+
 class NodeType(StrEnum):
     START = "start"  # the single entry point
     END = "end"  # the single exit point

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Integer,
     Table,
     Text,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -63,6 +64,8 @@ class Sprint(Base):
     committed_points: Mapped[int | None] = mapped_column(Integer)
     completed_points: Mapped[int | None] = mapped_column(Integer)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # True: the sprint clock moves it from active to in_review once its end_date is past.
+    auto_transition: Mapped[bool] = mapped_column(Boolean, server_default=false())
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column()

@@ -20,7 +20,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.states import ExecutionStatus
-from app.core.vocabulary import ReviewTimeoutPolicy
+from app.core.vocabulary import ReviewTimeoutPolicy, WorkflowKind
 from app.models.base import Base
 from app.models.common import now_column, one_of
 
@@ -31,6 +31,7 @@ class Workflow(Base):
     __tablename__ = "workflows"
     __table_args__ = (
         one_of("review_timeout_policy", ReviewTimeoutPolicy),
+        one_of("kind", WorkflowKind),
         CheckConstraint("review_timeout_s > 0", name="review_timeout_s"),
         CheckConstraint("max_parallel_tasks >= 1", name="max_parallel_tasks"),
         CheckConstraint("version >= 1", name="version"),
@@ -45,6 +46,11 @@ class Workflow(Base):
     review_timeout_policy: Mapped[str] = mapped_column(Text)
     max_parallel_tasks: Mapped[int | None] = mapped_column(Integer)  # None: no limit
     fail_fast: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    kind: Mapped[str] = mapped_column(Text, server_default=WorkflowKind.SEQUENTIAL.value)
+    # Board and sprint defaults (WIP limits, sprint length, ...), as a template rendered
+    # them; None: the definition sets none.
+    board: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    project: Mapped[str | None] = mapped_column(Text)  # activation's default project
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column()

@@ -22,6 +22,8 @@ PG_BIGINT_MAX = 2**63 - 1
 VERSION_MAX = PG_INTEGER_MAX
 # Event sequence numbers (`events.seq`, the SSE `id`) are BIGINT.
 EVENT_ID_MAX = PG_BIGINT_MAX
+# Completed sprints a velocity average may span.
+MAX_VELOCITY_WINDOW = 50
 # A message's position in its conversation (`messages.position`) is INTEGER.
 POSITION_MAX = PG_INTEGER_MAX
 

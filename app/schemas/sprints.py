@@ -16,7 +16,6 @@ from app.schemas.events import PersistedEvent, Stamped
 
 MAX_SPRINT_TASKS = 500  # tasks in one sprint's backlog
 MAX_STORY_POINTS = 1_000  # of one task
-MAX_VELOCITY_WINDOW = 50  # completed sprints a rolling average may span
 
 StoryPoints = Annotated[
     int, Field(ge=0, le=MAX_STORY_POINTS, description="The task's size.", examples=[3])

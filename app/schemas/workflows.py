@@ -21,7 +21,9 @@ from app.core.vocabulary import (
     Priority,
     ReviewTimeoutPolicy,
     TaskType,
+    WorkflowKind,
 )
+from app.schemas.board_defaults import BoardDefaults
 from app.schemas.bounds import VERSION_MAX
 from app.schemas.common import PatchBody
 from app.schemas.coordination import CoordinationRequest
@@ -38,6 +40,11 @@ _PARALLEL_DOC = (
     "(dispatched and not yet done: the task is `in_progress`); the others wait `assigned` "
     "and start as those finish. Null: no limit."
 )
+_KIND_DOC = (
+    "How its tasks are worked (seed 002's four types): `kanban` and `agile_kanban` put them "
+    "on the project's board under `board`'s WIP limits, `agile_kanban` in sprints too."
+)
+_BOARD_DOC = "The board and sprint defaults its project starts with (null: none)."
 _FAIL_FAST_DOC = (
     "A task node that fails (no retry left) fails the execution at once and cancels its "
     "open tasks. Without it, the other branches go on: the execution fails once nothing "
@@ -257,6 +264,11 @@ class _WorkflowFields(BaseModel):
     )
     max_parallel_tasks: ParallelLimit | None = Field(None, description=_PARALLEL_DOC)
     fail_fast: bool = Field(False, description=_FAIL_FAST_DOC)
+    kind: WorkflowKind = Field(WorkflowKind.SEQUENTIAL, description=_KIND_DOC)
+    board: BoardDefaults | None = Field(None, description=_BOARD_DOC)
+    project: Name | None = Field(
+        None, description="The project an activation that names none puts its tasks in."
+    )
 
 
 class WorkflowCreate(_WorkflowFields):
@@ -267,10 +279,13 @@ class WorkflowCreate(_WorkflowFields):
 
 class WorkflowPatch(PatchBody):
     """Fields to replace; `version` (or `If-Match`) guards against overwriting a change.
-    No field of a definition may be null but `max_parallel_tasks` (null: no limit)."""
+    No field of a definition may be null but `max_parallel_tasks` (null: no limit),
+    `board` and `project` (null: none)."""
 
     guard_fields: ClassVar[frozenset[str]] = frozenset({"version"})
-    nullable_fields: ClassVar[frozenset[str]] = frozenset({"max_parallel_tasks"})
+    nullable_fields: ClassVar[frozenset[str]] = frozenset(
+        {"max_parallel_tasks", "board", "project"}
+    )
 
     name: Name | None = None
     description: Text | None = None
@@ -280,6 +295,9 @@ class WorkflowPatch(PatchBody):
     review_timeout_policy: ReviewTimeoutPolicy | None = None
     max_parallel_tasks: ParallelLimit | None = None
     fail_fast: bool | None = None
+    kind: WorkflowKind | None = None
+    board: BoardDefaults | None = None
+    project: Name | None = None
     version: int | None = Field(
         None, ge=1, le=VERSION_MAX, description="The version you last read."
     )
