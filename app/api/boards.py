@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response, status
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.deps import SessionDep, get_principal
+from app.api.deps import PrincipalDep, SessionDep, get_principal
 from app.core.errors import NotFound
 from app.core.fields import Name
 from app.core.vocabulary import BoardColumn
+from app.engine import wip_limits
 from app.schemas.boards import (
     BoardRead,
     WipLimitRead,
@@ -23,7 +25,7 @@ from app.store import sprints as sprint_store
 from app.store.db import one_snapshot
 
 router = APIRouter(
-    prefix="/v1/projects/{project}", tags=["boards"], dependencies=[Depends(get_principal)]
+    prefix="/v1/projects/{project:path}", tags=["boards"], dependencies=[Depends(get_principal)]
 )
 
 
@@ -71,13 +73,21 @@ async def list_wip_limits(project: Name, session: SessionDep) -> list[WipLimitRe
 
 @router.put("/wip-limits/{column}", response_model=WipLimitRead, summary="Set a column's WIP limit")
 async def set_wip_limit(
-    project: Name, column: BoardColumn, body: WipLimitSet, session: SessionDep
+    project: Name,
+    column: BoardColumn,
+    body: WipLimitSet,
+    session: SessionDep,
+    actor: PrincipalDep,
 ) -> WipLimitRead:
     """From now on, a move that would bring the project's tasks in the column past
     `limit` is refused (`strict`) or noted (`advisory`). Tasks already past a lowered
-    limit stay; only moves in are counted."""
+    limit stay; only moves in are counted. The tasks stream tells of the change
+    (`board.wip_limit_changed`)."""
+    limit = store.Limit(body.limit, body.mode)
     async with session.begin():
-        await store.set_limit(session, project, column, store.Limit(body.limit, body.mode))
+        await wip_limits.set_wip_limit(
+            session, project, column, limit, actor=actor, now=datetime.now(UTC)
+        )
     return WipLimitRead(project=project, column=column, limit=body.limit, mode=body.mode)
 
 
@@ -86,8 +96,12 @@ async def set_wip_limit(
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Remove a column's WIP limit",
 )
-async def delete_wip_limit(project: Name, column: BoardColumn, session: SessionDep) -> Response:
+async def delete_wip_limit(
+    project: Name, column: BoardColumn, session: SessionDep, actor: PrincipalDep
+) -> Response:
     async with session.begin():
-        if not await store.delete_limit(session, project, column):
+        if not await wip_limits.remove_wip_limit(
+            session, project, column, actor=actor, now=datetime.now(UTC)
+        ):
             raise NotFound("WIP limit", f"{project}/{column.value}")
     return Response(status_code=status.HTTP_204_NO_CONTENT)

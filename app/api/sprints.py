@@ -217,7 +217,7 @@ async def transition_sprint(
 
 
 @projects.get(
-    "/{project}/velocity",
+    "/{project:path}/velocity",
     response_model=VelocityRead,
     summary="A project's velocity: completed sprints and their rolling average",
 )

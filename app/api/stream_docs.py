@@ -30,6 +30,7 @@ from app.schemas.events import (
     SubtaskStartedEvent,
     TaskEvent,
     TriggerEvent,
+    WipLimitChangedEvent,
 )
 from app.schemas.run_events import (
     MessageCreatedEvent,
@@ -111,7 +112,11 @@ def _union(stream: EventStream) -> dict[str, Any]:
     return union
 
 
-TASKS = EventStream("TaskEvent", (TaskEvent,))
+TASKS = EventStream(
+    "TaskBoardEvent",
+    (TaskEvent, WipLimitChangedEvent),
+    "One event of `GET /v1/tasks/events`: tasks' changes and the boards' WIP limits.",
+)
 APPROVALS = EventStream("ApprovalEvent", (ApprovalEvent,))
 TRIGGERS = EventStream("TriggerEvent", (TriggerEvent,))
 WEBHOOKS = EventStream("WebhookDeliveryEvent", (WebhookDeliveryEvent,))

@@ -31,6 +31,7 @@ from app.core.vocabulary import (
     CoordinationRunPurpose,
     FireStatus,
     TriggerKind,
+    WipMode,
 )
 from app.schemas.approvals import ApprovalRead
 from app.schemas.coordination import PhaseResult
@@ -124,6 +125,26 @@ class TaskEvent(PersistedEvent):
 
     event: TaskEventType
     data: TaskEventData
+
+
+class WipLimitEventType(StrEnum):
+    CHANGED = "board.wip_limit_changed"  # a column's WIP limit was set, changed or removed
+
+
+class WipLimitChangedData(Stamped):
+    project: str
+    column: BoardColumn
+    limit: int | None = Field(description="The column's limit now; null: it has none.")
+    mode: WipMode | None = Field(description="Its mode; null with no limit.")
+    actor: str = Field(description="Who changed it.")
+
+
+class WipLimitChangedEvent(PersistedEvent):
+    """A board's WIP limit changed: on `GET /v1/tasks/events`, the board's stream, so an
+    open board shows it at once."""
+
+    event: WipLimitEventType
+    data: WipLimitChangedData
 
 
 # -- approvals -----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from app.schemas.events import (
     PhaseCompletedEvent,
     SubtaskStartedEvent,
     TaskEvent,
+    WipLimitChangedEvent,
 )
 from app.schemas.run_events import (
     DIAGNOSTIC_EVENTS,
@@ -51,7 +52,7 @@ RUN = [
     *DIAGNOSTIC_EVENTS,
 ]
 APPROVALS = _names(ApprovalEvent)
-TASKS = _names(TaskEvent)
+TASKS = [*_names(TaskEvent), *_names(WipLimitChangedEvent)]
 WORKFLOW_EXECUTION = [*_names(ExecutionEvent), *_names(NodeChangedEvent)]
 COORDINATION = [
     *_names(CoordinationStartedEvent),

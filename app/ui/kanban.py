@@ -96,7 +96,7 @@ async def boards(
     return render(request, "boards.html", viewer, {"section": "boards", "projects": projects})
 
 
-@router.get("/projects/{project}/board")
+@router.get("/projects/{project:path}/board")
 async def board_page(
     project: ProjectPath, request: Request, viewer: ViewerDep, db: DbDep
 ) -> HTMLResponse:
@@ -124,7 +124,7 @@ async def board_page(
     return render(request, "kanban.html", viewer, context)
 
 
-@router.get("/projects/{project}/board/{piece}")
+@router.get("/projects/{project:path}/board/{piece}")
 async def board_piece(
     project: ProjectPath, piece: str, request: Request, viewer: ViewerDep, db: DbDep
 ) -> Response:

@@ -127,8 +127,9 @@ async def test_fifty_racing_moves_into_a_limited_column(
         assert column(found, "in_progress")["wip_limit"] == {"limit": 3, "mode": "strict"}
     else:
         assert (len(moved), column(found, "in_progress")["count"]) == (50, 50)
-        # 50 creates, 50 moves, and a note for each move past the limit.
-        kinds = [kind for kind, _ in await task_events(client, 50 + 50 + 47)]
+        # The limit set, 50 creates, 50 moves, and a note for each move past the limit.
+        kinds = [kind for kind, _ in await task_events(client, 1 + 50 + 50 + 47)]
+        assert kinds.count("board.wip_limit_changed") == 1
         assert kinds.count("task.wip_limit_exceeded") == 47
         assert kinds.count("task.transitioned") == 50
 
@@ -160,6 +161,17 @@ async def test_a_transition_made_any_other_way_counts(client: httpx.AsyncClient)
     ]
     assert (await client.delete("/v1/projects/atlas/wip-limits/review")).status_code == 204
     assert_problem(await client.delete("/v1/projects/atlas/wip-limits/review"), 404, "not_found")
+    # Each change of a limit is on the board's stream (the tasks'), once.
+    changes = [
+        (data["column"], data["limit"], data["mode"], data["actor"])
+        for kind, data in await task_events(client, 10)
+        if kind == "board.wip_limit_changed"
+    ]
+    assert changes == [
+        ("review", 1, "strict", "local"),
+        ("ready", 2, "strict", "local"),
+        ("review", None, None, "local"),
+    ]
     retried = await client.post(f"/v1/tasks/{second['id']}/transitions", json=to_review)
     assert retried.status_code == 200, retried.text
 
@@ -239,3 +251,22 @@ async def test_an_agile_board_shows_the_active_sprints_tasks(client: httpx.Async
         404,
         "not_found",
     )
+
+
+async def test_a_project_named_with_a_slash_has_its_board(client: httpx.AsyncClient) -> None:
+    task = await create_task(client, title="Nested", project="team/atlas")
+    await create_task(client, title="Not this one", project="atlas")
+    for path in ("team%2Fatlas", "team/atlas"):  # encoded as clients do, or not
+        found = await board(client, path)
+        assert found["project"] == "team/atlas"
+        assert [t["id"] for t in column(found, "backlog")["tasks"]] == [task["id"]]
+    await limit(client, "team%2Fatlas", "backlog", 1)
+    limits = await client.get("/v1/projects/team%2Fatlas/wip-limits")
+    assert [(w["project"], w["column"]) for w in limits.json()] == [("team/atlas", "backlog")]
+    assert (await client.get("/v1/projects/atlas/wip-limits")).json() == []
+    velocity = await client.get("/v1/projects/team%2Fatlas/velocity")
+    assert velocity.status_code == 200, velocity.text
+    assert velocity.json()["project"] == "team/atlas"
+    page = await client.get("/ui/projects/team%2Fatlas/board")
+    assert page.status_code == 200, page.text
+    assert "Board of team/atlas" in page.text

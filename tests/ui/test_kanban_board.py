@@ -1,6 +1,7 @@
 """A project's Kanban board in a browser: a WIP limit set through a column's form, a card
 moved by its button, a move into the full column refused with the API's reason on the
-card, another client's task arriving live, and the limit removed to let it in."""
+card, another client's task arriving live, the limit removed to let it in, and a limit another
+client sets shown live."""
 
 from __future__ import annotations
 
@@ -53,4 +54,9 @@ async def test_a_card_moves_until_its_column_is_full_and_the_refusal_shows_on_it
     await ready.locator(f"#task-{second['id']} button[data-column=in_progress]").click()
     await expect(working.locator(f"#task-{second['id']}")).to_be_visible()
     await expect(working.locator("h2 .count")).to_have_text("2")
+    # A limit another client sets shows live too.
+    done_limit = {"limit": 4, "mode": "advisory"}
+    set_elsewhere = await api.put("/v1/projects/apollo/wip-limits/done", json=done_limit)
+    assert set_elsewhere.status_code == 200, set_elsewhere.text
+    await expect(page.locator("[data-piece=done] .wip")).to_have_text("Advisory WIP limit 4")
     assert await page.evaluate("window.sameDocument") is True

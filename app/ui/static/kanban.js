@@ -3,7 +3,8 @@
 // server renders them: the column it left, the column it reached (or the tasks in no
 // column). A card's buttons are the API's move route; a refusal (a full column's WIP
 // limit, a move the state machine has no way for) is shown on the card. A column's form
-// sets or removes its WIP limit through the API.
+// sets or removes its WIP limit through the API; a limit changed elsewhere comes on the
+// same stream (`board.wip_limit_changed`).
 "use strict";
 (function () {
   const L = window.Loopwright;
@@ -78,7 +79,7 @@
     if (button) move(button);
   });
 
-  // The WIP limits are no task's events: the page that changes one shows it at once.
+  // The page that changes a limit shows it at once; other open boards hear it on the stream.
   page.addEventListener("submit", async (event) => {
     const form = event.target.closest("form.wip-form");
     if (!form) return;
@@ -109,6 +110,10 @@
   });
 
   L.follow(page.dataset.stream, JSON.parse(page.dataset.events), (type, data) => {
+    if (type === "board.wip_limit_changed") {
+      if (data.project === project) refresh(data.column);
+      return;
+    }
     const task = data.task;
     if (!task) return;
     const names = new Set();
