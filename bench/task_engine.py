@@ -1,5 +1,7 @@
 """Throughput and latency of the TaskEngine: group commit against one commit per mutation,
-for task creates and transitions, beside a floor of plain asyncpg single-row inserts."""
+for task creates and transitions, beside a floor of plain asyncpg single-row inserts; and
+the cost of a WIP limit: the same transitions in a project whose in_progress column has
+one (the writer then locks the limit's row and counts the column for every batch)."""
 
 from __future__ import annotations
 
@@ -30,22 +32,28 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.core.states import TaskStatus
+from app.core.vocabulary import BoardColumn, WipMode
 from app.engine.bus import EventBus
 from app.engine.task_engine import TaskEngine
 from app.engine.task_mutations import CreateTask, TaskMutation, TransitionTask
 from app.schemas.tasks import TaskCreate
-from app.store import migrate
+from app.store import boards, migrate
 from app.store.db import libpq_url, make_engine, make_sessionmaker
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
-TRUNCATE_TASKS = "TRUNCATE tasks, task_transitions, events, event_streams, idempotency_keys"
+# CASCADE: the tables that refer to tasks (sprints' backlogs, ...) are empty here anyway.
+TRUNCATE_TASKS = (
+    "TRUNCATE tasks, task_transitions, events, event_streams, idempotency_keys, wip_limits "
+    "CASCADE"
+)
 GROUP_BATCH = 128
 QUEUE_SIZE = 100_000
 FLOOR_POOL_CAP = 20
 FLOOR_INSERT = "INSERT INTO bench_floor (id, title) VALUES ($1, $2)"
 
 GROUP, SINGLE, FLOOR = "group-commit", "one-commit", "asyncpg-floor"
-CREATE, TRANSITION = "create", "transition"
+CREATE, TRANSITION, LIMITED = "create", "transition", "wip-limit"
+LIMITED_PROJECT = "bench"
 
 T = TypeVar("T")
 
@@ -113,9 +121,13 @@ def make_row(mode: str, workload: str, clients: int, sample: Sample, checked: bo
     )
 
 
-def creates(count: int, start: int = 0, assigned_to: str | None = None) -> list[TaskMutation]:
+def creates(
+    count: int, assigned_to: str | None = None, project: str | None = None
+) -> list[TaskMutation]:
     return [
-        CreateTask(TaskCreate(title=f"bench task {start + i}", assigned_to=assigned_to), "bench")
+        CreateTask(
+            TaskCreate(title=f"bench task {i}", assigned_to=assigned_to, project=project), "bench"
+        )
         for i in range(count)
     ]
 
@@ -130,14 +142,16 @@ async def reset(sa_engine: AsyncEngine) -> None:
         await conn.execute(text(TRUNCATE_TASKS))
 
 
-async def seed_assigned(sessionmaker: async_sessionmaker[AsyncSession], count: int) -> list[str]:
+async def seed_assigned(
+    sessionmaker: async_sessionmaker[AsyncSession], count: int, project: str | None = None
+) -> list[str]:
     """Tasks in status `assigned`, written through a group-commit engine of their own so the
     seeding costs the same whichever engine is measured next."""
     seeder = TaskEngine(sessionmaker, EventBus(), max_batch=GROUP_BATCH, queue_size=QUEUE_SIZE)
     seeder.start()
     try:
         results = await asyncio.gather(
-            *(seeder.submit(m) for m in creates(count, assigned_to="bench-agent"))
+            *(seeder.submit(m) for m in creates(count, "bench-agent", project))
         )
     finally:
         await seeder.stop()
@@ -162,7 +176,12 @@ async def engine_scenario(
     if workload == CREATE:
         mutations = creates(warmup + ops)
     else:
-        ids = await seed_assigned(sessionmaker, warmup + ops)
+        project = LIMITED_PROJECT if workload == LIMITED else None
+        ids = await seed_assigned(sessionmaker, warmup + ops, project)
+        if project:  # strict, and never reached: every move is counted, none refused
+            async with sessionmaker() as session, session.begin():
+                limit = boards.Limit(warmup + ops + 1, WipMode.STRICT)
+                await boards.set_limit(session, project, BoardColumn.IN_PROGRESS, limit)
         # Statistics as autovacuum would keep them, so the row locks use the primary key.
         async with sa_engine.begin() as conn:
             await conn.execute(text("ANALYZE tasks"))
@@ -230,20 +249,20 @@ async def run(url: str, client_counts: Sequence[int], ops: int, warmup: int) -> 
         # Modes alternate within each client count so that drift in the server (WAL, cache)
         # spreads over all of them rather than favouring whichever ran first.
         for clients in client_counts:
-            for workload in (CREATE, TRANSITION):
-                for mode in (GROUP, SINGLE):
-                    log(f"{mode} {workload} x{clients}")
-                    rows.append(
-                        await engine_scenario(
-                            sa_engine,
-                            sessionmaker,
-                            mode=mode,
-                            workload=workload,
-                            clients=clients,
-                            ops=ops,
-                            warmup=warmup,
-                        )
+            scenarios = [(w, m) for w in (CREATE, TRANSITION) for m in (GROUP, SINGLE)]
+            for workload, mode in [*scenarios, (LIMITED, GROUP)]:
+                log(f"{mode} {workload} x{clients}")
+                rows.append(
+                    await engine_scenario(
+                        sa_engine,
+                        sessionmaker,
+                        mode=mode,
+                        workload=workload,
+                        clients=clients,
+                        ops=ops,
+                        warmup=warmup,
                     )
+                )
             log(f"{FLOOR} {CREATE} x{clients}")
             rows.append(await floor_scenario(url, clients=clients, ops=ops, warmup=warmup))
     finally:
@@ -282,6 +301,9 @@ def summary(rows: Sequence[Row], clients: int) -> dict[str, float | None]:
             find(rows, GROUP, TRANSITION, clients), find(rows, SINGLE, TRANSITION, clients)
         ),
         "create_group_over_floor": ratio(group_create, find(rows, FLOOR, CREATE, clients)),
+        "transition_limited_over_unlimited": ratio(
+            find(rows, GROUP, LIMITED, clients), find(rows, GROUP, TRANSITION, clients)
+        ),
     }
 
 
@@ -306,7 +328,8 @@ def render(rows: Sequence[Row], totals: dict[str, float | None]) -> str:
         f"at {totals['clients']:.0f} clients: group-commit/one-commit "
         f"create {x(totals['create_group_over_single'])}, "
         f"transition {x(totals['transition_group_over_single'])}; "
-        f"group-commit/asyncpg-floor create {x(totals['create_group_over_floor'])}"
+        f"group-commit/asyncpg-floor create {x(totals['create_group_over_floor'])}; "
+        f"transition with a WIP limit/without {x(totals['transition_limited_over_unlimited'])}"
     )
     return "\n".join(lines)
 

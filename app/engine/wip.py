@@ -51,8 +51,7 @@ class WipCounter:
         limits = await boards.lock_limits(session, projects)
         if not limits:
             return cls({}, Counter())
-        limited = {project for project, _ in limits}
-        counts = await boards.column_counts(session, limited, leaving_out=list(read))
+        counts = await boards.column_counts(session, list(limits), leaving_out=list(read))
         return cls(limits, counts)
 
     def check(

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, tuple_
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -47,14 +47,17 @@ async def lock_limits(session: AsyncSession, projects: Iterable[str]) -> dict[Ce
 
 
 async def column_counts(
-    session: AsyncSession, projects: Collection[str], *, leaving_out: Collection[str]
+    session: AsyncSession, cells: Collection[Cell], *, leaving_out: Collection[str]
 ) -> Counter[Cell]:
-    """How many tasks of each project are in each column, but those in `leaving_out` (the
-    batch's own, counted from its working copy)."""
-    if not projects:
+    """How many tasks are in each of these columns of a project (those with a limit: an
+    unlimited `done` column grows without end, and counting it on every write would cost
+    more with each task), but those in `leaving_out` (the batch's own, counted from its
+    working copy)."""
+    if not cells:
         return Counter()
+    wanted = [(project, COLUMN_STATUS[column].value) for project, column in sorted(cells)]
     stmt = select(Task.project, Task.status, func.count()).where(
-        Task.project.in_(projects), Task.status.in_(list(STATUS_COLUMN))
+        tuple_(Task.project, Task.status).in_(wanted)
     )
     if leaving_out:
         stmt = stmt.where(Task.id.not_in(leaving_out))
