@@ -43,8 +43,7 @@ from app.store.db import libpq_url, make_engine, make_sessionmaker
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 # CASCADE: the tables that refer to tasks (sprints' backlogs, ...) are empty here anyway.
 TRUNCATE_TASKS = (
-    "TRUNCATE tasks, task_transitions, events, event_streams, idempotency_keys, wip_limits "
-    "CASCADE"
+    "TRUNCATE tasks, task_transitions, events, event_streams, idempotency_keys, wip_limits CASCADE"
 )
 GROUP_BATCH = 128
 QUEUE_SIZE = 100_000
