@@ -104,6 +104,54 @@ class WorkflowKind(StrEnum):
     AGILE_KANBAN = "agile_kanban"  # the board, time-boxed in sprints
 
 
+class MergeOrder(StrEnum):
+    """In which order a workspace merges its approved worktrees into the base branch."""
+
+    COMPLETION = "completion"  # as their tasks were approved
+    PRIORITY = "priority"  # the most urgent task first, then by approval
+    MANUAL = "manual"  # when a person asks (`POST /v1/worktrees/{id}/merge`)
+
+
+class ConflictEscalation(StrEnum):
+    """Who resolves a merge that conflicts (textually, or by the semantic checks)."""
+
+    PERSON = "person"  # an approval: fix the branch and approve to merge, or reject
+    AGENT = "agent"  # the workspace's review agent is given the conflict in a run
+
+
+MAX_WORKTREES = 8  # a workspace's worktrees at once (seed 002)
+
+
+class MergeOutcome(StrEnum):
+    MERGED = "merged"  # the base branch has it
+    CONFLICT = "conflict"  # the rebase on the base branch conflicted: nothing moved
+    SEMANTIC_ISSUES = "semantic_issues"  # merged cleanly, but the checks found issues: held
+    FAILED = "failed"  # git refused for another reason (`detail`)
+
+
+class SemanticCheck(StrEnum):
+    """The semantic conflict checks run on a clean textual merge's Python files."""
+
+    MISSING_REFERENCE = "missing_reference"  # a name used that no longer exists
+    BROKEN_CALL = "broken_call"  # a call that no longer fits its function's signature
+    DUPLICATE_DEFINITION = "duplicate_definition"  # one top-level name defined twice
+    CONFLICTING_IMPORT = "conflicting_import"  # one name imported from two places
+    SYNTAX_ERROR = "syntax_error"  # a merged file Python cannot parse
+
+
+class WorktreeStatus(StrEnum):
+    """A task's worktree, from its creation to its merge (or its end without one)."""
+
+    ACTIVE = "active"  # its task's runs work in it
+    QUEUED = "queued"  # its task was approved: it waits its turn to merge
+    MERGING = "merging"  # being rebased, checked and merged
+    CONFLICT = "conflict"  # the rebase conflicted: escalated
+    HELD = "held"  # the semantic checks found issues: a person accepts or rejects
+    MERGED = "merged"  # on the base branch
+    REJECTED = "rejected"  # a person turned its merge down
+    ABANDONED = "abandoned"  # its task ended without approval (failed, cancelled)
+
+
 class NodeType(StrEnum):
     START = "start"  # the single entry point
     END = "end"  # the single exit point
@@ -135,6 +183,7 @@ class ReviewTimeoutPolicy(StrEnum):
 class ApprovalKind(StrEnum):
     TASK_REVIEW = "task_review"  # a task reached `in_review`: its reviewer decides
     TOOL_CALL = "tool_call"  # a run wants to call a tool that needs a person's consent
+    MERGE = "merge"  # a task's worktree would not merge cleanly: a person decides
 
 
 class CostTier(StrEnum):

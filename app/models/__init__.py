@@ -54,6 +54,7 @@ from app.models.workflows import (
     WorkflowExecution,
     WorkflowExecutionTask,
 )
+from app.models.workspaces import WORKSPACES, WORKTREES, Workspace, Worktree
 
 __all__ = [
     "AGENTS",
@@ -83,6 +84,8 @@ __all__ = [
     "WORKFLOWS",
     "WORKFLOW_EXECUTIONS",
     "WORKFLOW_EXECUTION_TASKS",
+    "WORKSPACES",
+    "WORKTREES",
     "Agent",
     "Approval",
     "Base",
@@ -112,4 +115,6 @@ __all__ = [
     "Workflow",
     "WorkflowExecution",
     "WorkflowExecutionTask",
+    "Workspace",
+    "Worktree",
 ]

@@ -52,6 +52,7 @@ class Approval(Base):
             "kind <> 'tool_call' OR (run_id IS NOT NULL AND tool_call_id IS NOT NULL)",
             name="tool_call_target",
         ),
+        CheckConstraint("kind <> 'merge' OR task_id IS NOT NULL", name="merge_target"),
         CheckConstraint("timeout_s > 0", name="timeout_s"),
         CheckConstraint("escalations >= 0", name="escalations"),
         CheckConstraint("version >= 1", name="version"),
