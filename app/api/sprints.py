@@ -117,7 +117,7 @@ async def get_sprint(sprint_id: str, session: SessionDep, response: Response) ->
 @router.patch(
     "/{sprint_id}",
     response_model=SprintRead,
-    summary="Change a sprint's name, goal or dates",
+    summary="Change a sprint's name, goal, dates or auto_transition",
     openapi_extra={
         "x-problem-descriptions": {
             "409": "`sprint_locked`: dates change only while `planning`, and a completed "
