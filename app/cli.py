@@ -1,8 +1,7 @@
 """The `loopwright` command. The server: `serve`, `worker`, `migrate`, `openapi`. A client
 of a running server (LOOPWRIGHT_URL, LOOPWRIGHT_API_KEY): `run`, `follow`, `runs`, `show`,
-`cancel`, `resume`, `retry`, `answer`, `approvals`, `tasks`, `board`, `coordinations`,
-`agents`,
-`triggers`, `tools`.
+`cancel`, `resume`, `retry`, `answer`, `approvals`, `tasks`, `board`, `sprints`,
+`coordinations`, `agents`, `triggers`, `tools`.
 
 The client verbs start in a fraction of the server's time: the server's stack (settings,
 FastAPI, SQLAlchemy, and pydantic under them) is imported by the server commands only."""
@@ -21,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.client import boards, coordinations, verbs
+from app.client import boards, coordinations, sprints, verbs
 from app.client.exits import Exit
 from app.client.http import DEFAULT_URL, Client, ClientError
 from app.client.verbs import Verb
@@ -386,6 +385,8 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     kanban.add_argument(
         "--all", action="store_true", help=f"every task shown, not the first {boards.CARDS}"
     )
+
+    sprints.add_parser(commands, server, _client_verb)
 
     coordination = verb(
         "coordinations",

@@ -3,12 +3,12 @@ components in order and stops them in reverse, also when start-up fails halfway.
 
 Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
 workflow observer and the TaskEngine → task runs → task router → review gate → coordinator
-→ approval sweep → idempotency sweep → history retention (only when a window is set) →
-group committer → tokenizer → reconciler (its first pass reconciles at boot) → scheduler →
-chain relay → webhook deliverer → workers. Stopping runs the same list backwards, after open
-streams are told to end: workers stop claiming and give running loops their grace
-period, the deliverer gives its attempts theirs, …, the listener stops, the pool is
-disposed, the embedded server stops.
+→ approval sweep → sprint clock → idempotency sweep → history retention (only when a window
+is set) → group committer → tokenizer → reconciler (its first pass reconciles at boot) →
+scheduler → chain relay → webhook deliverer → workers. Stopping runs the same list
+backwards, after open streams are told to end: workers stop claiming and give running
+loops their grace period, the deliverer gives its attempts theirs, …, the listener
+stops, the pool is disposed, the embedded server stops.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from app.engine.review_gate import ReviewGate
 from app.engine.routing.router import TaskRouter, strategies
 from app.engine.runs import RunCommands
 from app.engine.services import Services
+from app.engine.sprint_clock import SprintClock
 from app.engine.sprints import SprintCommands
 from app.engine.stream_slots import StreamSlots
 from app.engine.stream_tails import StreamTails
@@ -262,6 +263,7 @@ def build_runtime(
     runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
     coordinations = CoordinationCommands(sessionmaker, bus, idempotency_retention=retention)
+    sprints = SprintCommands(sessionmaker, bus, idempotency_retention=retention)
     registry = build_tools(settings, sessionmaker, tools, task_engine, coordinations)
     mcp = McpHub(McpPolicy.from_settings(settings.mcp))
     delivery_policy = DeliveryPolicy.from_settings(settings.webhooks)
@@ -312,7 +314,7 @@ def build_runtime(
             sessionmaker, bus, delivery_policy, idempotency_retention=retention
         ),
         budgets=BudgetCommands(sessionmaker, idempotency_retention=retention),
-        sprints=SprintCommands(sessionmaker, bus, idempotency_retention=retention),
+        sprints=sprints,
         metrics=metrics,
         breakers=breakers,
         shutting_down=anyio.Event(),
@@ -347,6 +349,9 @@ def build_runtime(
     review_gate = ReviewGate(sessionmaker, task_engine, approvals)
     approval_sweep = ApprovalTimeoutScheduler(
         sessionmaker, approvals, review_gate, interval_s=settings.approvals.sweep_interval_s
+    )
+    sprint_clock = SprintClock(
+        sessionmaker, sprints, interval_s=settings.sprints.clock_interval_s, metrics=metrics
     )
     idempotency_sweep = IdempotencySweep(
         sessionmaker, retention=retention, interval_s=settings.idempotency.sweep_interval_s
@@ -390,6 +395,8 @@ def build_runtime(
         Component("coordinator", coordinator.start, coordinator.stop),
         # Its first tick also catches up with approvals that expired while we were down.
         Component("approval sweep", approval_sweep.start, approval_sweep.stop),
+        # Its first pass moves the sprints whose end date passed while we were down.
+        Component("sprint clock", sprint_clock.start, sprint_clock.stop),
         Component("idempotency sweep", idempotency_sweep.start, idempotency_sweep.stop),
         *_history_retention(settings, sessionmaker, metrics),
         Component("group committer", committer.start, committer.stop),

@@ -60,9 +60,10 @@ async def create_sprint(
 ) -> SprintRead:
     """Created `planning`, with no tasks. Nothing starts or repeats a sprint by itself: the
     next sprint is created when someone wants one, and any number may be planned while
-    another is active. With `Idempotency-Key`, a repeat of the request gets the sprint as
-    it is now (`Idempotent-Replayed: true`); another body is a 409
-    `idempotency_key_reused`."""
+    another is active. With `auto_transition`, the sprint clock moves it from `active` to
+    `in_review` once its end date is past (00:00 UTC the day after); nothing else. With
+    `Idempotency-Key`, a repeat of the request gets the sprint as it is now
+    (`Idempotent-Replayed: true`); another body is a 409 `idempotency_key_reused`."""
     digest = request_hash(body.model_dump(mode="json")) if idempotency_key else None
     sprint, replayed = await services.sprints.create_keyed(
         body, actor, idempotency_key=idempotency_key, request_hash=digest
@@ -116,7 +117,7 @@ async def get_sprint(sprint_id: str, session: SessionDep, response: Response) ->
 @router.patch(
     "/{sprint_id}",
     response_model=SprintRead,
-    summary="Change a sprint's name, goal or dates",
+    summary="Change a sprint's name, goal, dates or auto_transition",
     openapi_extra={
         "x-problem-descriptions": {
             "409": "`sprint_locked`: dates change only while `planning`, and a completed "

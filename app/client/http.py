@@ -52,8 +52,9 @@ class Client:
     def put(self, path: str, body: Any) -> Any:
         return self._request("PUT", path, json=body)
 
-    def delete(self, path: str) -> None:
-        self._request("DELETE", path)
+    def delete(self, path: str) -> Any:
+        """The answer's body (None for a 204)."""
+        return self._request("DELETE", path)
 
     def post_raw(self, path: str, content: bytes, headers: dict[str, str]) -> Any:
         """A body sent as these exact bytes (a signed webhook delivery)."""

@@ -235,6 +235,19 @@ class TriggerSettings(BaseModel):
         return timedelta(seconds=2 * self.signature_tolerance_s)
 
 
+class SprintSettings(BaseModel):
+    """The sprint clock (`engine/sprint_clock.py`): it also wakes at each clocked sprint's
+    end, so the interval bounds how late it sees a sprint activated or switched on."""
+
+    clock_interval_s: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="How often the sprint clock looks for active sprints whose end date "
+        "passed, besides waking at the next one's end.",
+    )
+
+
 class HistorySettings(BaseModel):
     """Retention of runs' history (their steps: transcript, checkpoints, events). Off by
     default: kept forever. With a window, the history of a conversation whose runs all
@@ -673,6 +686,7 @@ class Settings(BaseSettings):
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
     triggers: TriggerSettings = Field(default_factory=TriggerSettings)
+    sprints: SprintSettings = Field(default_factory=SprintSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     costs: CostSettings = Field(default_factory=CostSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)

@@ -6,7 +6,8 @@ write, bump the version, append the event to the `sprints` stream; then wake the
 readers. Two sprints of a project racing to become active both pass the look-up; the
 partial unique index `uq_sprints_project_active` lets the first commit win, and the other
 is refused with `sprint_already_active`. Two sprints taking one task at once end the same
-way on `uq_sprint_tasks_task_id_open` (`task_in_another_sprint`).
+way on `uq_sprint_tasks_task_id_open` (`task_in_another_sprint`). The sprint clock
+(`engine/sprint_clock.py`) moves sprints through `transition` as a person does.
 """
 
 from __future__ import annotations

@@ -22,6 +22,13 @@ StoryPoints = Annotated[
 ]
 
 
+AUTO_TRANSITION = (
+    "True: the sprint clock moves the sprint from `active` to `in_review` once its end date "
+    "is past (at 00:00 UTC of the day after it), as `system:sprint_clock`. Nothing else moves "
+    "by itself."
+)
+
+
 def _ends_after_start(value: date | None, info: ValidationInfo) -> date | None:
     start = info.data.get("start_date")
     if value is not None and start is not None and value < start:
@@ -42,18 +49,20 @@ class SprintCreate(BaseModel):
     end_date: date = Field(
         description="Its last day (included); not before `start_date`.", examples=["2026-12-14"]
     )
+    auto_transition: bool = Field(False, description=AUTO_TRANSITION)
 
     _end_date = field_validator("end_date")(_ends_after_start)
 
 
 class SprintPatch(PatchBody):
-    """`name` and `goal` change until the sprint is completed; its dates only while it is
-    `planning` (409 `sprint_locked` otherwise)."""
+    """`name`, `goal` and `auto_transition` change until the sprint is completed; its dates
+    only while it is `planning` (409 `sprint_locked` otherwise)."""
 
     name: Name | None = None
     goal: Text | None = None
     start_date: date | None = None
     end_date: date | None = None
+    auto_transition: bool | None = Field(None, description=AUTO_TRANSITION)
 
     _end_date = field_validator("end_date")(_ends_after_start)
 
@@ -113,6 +122,7 @@ class SprintRead(BaseModel):
     end_date: date
     duration_days: int = Field(description="From `start_date` to `end_date`, both included.")
     status: SprintStatus
+    auto_transition: bool = Field(description=AUTO_TRANSITION)
     tasks: list[SprintTaskRead] = Field(description="Oldest addition first.")
     committed_points: int
     completed_points: int

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Select, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -68,6 +68,7 @@ def _read(row: Any, tasks: list[SprintTaskRead]) -> SprintRead:
         end_date=row.end_date,
         duration_days=(row.end_date - row.start_date).days + 1,
         status=SprintStatus(row.status),
+        auto_transition=row.auto_transition,
         tasks=tasks,
         committed_points=committed,
         completed_points=completed,
@@ -139,6 +140,34 @@ async def active_sprint(session: AsyncSession, project: str) -> str | None:
     """The id of the project's active sprint, if it has one."""
     return await session.scalar(
         select(Sprint.id).where(Sprint.project == project, Sprint.status == SprintStatus.ACTIVE)
+    )
+
+
+async def clock_due(session: AsyncSession, today: date, *, limit: int) -> list[tuple[str, int]]:
+    """(id, version) of the active sprints the clock moves whose last day is before `today`,
+    most overdue first."""
+    rows = await session.execute(
+        _clocked(SPRINTS.c.id, SPRINTS.c.version)
+        .where(SPRINTS.c.end_date < today)
+        .order_by(SPRINTS.c.end_date, SPRINTS.c.id)
+        .limit(limit)
+    )
+    return [(row.id, row.version) for row in rows]
+
+
+async def next_clocked_end(session: AsyncSession, today: date) -> date | None:
+    """The earliest last day, `today` or later, of an active sprint the clock moves."""
+    earliest: date | None = await session.scalar(
+        _clocked(func.min(SPRINTS.c.end_date)).where(SPRINTS.c.end_date >= today)
+    )
+    return earliest
+
+
+def _clocked(*columns: Any) -> Select[Any]:
+    # Sprints are few (a project makes one every week or few) and at most one of a project
+    # is active: read without an index of their own.
+    return select(*columns).where(
+        SPRINTS.c.status == SprintStatus.ACTIVE, SPRINTS.c.auto_transition
     )
 
 

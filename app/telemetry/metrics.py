@@ -225,6 +225,12 @@ class Metrics:
             ["status"],
             registry=registry,
         )
+        self.sprints_auto_transitioned = Counter(
+            "loopwright_sprints_auto_transitioned",
+            "Sprints this process's sprint clock moved from active to in_review (their "
+            "`auto_transition` is on and their end date passed).",
+            registry=registry,
+        )
         registry.register(_BreakerStates(breaker_states))
         # Event type -> the counter it increments and the payload fields naming its labels.
         self._counted: dict[str, tuple[Counter, tuple[str, ...]]] = {
