@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Sequence
@@ -19,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.workspaces.errors import CommandRefusal, CommandRefused
-from app.workspaces.git import kill_group
 from app.workspaces.paths import confine
 
 READ_CHUNK = 65_536
@@ -84,8 +85,10 @@ async def _run(
     # TMPDIR of its own, removed after, so nothing lands in the worktree's diff.
     env = {"PATH": policy.search_path, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
     env.update(policy.extra_env)
+    loop = asyncio.get_running_loop()
     started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _Protocol(loop),
         executable,
         *argv[1:],
         cwd=cwd,
@@ -95,45 +98,69 @@ async def _run(
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,  # its own group: the kill reaches what it started
     )
+    process = asyncio.subprocess.Process(transport, protocol, loop)
     assert process.stdout is not None and process.stderr is not None
-    cap = policy.output_cap_bytes
-    readers = asyncio.gather(_drain(process.stdout, cap), _drain(process.stderr, cap))
+    out, err = _Sink(policy.output_cap_bytes), _Sink(policy.output_cap_bytes)
+    readers = asyncio.gather(out.drain(process.stdout), err.drain(process.stderr))
     timed_out = False
     try:
-        await asyncio.wait_for(process.wait(), policy.timeout_s)
+        await asyncio.wait_for(asyncio.shield(protocol.exited), policy.timeout_s)
     except TimeoutError:
         timed_out = True
     finally:
         # Also after a normal exit: a background child it left would hold the pipes open
-        # (and outlive the tool call).
-        await kill_group(process)
-        if not readers.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(readers), DRAIN_AFTER_KILL_S)
+        # (and outlive the tool call). One that left the group too is cut off after a
+        # grace: its pipes are closed on it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(readers), DRAIN_AFTER_KILL_S)
         if not readers.done():
             readers.cancel()
-    (out, out_cut), (err, err_cut) = readers.result() if not readers.cancelled() else _EMPTY
-    assert process.returncode is not None
+            transport.close()
+        await asyncio.shield(protocol.exited)
+    returncode = transport.get_returncode()
+    assert returncode is not None
     return CommandResult(
         argv,
-        process.returncode,
-        out.decode(errors="replace"),
-        err.decode(errors="replace"),
-        out_cut or err_cut,
+        returncode,
+        out.text(),
+        err.text(),
+        out.truncated or err.truncated,
         timed_out,
         round((time.monotonic() - started) * 1000),
     )
 
 
-_EMPTY = ((b"", True), (b"", True))
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's own protocol, telling when the process exits. `Process.wait()` answers
+    only once its pipes close too, which a background child can put off for ever."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=READ_CHUNK, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
-async def _drain(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, bool]:
-    kept = bytearray()
-    truncated = False
-    while chunk := await stream.read(READ_CHUNK):
-        room = cap - len(kept)
-        if room > 0:
-            kept += chunk[:room]
-        truncated |= len(chunk) > room
-    return bytes(kept), truncated
+class _Sink:
+    """One output stream, kept up to the cap; the rest is read and dropped, so a chatty
+    program never blocks on a full pipe."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.kept = bytearray()
+        self.truncated = False
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(READ_CHUNK):
+            room = self.cap - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+            self.truncated |= len(chunk) > room
+
+    def text(self) -> str:
+        return self.kept.decode(errors="replace")

@@ -36,10 +36,11 @@ async def apply_patch(git: GitRunner, root: Path, patch: str, *, max_bytes: int)
         raise PatchRejected(PatchFailure.DOES_NOT_APPLY, f"over {max_bytes} bytes")
     if SYMLINK_MODE.search(patch):
         raise PatchRejected(PatchFailure.SYMLINK, "the patch creates a symbolic link")
+    names = patch_paths(patch)
     listed = await git.run("apply", "--numstat", "-z", "-", cwd=root, input_bytes=data, check=False)
     if listed.returncode != 0:
-        raise PatchRejected(PatchFailure.DOES_NOT_APPLY, listed.stderr.strip())
-    names = patch_paths(patch)
+        failure = PatchFailure.DOES_NOT_APPLY if names else PatchFailure.EMPTY
+        raise PatchRejected(failure, listed.stderr.strip())
     for stat in parse_numstat(listed.stdout):
         names += [stat.path, *([stat.old_path] if stat.old_path else [])]
     if not names:
