@@ -235,6 +235,28 @@ class TriggerSettings(BaseModel):
         return timedelta(seconds=2 * self.signature_tolerance_s)
 
 
+class WorkspaceSettings(BaseModel):
+    """Workspaces (`engine/workspaces/`): where task worktrees live, and how git runs."""
+
+    worktrees_dir: Path | None = Field(
+        None,
+        description="Where task worktrees are made, one directory a project. Unset: inside "
+        "each repository's git directory (`.git/loopwright-worktrees/`), out of its "
+        "checkout's sight.",
+    )
+    max_git_processes: int = Field(
+        4, ge=1, le=64, description="git processes at once, across all workspaces."
+    )
+    git_timeout_s: float = Field(120.0, gt=0, le=3_600, description="A git command's limit.")
+    merge_interval_s: float = Field(
+        5.0,
+        gt=0,
+        le=3_600,
+        description="How often the merge queue looks for work besides the boards' wake-ups "
+        "(another process's approvals and tasks).",
+    )
+
+
 class SprintSettings(BaseModel):
     """The sprint clock (`engine/sprint_clock.py`): it also wakes at each clocked sprint's
     end, so the interval bounds how late it sees a sprint activated or switched on."""
@@ -687,6 +709,7 @@ class Settings(BaseSettings):
     history: HistorySettings = Field(default_factory=HistorySettings)
     triggers: TriggerSettings = Field(default_factory=TriggerSettings)
     sprints: SprintSettings = Field(default_factory=SprintSettings)
+    workspaces: WorkspaceSettings = Field(default_factory=WorkspaceSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     costs: CostSettings = Field(default_factory=CostSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
