@@ -104,6 +104,13 @@ class WorkflowKind(StrEnum):
     AGILE_KANBAN = "agile_kanban"  # the board, time-boxed in sprints
 
 
+class VariableType(StrEnum):
+    """The type of a workflow template's variable (`/v1/workflow-templates`)."""
+
+    INT = "int"  # a whole number between the variable's `minimum` and `maximum`
+    STRING = "string"  # text, its length between `minimum` and `maximum`
+
+
 class NodeType(StrEnum):
     START = "start"  # the single entry point
     END = "end"  # the single exit point

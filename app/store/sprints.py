@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -139,6 +139,15 @@ async def active_sprint(session: AsyncSession, project: str) -> str | None:
     """The id of the project's active sprint, if it has one."""
     return await session.scalar(
         select(Sprint.id).where(Sprint.project == project, Sprint.status == SprintStatus.ACTIVE)
+    )
+
+
+async def lock_project(session: AsyncSession, project: str) -> None:
+    """Hold the project's sprint lock until the transaction ends: writers that look for
+    the project's open sprint before making one take turns."""
+    await session.execute(
+        text("SELECT pg_advisory_xact_lock(hashtext('sprints:project'), hashtext(:project))"),
+        {"project": project},
     )
 
 
