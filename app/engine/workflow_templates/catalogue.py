@@ -120,9 +120,9 @@ class WorkflowTemplate:
         }
 
     def render(self, values: Mapping[str, Any]) -> WorkflowCreate:
-        """The definition these values (from `values`) make. Loading checked the defaults;
-        should other values within bounds break a rule, the values are refused (a 422 on
-        `variables`), never saved as a broken definition."""
+        """The definition these values (as `values` returns them) make. Loading checked
+        the defaults; should other values within bounds break a rule, the values are
+        refused (a 422 on `variables`), never saved as a broken definition."""
         fields = render(self.definition, values) | {"kind": self.source.kind}
         if self.board is not None:
             fields["board"] = render(self.board, values)
