@@ -1,7 +1,7 @@
 """The `loopwright` command. The server: `serve`, `worker`, `migrate`, `openapi`. A client
 of a running server (LOOPWRIGHT_URL, LOOPWRIGHT_API_KEY): `run`, `follow`, `runs`, `show`,
 `cancel`, `resume`, `retry`, `answer`, `approvals`, `tasks`, `board`, `sprints`,
-`coordinations`, `agents`, `triggers`, `tools`.
+`workflows`, `coordinations`, `agents`, `triggers`, `tools`.
 
 The client verbs start in a fraction of the server's time: the server's stack (settings,
 FastAPI, SQLAlchemy, and pydantic under them) is imported by the server commands only."""
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.client import boards, coordinations, sprints, verbs
+from app.client import workflows as workflow_verbs
 from app.client.exits import Exit
 from app.client.http import DEFAULT_URL, Client, ClientError
 from app.client.verbs import Verb
@@ -387,6 +388,29 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
 
     sprints.add_parser(commands, server, _client_verb)
+    flows = verb(
+        "workflows",
+        "list workflow definitions, the built-in templates, or make a definition from one",
+        workflow_verbs.workflows,
+    )
+    flows.add_argument(
+        "action", nargs="?", choices=["list", "templates", "instantiate"], default="list"
+    )
+    flows.add_argument("template", nargs="?", help="instantiate: the template's name")
+    flows.add_argument(
+        "--name", help="instantiate: the definition's name (default: the template's)"
+    )
+    flows.add_argument(
+        "--project",
+        help="instantiate: the project it works in (its board gets the template's WIP limits "
+        "where a column has none; agile_kanban opens its first sprint)",
+    )
+    flows.add_argument(
+        "--var",
+        action="append",
+        metavar="NAME=VALUE",
+        help="instantiate: a template variable (repeatable; see `workflows templates`)",
+    )
 
     coordination = verb(
         "coordinations",

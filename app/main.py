@@ -29,6 +29,7 @@ from app.api import (
     triggers,
     webhooks,
     workflow_executions,
+    workflow_templates,
     workflows,
 )
 from app.api import metrics as metrics_api
@@ -113,6 +114,7 @@ def create_app(
     app.include_router(runs_api.router)
     app.include_router(workflows.router)
     app.include_router(workflow_executions.router)
+    app.include_router(workflow_templates.router)
     app.include_router(coordinations.router)
     app.include_router(approvals.router)
     app.include_router(triggers.router)

@@ -63,6 +63,7 @@ from app.engine.webhooks.deliverer import WebhookDeliverer
 from app.engine.webhooks.policy import DeliveryPolicy
 from app.engine.workers import WorkerPool
 from app.engine.workflow_observer import ExecutionObserver
+from app.engine.workflow_templates.instantiate import TemplateCommands
 from app.engine.workflows import WorkflowCommands
 from app.llm import tokens
 from app.llm.policy import LLMRetryPolicy
@@ -268,6 +269,7 @@ def build_runtime(
     mcp = McpHub(McpPolicy.from_settings(settings.mcp))
     delivery_policy = DeliveryPolicy.from_settings(settings.webhooks)
     workflows = WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention)
+    sprints = SprintCommands(sessionmaker, bus, idempotency_retention=retention)
     firing = TriggerFiring(sessionmaker, bus, runs, workflows, metrics=metrics)
     prices = PriceTable.from_settings(settings.costs)
     providers = Providers(settings.llm)
@@ -315,6 +317,9 @@ def build_runtime(
         ),
         budgets=BudgetCommands(sessionmaker, idempotency_retention=retention),
         sprints=sprints,
+        templates=TemplateCommands(
+            sessionmaker, workflows, sprints, idempotency_retention=retention
+        ),
         metrics=metrics,
         breakers=breakers,
         shutting_down=anyio.Event(),

@@ -152,6 +152,13 @@ class WorktreeStatus(StrEnum):
     ABANDONED = "abandoned"  # its task ended without approval (failed, cancelled)
 
 
+class VariableType(StrEnum):
+    """The type of a workflow template's variable (`/v1/workflow-templates`)."""
+
+    INT = "int"  # a whole number between the variable's `minimum` and `maximum`
+    STRING = "string"  # text, its length between `minimum` and `maximum`
+
+
 class NodeType(StrEnum):
     START = "start"  # the single entry point
     END = "end"  # the single exit point

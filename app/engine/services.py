@@ -26,6 +26,7 @@ from app.engine.triggers.commands import TriggerCommands
 from app.engine.triggers.firing import TriggerFiring
 from app.engine.triggers.hooks import TriggerHooks
 from app.engine.webhooks.commands import WebhookCommands
+from app.engine.workflow_templates.instantiate import TemplateCommands
 from app.engine.workflows import WorkflowCommands
 from app.schemas.tools import ToolRead
 from app.telemetry.metrics import Metrics
@@ -49,6 +50,7 @@ class Services:
     webhooks: WebhookCommands
     budgets: BudgetCommands
     sprints: SprintCommands
+    templates: TemplateCommands  # workflow templates and their instantiation
     metrics: Metrics
     breakers: Breakers  # this process's circuit breakers, which `metrics` reports
     shutting_down: anyio.Event  # set first at shutdown: open streams end

@@ -141,18 +141,39 @@ class SprintCommands:
                 replay = await store.get_sprint(session, create.replay.resource_id)
                 if replay is not None:
                     return replay, True
-            values = body.model_dump() | {
-                "id": new_id("sprint"),
-                "status": SprintStatus.PLANNING.value,
-                "version": 1,
-                "created_at": now,
-                "updated_at": now,
-            }
-            sprint = await store.insert_sprint(session, values)
-            await self._record(session, [sprint_event(SprintEventType.CREATED, sprint, actor)])
+            sprint = await self.create_in(session, body, actor)
             await create.remember(sprint.id)
-        published(self._bus, [Written(SPRINTS_STREAM)])
+        self.announce()
         return sprint, False
+
+    async def create_in(
+        self,
+        session: AsyncSession,
+        body: SprintCreate,
+        actor: str,
+        *,
+        auto_transition: bool | None = None,
+    ) -> SprintRead:
+        """A sprint made `planning` in the caller's transaction (its row and its
+        `sprint.created` event); `announce` once that has committed. `auto_transition`
+        sets the sprint clock's column (None: the column's default)."""
+        now = self._clock()
+        values = body.model_dump() | {
+            "id": new_id("sprint"),
+            "status": SprintStatus.PLANNING.value,
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+        }
+        if auto_transition is not None:
+            values["auto_transition"] = auto_transition
+        sprint = await store.insert_sprint(session, values)
+        await self._record(session, [sprint_event(SprintEventType.CREATED, sprint, actor)])
+        return sprint
+
+    def announce(self) -> None:
+        """After a commit that wrote sprint events: wake the stream's readers."""
+        published(self._bus, [Written(SPRINTS_STREAM)])
 
     async def update(
         self, sprint_id: str, body: SprintPatch, actor: str, *, expected_version: int | None

@@ -4,6 +4,7 @@ client following the stream, learns of the new limit when it takes effect."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -26,6 +27,22 @@ async def set_wip_limit(
 ) -> None:
     await boards.set_limit(session, project, column, limit)
     await _record(session, project, column, limit, actor, now)
+
+
+async def add_default_limits(
+    session: AsyncSession,
+    project: str,
+    limits: Mapping[BoardColumn, Limit],
+    *,
+    actor: str,
+    now: datetime,
+) -> list[BoardColumn]:
+    """Set these limits on the project's columns that have none (a limit set already is
+    kept); the columns set, each with its event."""
+    added = await boards.add_limits(session, project, limits)
+    for column in added:
+        await _record(session, project, column, limits[column], actor, now)
+    return added
 
 
 async def remove_wip_limit(

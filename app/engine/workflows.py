@@ -38,6 +38,7 @@ from app.core.states import (
 )
 from app.core.streams import execution_stream
 from app.engine import execution_transitions
+from app.engine.board_defaults import apply_wip_limits
 from app.engine.bus import EventBus
 from app.engine.idempotent_create import CreateKey, keyed_create
 from app.engine.published import Written, published
@@ -128,6 +129,7 @@ class Activated:
     replayed: bool
     planned: Sequence[PlannedTask] = ()
     node_tasks: dict[str, str] = field(default_factory=dict)
+    project: str | None = None  # the tasks' project: the request's, else the definition's
 
 
 def cancel_route(task: TaskRead) -> list[TaskStatus]:
@@ -197,20 +199,29 @@ class WorkflowCommands:
     ) -> tuple[WorkflowRead, bool]:
         """The definition, and whether it is the first response to this key, replayed (the
         definition as that create returned it)."""
-        issues = structural_issues(body.nodes, body.edges)
-        if issues:
-            raise _refuse(issues, ValidationFailed)
+        self._check_structure(body)
         key = CreateKey.of(CREATE_SCOPE, idempotency_key, request_hash)
-        values = body.model_dump(mode="json") | {"id": new_id("wf"), "version": 1}
         async with self._sessionmaker() as session, session.begin():
             create = await keyed_create(
                 session, key, now=self._clock(), retention=self._idempotency_retention
             )
             if create.replay is not None:
                 return WorkflowRead.model_validate(create.replay.response), True
-            workflow = await store.insert_workflow(session, values)
+            workflow = await self.create_in(session, body)
             await create.remember(workflow.id, workflow.model_dump(mode="json"))
         return workflow, False
+
+    async def create_in(self, session: AsyncSession, body: WorkflowCreate) -> WorkflowRead:
+        """A definition saved in the caller's transaction (its structure checked first)."""
+        self._check_structure(body)
+        values = body.model_dump(mode="json") | {"id": new_id("wf"), "version": 1}
+        return await store.insert_workflow(session, values)
+
+    @staticmethod
+    def _check_structure(body: WorkflowCreate) -> None:
+        issues = structural_issues(body.nodes, body.edges)
+        if issues:
+            raise _refuse(issues, ValidationFailed)
 
     async def update(
         self, workflow_id: str, body: WorkflowPatch, *, expected_version: int | None
@@ -272,7 +283,7 @@ class WorkflowCommands:
         key = CreateKey.of(ACTIVATE_SCOPE, idempotency_key, request_hash)
         async with self._sessionmaker() as session, session.begin():
             started = await self.activate_in(session, workflow_id, body, key=key, now=self._clock())
-        return await self.complete(started, body, actor)
+        return await self.complete(started, actor)
 
     async def activate_in(
         self,
@@ -286,7 +297,11 @@ class WorkflowCommands:
         """The first half of `activate`, inside the caller's transaction: plan the execution
         and record it (row, events, key). Once the caller has committed, `complete` creates
         its tasks. An error may leave rows written in the session: run it in a savepoint to
-        go on after one."""
+        go on after one.
+
+        With no `project` in the request the definition's is used; a `kanban` or
+        `agile_kanban` definition activated into a project sets its default WIP limits on
+        the columns that have none (`app/engine/board_defaults.py`)."""
         workflow = await store.get_workflow(session, workflow_id)
         if workflow is None:
             raise NotFound("workflow", workflow_id)
@@ -299,6 +314,9 @@ class WorkflowCommands:
         if issues:
             raise _refuse(issues, WorkflowInvalid)
         plan = plan_execution(Graph.of(workflow.nodes, workflow.edges), body.context)
+        project = body.project or workflow.project
+        if project is not None:
+            await apply_wip_limits(session, project, workflow, now=now)
         node_tasks = {t.node_id: new_id("task") for t in plan.tasks}
         values = {
             "id": new_id("wfx"),
@@ -322,16 +340,18 @@ class WorkflowCommands:
             events.append(execution_event("workflow.execution.completed", execution))
         await event_store.append_events(session, execution_stream(execution.id), events, now)
         await create.remember(execution.id)
-        return Activated(execution, replayed=False, planned=plan.tasks, node_tasks=node_tasks)
+        return Activated(
+            execution, replayed=False, planned=plan.tasks, node_tasks=node_tasks, project=project
+        )
 
-    async def complete(self, started: Activated, body: ActivateRequest, actor: str) -> Activation:
+    async def complete(self, started: Activated, actor: str) -> Activation:
         """After the commit of `activate_in`: wake the execution's readers and create its
         tasks through the TaskEngine (a failure fails the execution, and is raised)."""
         if started.replayed:
             return Activation(started.execution, replayed=True)
         execution = started.execution
         published(self._bus, [Written(execution_stream(execution.id))])
-        await self._create_tasks(execution, started.planned, started.node_tasks, body, actor)
+        await self._create_tasks(execution, started, actor)
         async with self._sessionmaker() as session:
             latest = await store.get_execution(session, execution.id)
         if latest is not None and latest.status is ExecutionStatus.CANCELLED:
@@ -339,16 +359,10 @@ class WorkflowCommands:
             await self._cancel_tasks(latest, actor)
         return Activation(latest or execution)
 
-    async def _create_tasks(
-        self,
-        execution: ExecutionRead,
-        planned: Sequence[PlannedTask],
-        node_tasks: dict[str, str],
-        body: ActivateRequest,
-        actor: str,
-    ) -> None:
+    async def _create_tasks(self, execution: ExecutionRead, started: Activated, actor: str) -> None:
         """Submitted together so that the TaskEngine commits them as one group. A failure
         (queue full, shutting down) fails the execution rather than leave it half made."""
+        node_tasks = started.node_tasks
 
         def mutation(step: PlannedTask) -> CreateTask:
             fields = TaskCreate.model_validate(
@@ -357,14 +371,15 @@ class WorkflowCommands:
                     "title": step.config.title,
                     "assigned_to": step.assigned_to,
                     "routing": step.routing,
-                    "project": body.project,
+                    "project": started.project,
                     "dependencies": [node_tasks[n] for n in leaves(step.waits_for)],
                 }
             )
             return CreateTask(fields, actor, task_id=node_tasks[step.node_id])
 
         results = await asyncio.gather(
-            *(self._tasks.submit(mutation(step)) for step in planned), return_exceptions=True
+            *(self._tasks.submit(mutation(step)) for step in started.planned),
+            return_exceptions=True,
         )
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, select, tuple_
@@ -81,6 +81,27 @@ async def set_limit(session: AsyncSession, project: str, column: BoardColumn, li
             set_={"limit": limit.limit, "mode": limit.mode.value, "updated_at": func.now()},
         )
     )
+
+
+async def add_limits(
+    session: AsyncSession, project: str, limits: Mapping[BoardColumn, Limit]
+) -> list[BoardColumn]:
+    """Set these columns' limits where the project has none: a limit set already is kept,
+    also one another transaction sets meanwhile (it commits first, then this one keeps
+    it). The columns whose limit this set."""
+    if not limits:
+        return []
+    rows = [
+        {"project": project, "column": column.value, "limit": limit.limit, "mode": limit.mode.value}
+        for column, limit in limits.items()
+    ]
+    added = await session.scalars(
+        insert(WIP_LIMITS)
+        .values(rows)
+        .on_conflict_do_nothing(index_elements=[WIP_LIMITS.c.project, WIP_LIMITS.c.column])
+        .returning(WIP_LIMITS.c.column)
+    )
+    return sorted((BoardColumn(c) for c in added), key=list(BoardColumn).index)
 
 
 async def delete_limit(session: AsyncSession, project: str, column: BoardColumn) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Select, delete, func, insert, select, update
+from sqlalchemy import Select, delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -168,6 +168,15 @@ def _clocked(*columns: Any) -> Select[Any]:
     # is active: read without an index of their own.
     return select(*columns).where(
         SPRINTS.c.status == SprintStatus.ACTIVE, SPRINTS.c.auto_transition
+    )
+
+
+async def lock_project(session: AsyncSession, project: str) -> None:
+    """Hold the project's sprint lock until the transaction ends: writers that look for
+    the project's open sprint before making one take turns."""
+    await session.execute(
+        text("SELECT pg_advisory_xact_lock(hashtext('sprints:project'), hashtext(:project))"),
+        {"project": project},
     )
 
 

@@ -35,7 +35,7 @@ from app.store import events as event_store
 from app.store import task_runs as task_run_store
 from app.store import workflows as workflow_store
 from app.ui import events
-from app.ui.deps import DbDep, Viewer, ViewerDep
+from app.ui.deps import DbDep, ServicesDep, Viewer, ViewerDep
 from app.ui.graph_layout import Layout, PlacedEdge, layout
 from app.ui.templating import render
 
@@ -138,9 +138,11 @@ class Check:
 
 @router.get("/workflows")
 async def workflows_list(
-    request: Request, viewer: ViewerDep, db: DbDep, before: Before = None
+    request: Request, viewer: ViewerDep, db: DbDep, services: ServicesDep, before: Before = None
 ) -> HTMLResponse:
-    """Newest first, a page at a time; `before`: the page after that definition."""
+    """Newest first, a page at a time; `before`: the page after that definition. Below
+    them, a form per built-in template makes a definition from it (the API's
+    `POST /v1/workflow-templates/{name}/instantiate`, called by the page's script)."""
     rows = await workflow_store.list_workflows(
         db, after_id=before, limit=LIST_PAGE + 1, newest_first=True
     )
@@ -150,6 +152,7 @@ async def workflows_list(
         "workflows": workflows,
         "older": workflows[-1].id if len(rows) > LIST_PAGE else None,
         "first_page": before is None,
+        "templates": [t.summary() for t in services.templates.catalogue().values()],
     }
     return render(request, "workflows.html", viewer, context)
 

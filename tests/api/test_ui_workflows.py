@@ -132,6 +132,32 @@ async def test_the_list_pages_newest_first(
     assert 'rel="next"' not in second.text and "Newest workflows" in second.text
 
 
+async def test_the_list_shows_each_kind_and_project_and_a_form_per_template(
+    client: httpx.AsyncClient,
+) -> None:
+    await create(client, diamond(name="Plain"))
+    made = await client.post(
+        "/v1/workflow-templates/kanban/instantiate",
+        json={"project": "a&b", "variables": {"wip_limit": 2}},
+    )
+    assert made.status_code == 201, made.text
+    page = await client.get("/ui/workflows")
+    kinds = re.findall(r'<td data-label="Kind" class="workflow-kind">(\w+)</td>', page.text)
+    assert kinds == ["kanban", "sequential"]  # newest first
+    assert '<a href="/ui/projects/a%26b/board">a&amp;b</a>' in page.text
+    forms = re.findall(r'data-instantiate="/v1/workflow-templates/(\w+)/instantiate"', page.text)
+    assert forms == ["sequential", "parallel", "kanban", "agile_kanban"]
+    assert 'id="agile_kanban-sprint_length" type="number" data-variable="sprint_length"' in (
+        page.text
+    )
+    assert 'value="14" step="1" min="1" max="90" required>' in page.text
+
+    definition = await client.get(f"/ui/workflows/{made.json()['id']}")
+    assert '<dd class="workflow-kind">kanban</dd>' in definition.text
+    assert "in_progress ≤ 2 (strict), review ≤ 2 (strict)" in definition.text
+    assert 'placeholder="a&amp;b"' in definition.text
+
+
 async def test_a_definition_shows_its_graph_its_errors_and_its_executions(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

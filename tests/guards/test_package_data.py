@@ -1,6 +1,7 @@
-"""The dashboard's templates and static files ship with the code: each one is named by the
-package data of `pyproject.toml` (a wheel holds only what it names), and the image copies
-`app/` whole, none of them left out by `.dockerignore`."""
+"""The dashboard's templates and static files, and the built-in workflow templates, ship
+with the code: each one is named by the package data of `pyproject.toml` (a wheel holds
+only what it names), and the image copies `app/` whole, none of them left out by
+`.dockerignore`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 UI = ROOT / "app" / "ui"
+WORKFLOW_TEMPLATES = ROOT / "app" / "engine" / "workflow_templates"
 
 
 def test_every_template_and_static_file_is_package_data() -> None:
@@ -26,12 +28,26 @@ def test_every_template_and_static_file_is_package_data() -> None:
     assert not left_out, f"not in the wheel: {left_out}"
 
 
+def test_every_builtin_workflow_template_is_package_data() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    globs = project["tool"]["setuptools"]["package-data"]["app.engine.workflow_templates"]
+    files = [
+        path.relative_to(WORKFLOW_TEMPLATES).as_posix()
+        for path in (WORKFLOW_TEMPLATES / "builtin").rglob("*")
+        if path.is_file()
+    ]
+    assert files, "no built-in workflow templates?"
+    left_out = [name for name in files if not any(fnmatch.fnmatch(name, g) for g in globs)]
+    assert not left_out, f"not in the wheel: {left_out}"
+
+
 def test_the_image_gets_the_dashboard_files() -> None:
     ignored = [
         line.strip()
         for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
-    for path in [*UI.rglob("*.html"), *UI.rglob("*.css"), *UI.rglob("*.js")]:
+    shipped = [*UI.rglob("*.html"), *UI.rglob("*.css"), *UI.rglob("*.js")]
+    for path in [*shipped, *WORKFLOW_TEMPLATES.rglob("*.yaml")]:
         relative = path.relative_to(ROOT).as_posix()
         assert not [p for p in ignored if fnmatch.fnmatch(relative, p)], relative

@@ -1,7 +1,8 @@
 """The workflows pages in a browser: a definition activated from its page, its execution's
 graph following the nodes' statuses live as scripted agents work the tasks and a person
 approves them; the editor marking an invalid definition's errors on its graph, showing
-the API's refusal, and saving a valid one."""
+the API's refusal, and saving a valid one; a definition made from a template on the list
+page."""
 
 from __future__ import annotations
 
@@ -145,3 +146,23 @@ async def test_the_editor_marks_errors_on_the_graph_and_saves_a_valid_definition
     await page.get_by_role("button", name="Save").click()
     await expect(page.locator("h1")).to_contain_text("Fixed again")
     await expect(page.locator(".facts dd").nth(1)).to_have_text("2")  # the version
+
+
+async def test_a_definition_is_made_from_a_template_on_the_list_page(
+    server: str, api: httpx.AsyncClient, page: Page
+) -> None:
+    await page.goto(f"{server}/ui/workflows")
+    await page.locator("#template-agile_kanban summary").click()
+    form = page.locator("#template-agile_kanban form")
+    await form.get_by_label("Project").fill("atlas")
+    await form.locator("#agile_kanban-sprint_length").fill("10")
+    await form.get_by_label("Name").fill("   ")  # the API's refusal is shown
+    await form.get_by_role("button", name="Create from agile_kanban").click()
+    await expect(form.locator(".problem")).to_contain_text("name")
+    await form.get_by_label("Name").fill("Atlas sprints")
+    await form.get_by_role("button", name="Create from agile_kanban").click()
+    await page.wait_for_url(f"{server}/ui/workflows/wf_*")
+    await expect(page.locator("h1")).to_contain_text("Atlas sprints")
+    await expect(page.locator("dd.workflow-kind")).to_have_text("agile_kanban")
+    sprints = (await api.get("/v1/sprints", params={"project": "atlas"})).json()["items"]
+    assert [s["duration_days"] for s in sprints] == [10]

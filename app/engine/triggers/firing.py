@@ -433,7 +433,7 @@ class TriggerFiring:
         if fired.execution is not None and fired.activation is not None:
             actor = ACTOR.format(trigger_id=fired.trigger.id)
             try:
-                await self._workflows.complete(fired.execution, fired.activation, actor)
+                await self._workflows.complete(fired.execution, actor)
             except AppError as exc:
                 log.warning(
                     "trigger %s started execution %s, whose tasks could not be made: %s",

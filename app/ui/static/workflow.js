@@ -1,6 +1,7 @@
 // Workflows: the editor saves through the API (POST, or PATCH guarded by the version it
 // was opened on) and shows the API's problem document when it refuses; a definition's
-// page activates it; an execution's page follows its stream and re-renders its graph.
+// page activates it; the list page makes one from a template; an execution's page follows
+// its stream and re-renders its graph.
 "use strict";
 (function () {
   const L = window.Loopwright;
@@ -77,6 +78,32 @@
         if (activate.elements.project.value) body.project = activate.elements.project.value;
         const execution = await L.callApi(activate.dataset.activate, body);
         location.assign("/ui/workflow-executions/" + encodeURIComponent(execution.id));
+      } catch (error) {
+        problem.textContent = error.message;
+        problem.hidden = false;
+        button.disabled = false;
+      }
+    });
+  }
+
+  // The list page's template forms: the definition made goes to its own page.
+  for (const form of document.querySelectorAll("form[data-instantiate]")) {
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const problem = form.querySelector(".problem");
+      const button = form.querySelector("button");
+      button.disabled = true;
+      try {
+        const body = { variables: {} };
+        for (const field of ["name", "project"]) {
+          if (form.elements[field].value) body[field] = form.elements[field].value;
+        }
+        for (const input of form.querySelectorAll("[data-variable]")) {
+          body.variables[input.dataset.variable] =
+            input.type === "number" ? Number(input.value) : input.value;
+        }
+        const workflow = await L.callApi(form.dataset.instantiate, body);
+        location.assign("/ui/workflows/" + encodeURIComponent(workflow.id));
       } catch (error) {
         problem.textContent = error.message;
         problem.hidden = false;
