@@ -133,9 +133,10 @@ class MergeLock:
         if fd is None:
             return
         try:
-            # A merge that raised (a git error, a cancel at shutdown) may have stopped
-            # halfway like a crashed one: its journal stays for the next holder to repair.
-            if error is None:
+            # A merge that raised (a git error, a cancel at shutdown) after it began to
+            # change things may have stopped halfway like a crashed one: its journal stays
+            # for the next holder to repair.
+            if error is None or self.journal is None or self.journal.stage is MergeStage.LOCKED:
                 os.ftruncate(fd, 0)
         finally:
             with contextlib.suppress(OSError):

@@ -199,6 +199,12 @@ class Repository:
         )
         return DiffStat(tuple(parse_numstat(out.stdout)))
 
+    async def diff_between(self, old: str, new: str) -> DiffStat:
+        """What changed from commit `old` to commit `new` (a READY merge's `base_before`
+        and `head`: the files the semantic checks read at both)."""
+        out = await self.git.run("diff", "--numstat", "-z", "-M", old, new, "--", cwd=self.path)
+        return DiffStat(tuple(parse_numstat(out.stdout)))
+
     async def read_blob(self, rev: str, path: str) -> bytes | None:
         """A file's content at a commit, or None when it has no such file."""
         result = await self.git.run("cat-file", "blob", f"{rev}:{path}", cwd=self.path, check=False)

@@ -3,13 +3,15 @@ the base in one step; conflicts leave everything as it was."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from pathlib import Path
 
 import pytest
 
 from app.workspaces.errors import MergeLockBusy, WorktreeDirty
 from app.workspaces.merge import MergeMode, MergePolicy, Merger, MergeResult, MergeStatus
-from app.workspaces.merge_lock import MergeLock
+from app.workspaces.merge_lock import LOCK_NAME, MergeLock
 from app.workspaces.repository import Repository
 from tests.workspaces.conftest import assert_consistent, commit_file, sh_git
 
@@ -112,6 +114,9 @@ async def test_rebase_then_publish_with_a_check_between(repo: Repository, tmp_pa
 
     ready = await merger.rebase(one, "one", "main")
     assert ready.status is MergeStatus.READY
+    changed = await repo.diff_between(ready.base_before, ready.head)  # what checks would read
+    assert [(f.path, f.insertions, f.deletions) for f in changed.files] == [("a.txt", 1, 10)]
+    assert await repo.read_blob(ready.head, "a.txt") == b"one\n"
     merged = await merger.publish(ready, "accepted by a person")
     assert merged.status is MergeStatus.MERGED
     assert sh_git(repo.path, "log", "-1", "--format=%s", "main") == "accepted by a person"
@@ -191,6 +196,24 @@ async def test_uncommitted_work_is_refused_before_anything_changes(
     with pytest.raises(WorktreeDirty) as caught:
         await Merger(repo).merge(one, "one", "main", "m")
     assert caught.value.paths == ("b.txt",)
+    assert (repo.common_dir / LOCK_NAME).read_text() == ""  # nothing begun: no journal
+
+
+async def test_merges_asked_at_once_run_one_at_a_time(repo: Repository, tmp_path: Path) -> None:
+    tasks = [await _task(repo, tmp_path, f"t{n}", f"new{n}.txt", f"{n}\n") for n in range(4)]
+    merger = Merger(repo)
+    results = await asyncio.gather(
+        *(merger.merge(path, path.name, "main", f"Merge {path.name}") for path in tasks)
+    )
+    assert [r.status for r in results] == [MergeStatus.MERGED] * 4
+    # Each rebased onto the one before it: a chain, whatever order the lock gave.
+    chain = sorted(
+        results, key=lambda r: int(sh_git(repo.path, "rev-list", "--count", r.base_after))
+    )
+    for before, after in itertools.pairwise(chain):
+        assert after.base_before == before.base_after
+    assert sorted(p.name for p in repo.path.glob("new*.txt")) == [f"new{n}.txt" for n in range(4)]
+    assert_consistent(repo.path, *tasks)
 
 
 async def test_a_branch_with_nothing_new_is_already_merged(
