@@ -19,12 +19,10 @@ from app.core.vocabulary import (
     WorktreeStatus,
 )
 
-# A branch name git accepts, without the forms that are never a branch (`-x`, `a..b`).
+# A branch name's characters; git's own rules (`check-ref-format`) are checked when the
+# workspace is set, against the repository.
 BranchName = Annotated[
-    str,
-    StringConstraints(
-        min_length=1, max_length=200, pattern=r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]+(?<![./])$"
-    ),
+    str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
 ]
 # A program `run_command` may run: a name looked up on PATH, never a path.
 ProgramName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._+-]{0,63}$")]

@@ -82,6 +82,10 @@ class WorkspaceCommands:
             repo = await self._repos.open(body.repository)
         except NotARepository as exc:
             raise ValidationFailed.field("repository", f"is not a git repository: {exc}") from None
+        try:
+            await repo.check_branch_name(body.base_branch)
+        except ValueError as exc:
+            raise ValidationFailed.field("base_branch", str(exc)) from None
         if await repo.branch_head(body.base_branch) is None:
             raise ValidationFailed.field("base_branch", "is not a branch of the repository")
 
