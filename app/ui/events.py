@@ -30,6 +30,7 @@ from app.schemas.run_events import (
     ToolCallCompletedEvent,
     ToolCallStartedEvent,
 )
+from app.schemas.sprints import SprintEvent
 
 
 def _names(event: type[BaseModel]) -> list[str]:
@@ -52,6 +53,7 @@ RUN = [
 ]
 APPROVALS = _names(ApprovalEvent)
 TASKS = _names(TaskEvent)
+SPRINTS = _names(SprintEvent)
 WORKFLOW_EXECUTION = [*_names(ExecutionEvent), *_names(NodeChangedEvent)]
 COORDINATION = [
     *_names(CoordinationStartedEvent),
