@@ -97,7 +97,7 @@ async def sprint_page(
         "task_stream": f"/v1/tasks/events?last_event_id={tasks_since}",
         "task_events": events.TASKS,
     }
-    return render(request, "sprint.html", viewer, context)
+    return render(request, "sprint_page.html", viewer, context)
 
 
 @router.get("/sprints/{sprint_id}/live")
