@@ -1,5 +1,5 @@
-"""`/v1/sprints`: a project's sprints, their backlogs and lifecycle, and their stream;
-`/v1/projects/{project}/velocity`: what the completed ones delivered."""
+"""`/v1/sprints`: a project's sprints, their backlogs, lifecycle and burn-up, and their
+stream; `/v1/projects/{project}/velocity`: what the completed ones delivered."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from app.core.errors import NotFound, ValidationFailed
 from app.core.states import SprintStatus
 from app.core.streams import SPRINTS_STREAM
 from app.schemas.bounds import MAX_VELOCITY_WINDOW
+from app.schemas.burn_up import SprintBurnUp
 from app.schemas.common import Page
 from app.schemas.sprints import (
     SprintCreate,
@@ -26,7 +27,9 @@ from app.schemas.sprints import (
     SprintTransitionRequest,
     VelocityRead,
 )
+from app.store import burn_up as burn_up_store
 from app.store import sprints as store
+from app.store.db import one_snapshot
 from app.store.idempotency import request_hash
 
 router = APIRouter(prefix="/v1/sprints", tags=["sprints"], dependencies=[Depends(get_principal)])
@@ -112,6 +115,25 @@ async def get_sprint(sprint_id: str, session: SessionDep, response: Response) ->
     if sprint is None:
         raise NotFound("sprint", sprint_id)
     return _sent(response, sprint)
+
+
+@router.get(
+    "/{sprint_id}/burn-up",
+    response_model=SprintBurnUp,
+    summary="A sprint's burn-up: its scope and its completed points, day by day",
+)
+async def get_sprint_burn_up(
+    sprint_id: str, session: SessionDep, services: ServicesDep
+) -> SprintBurnUp:
+    """A point a day from `start_date` to `end_date` (to today while the sprint runs, none
+    before it starts): the points of the tasks in its backlog by the day's end, and of those
+    completed by then, as the tasks' audit trail dates their completion. A completed
+    sprint's last point is its velocity record."""
+    await one_snapshot(session)
+    found = await burn_up_store.burn_up(session, sprint_id, services.sprints.now())
+    if found is None:
+        raise NotFound("sprint", sprint_id)
+    return found
 
 
 @router.patch(

@@ -121,6 +121,10 @@ class SprintCommands:
         self._clock = clock
         self._idempotency_retention = idempotency_retention
 
+    def now(self) -> datetime:
+        """The service's time as sprints see it (a burn-up's "today")."""
+        return self._clock()
+
     async def create_keyed(
         self,
         body: SprintCreate,

@@ -104,15 +104,18 @@ async def list_sprints(
     status: SprintStatus | None,
     after_id: str | None,
     limit: int,
+    newest_first: bool = False,
 ) -> list[SprintRead]:
-    """In creation order (ids sort by it), from just past `after_id`."""
-    stmt = select(SPRINTS).order_by(SPRINTS.c.id).limit(limit)
+    """In creation order (ids sort by it), or newest first; from just past `after_id` in
+    that order."""
+    key = SPRINTS.c.id
+    stmt = select(SPRINTS).order_by(key.desc() if newest_first else key).limit(limit)
     if project is not None:
         stmt = stmt.where(SPRINTS.c.project == project)
     if status is not None:
         stmt = stmt.where(SPRINTS.c.status == status)
     if after_id is not None:
-        stmt = stmt.where(SPRINTS.c.id > after_id)
+        stmt = stmt.where(key < after_id if newest_first else key > after_id)
     rows = (await session.execute(stmt)).all()
     backlogs = await _backlogs(session, [r.id for r in rows])
     return [_read(r, backlogs.get(r.id, [])) for r in rows]
@@ -178,6 +181,19 @@ async def lock_project(session: AsyncSession, project: str) -> None:
         text("SELECT pg_advisory_xact_lock(hashtext('sprints:project'), hashtext(:project))"),
         {"project": project},
     )
+
+
+async def projects(session: AsyncSession, *, limit: int) -> dict[str, str | None]:
+    """The projects that have sprints, by name (at most `limit`), each with its active
+    sprint's id (None: none active)."""
+    active = func.max(SPRINTS.c.id).filter(SPRINTS.c.status == SprintStatus.ACTIVE)
+    rows = await session.execute(
+        select(SPRINTS.c.project, active.label("active"))
+        .group_by(SPRINTS.c.project)
+        .order_by(SPRINTS.c.project)
+        .limit(limit)
+    )
+    return {row.project: row.active for row in rows}
 
 
 async def task_projects(

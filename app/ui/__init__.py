@@ -21,6 +21,7 @@ from app.ui import (
     lanes,
     overview,
     runs,
+    sprints,
     tasks,
     workflows,
 )
@@ -45,6 +46,7 @@ def install(app: FastAPI) -> None:
     app.include_router(approvals.router)
     app.include_router(tasks.router)
     app.include_router(kanban.router)
+    app.include_router(sprints.router)
     app.include_router(agents.router)
     app.include_router(lanes.router)
     app.include_router(overview.router)

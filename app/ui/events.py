@@ -31,6 +31,7 @@ from app.schemas.run_events import (
     ToolCallCompletedEvent,
     ToolCallStartedEvent,
 )
+from app.schemas.sprints import SprintEvent
 
 
 def _names(event: type[BaseModel]) -> list[str]:
@@ -53,6 +54,7 @@ RUN = [
 ]
 APPROVALS = _names(ApprovalEvent)
 TASKS = [*_names(TaskEvent), *_names(WipLimitChangedEvent)]
+SPRINTS = _names(SprintEvent)
 WORKFLOW_EXECUTION = [*_names(ExecutionEvent), *_names(NodeChangedEvent)]
 COORDINATION = [
     *_names(CoordinationStartedEvent),

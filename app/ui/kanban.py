@@ -4,7 +4,8 @@ boards' project picker (`/ui/boards`).
 
 Each column shows its count against its WIP limit and its oldest cards, as the API's board
 does (the same store read); a card's buttons move it through the API's move route, and a
-column's form sets or removes its limit through the API's WIP-limit routes."""
+column's form sets or removes its limit through the API's WIP-limit routes. The board links
+its project's sprints and its active sprint."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from app.schemas.tasks import TaskRead
 from app.store import agents as agent_store
 from app.store import boards as board_store
 from app.store import events as event_store
+from app.store import sprints as sprint_store
 from app.store import tasks as task_store
 from app.store.db import one_snapshot
 from app.ui import events
@@ -106,9 +108,11 @@ async def board_page(
     since = await event_store.last_seq(db, TASK_STREAM)
     board = await board_store.board(db, project)
     names = await agent_store.names(db)
+    active = await sprint_store.active_sprint(db, project)
     context = {
         "section": "boards",
         "project": project,
+        "active_sprint": await sprint_store.get_sprint(db, active) if active else None,
         "projects": await task_store.projects(db, limit=PROJECT_CHOICES),
         "columns": [Column(c) for c in board.columns],
         "off_board": _off_board(board.off_board),

@@ -39,6 +39,7 @@ NAV = (
     NavItem("workflows", "Workflows", "/ui/workflows"),
     NavItem("tasks", "Tasks", "/ui/tasks"),
     NavItem("boards", "Boards", "/ui/boards"),
+    NavItem("sprints", "Sprints", "/ui/sprints"),
     NavItem("agents", "Agents", "/ui/agents"),
 )
 

@@ -1,7 +1,8 @@
 """Workflows in the dashboard: the definitions (`/ui/workflows`), one definition with its
 graph and its executions, an editor that checks a definition and draws its errors on its
 nodes and edges, and an execution (`/ui/workflow-executions/{id}`) whose graph shows each
-node's status, live.
+node's status, with its progress and its limits (parallel tasks, fail-fast, each task
+node's resources), live.
 
 Graphs are laid out here (`graph_layout`) and drawn as inline SVG by the templates. The
 editor's check runs the engine's own rules (`validate_workflow`, whose structural part is
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 
 from app.core.states import NodeStatus
 from app.core.streams import execution_stream
+from app.core.vocabulary import NodeType
 from app.engine.workflow_graph import structural_issues, validate_workflow
 from app.schemas.workflows import (
     ExecutionRead,
@@ -33,6 +35,7 @@ from app.schemas.workflows import (
 )
 from app.store import events as event_store
 from app.store import task_runs as task_run_store
+from app.store import tasks as task_store
 from app.store import workflows as workflow_store
 from app.ui import events
 from app.ui.deps import DbDep, ServicesDep, Viewer, ViewerDep
@@ -76,6 +79,7 @@ class GraphView:
     status: dict[str, NodeStatus] = field(default_factory=dict)
     tasks: dict[str, str] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)
+    resources: dict[str, list[str]] = field(default_factory=dict)  # of task nodes naming any
 
     @classmethod
     def of(
@@ -86,12 +90,16 @@ class GraphView:
         *,
         execution: ExecutionRead | None = None,
         runs: dict[str, str] | None = None,
+        resources: dict[str, list[str]] | None = None,
     ) -> GraphView:
+        """`resources`: the task nodes' resources where the definition's are not the ones
+        that hold (an execution's tasks carry their own)."""
         view = cls(
             layout(nodes, edges),
             status=execution.node_status if execution else {},
             tasks=execution.node_tasks if execution else {},
             runs=runs or {},
+            resources={k: v for k, v in (node_resources(nodes) | (resources or {})).items() if v},
         )
         for issue in issues or []:
             if issue.node_id is not None:
@@ -254,6 +262,27 @@ async def execution_live(
     return render(request, "_workflow_execution_live.html", viewer, await _execution(db, execution))
 
 
+def node_resources(nodes: list[WorkflowNode]) -> dict[str, list[str]]:
+    """The resources each task node's config names (a config that does not fit, as in a
+    draft the editor checks, names none)."""
+    found: dict[str, list[str]] = {}
+    for node in nodes:
+        if node.type is NodeType.TASK:
+            raw = node.config.get("resources")
+            found[node.id] = [str(r) for r in raw] if isinstance(raw, list) else []
+    return found
+
+
+def parallel_source(execution: ExecutionRead, workflow: WorkflowRead | None) -> str | None:
+    """Where the execution's `max_parallel_tasks` came from: `activation` (it set its own)
+    or `definition`; None when the definition has changed since or is gone, and the two
+    can no longer be told apart (the execution keeps only the limit it runs under)."""
+    if workflow is None or workflow.version != execution.workflow_version:
+        return None
+    same = execution.max_parallel_tasks == workflow.max_parallel_tasks
+    return "definition" if same else "activation"
+
+
 def check(text: str) -> Check:
     """A definition as the editor sends it (JSON text), checked by the API's rules."""
     try:
@@ -310,14 +339,25 @@ async def _execution(db: DbDep, execution: ExecutionRead) -> dict[str, object]:
         run = await task_run_store.latest_run(db, task_id)
         if run is not None:
             runs[node_id] = run.id
+    # A node's task carries the resources it was made with: the definition may have changed.
+    made = {t.id: t for t in await task_store.get_tasks(db, list(execution.node_tasks.values()))}
+    resources = {
+        node_id: made[task_id].resources
+        for node_id, task_id in execution.node_tasks.items()
+        if task_id in made
+    }
     graph = None
     if workflow is not None:
-        graph = GraphView.of(workflow.nodes, workflow.edges, execution=execution, runs=runs)
+        graph = GraphView.of(
+            workflow.nodes, workflow.edges, execution=execution, runs=runs, resources=resources
+        )
     return {
         "execution": execution,
         "workflow": workflow,
         "graph": graph,
         "runs": runs,
+        "resources": graph.resources if graph else {k: v for k, v in resources.items() if v},
+        "parallel_source": parallel_source(execution, workflow),
         "statuses": list(NodeStatus),
     }
 

@@ -19,7 +19,7 @@ from app.schemas.workflows import WorkflowEdge, WorkflowNode
 from app.ui import workflows as workflows_page
 from app.ui.graph_layout import MISSING, NODE_H, NODE_W, layout
 from app.ui.templating import TEMPLATES
-from tests.api.test_workflow_executions_api import activate, gated, until
+from tests.api.test_workflow_executions_api import activate, finish, gated, until
 from tests.api.test_workflows_api import create, diamond
 
 
@@ -283,7 +283,7 @@ async def test_an_execution_page_shows_its_nodes_statuses_and_follows_its_stream
     )
     assert (await client.delete(f"/v1/workflows/{workflow['id']}")).status_code == 204
     orphan = await client.get(f"/ui/workflow-executions/{execution['id']}")
-    assert "Its definition was deleted" in orphan.text and "<svg" not in orphan.text
+    assert "Its definition was deleted" in orphan.text and "wf-svg" not in orphan.text
     assert re.search(r'<tr data-node="deploy">\s*<td data-label="Node"><code>deploy', orphan.text)
 
 
@@ -319,3 +319,47 @@ async def test_missing_workflows_and_executions_are_a_404_page_and_no_fragment(
     checked = await client.post("/ui/workflows/wf_none/edit", data={"definition": "{}"})
     assert checked.status_code == 404
     assert (await client.get("/ui/workflow-executions/wfx_none/live")).status_code == 404
+
+
+async def test_an_execution_page_shows_its_progress_and_its_limits(
+    client: httpx.AsyncClient,
+) -> None:
+    spec = gated(max_parallel_tasks=3, fail_fast=True)
+    spec["nodes"][3]["config"]["resources"] = ["staging-db", "deploy-key"]  # deploy
+    spec["nodes"][4]["config"]["resources"] = ["tape"]  # hold: not on the path taken
+    workflow = await create(client, spec)
+    own = await activate(client, workflow["id"], context={"env": "prod"}, max_parallel_tasks=1)
+    url = f"/ui/workflow-executions/{own['id']}/live"
+    html = (await client.get(url)).text
+    assert 'data-done="0" data-total="2"' in html
+    assert '<strong class="progress-done">0 of 2</strong> task nodes done' in html
+    assert 'aria-label="0 of 2 task nodes done, 0 running, 0 failed"' in html
+    assert "at most 1 at once" in html and "set by the activation; the definition says 3" in html
+    assert "yes: a failed task fails the execution" in html
+    pills = '<span class="pill">staging-db</span><span class="pill">deploy-key</span>'
+    assert f"<code>deploy</code>: {pills}" in html
+    assert '<code>hold</code>: <span class="pill">tape</span>' in html  # the definition's
+    assert '<th scope="col">Resources</th>' in html
+    assert re.search(
+        r'<tr id="node-notify".*?<td data-label="Resources" class="node-resources"></td>',
+        html,
+        re.S,
+    )
+
+    await finish(client, own["node_tasks"]["deploy"])
+    await until(client, own["id"], lambda e: e["progress"]["done"] == 1)
+    html = (await client.get(url)).text
+    assert '<strong class="progress-done">1 of 2</strong>' in html
+    assert '<rect class="done" x="0" width="50.0" height="10"/>' in html
+
+    inherited = await activate(client, workflow["id"], context={"env": "prod"})
+    html = (await client.get(f"/ui/workflow-executions/{inherited['id']}/live")).text
+    assert "at most 3 at once" in html and "(the definition's)" in html
+    changed = {"max_parallel_tasks": None, "fail_fast": False, "version": 1}
+    assert (await client.patch(f"/v1/workflows/{workflow['id']}", json=changed)).status_code == 200
+    html = (await client.get(f"/ui/workflow-executions/{inherited['id']}/live")).text
+    assert "at most 3 at once" in html and "(the definition's then, or the activation's)" in html
+    assert "yes: a failed task fails the execution" in html  # its own, kept from activation
+    plain = await activate(client, workflow["id"], context={"env": "prod"})
+    html = (await client.get(f"/ui/workflow-executions/{plain['id']}/live")).text
+    assert "no limit" in html and "no: the other branches go on" in html

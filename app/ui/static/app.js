@@ -47,13 +47,14 @@
     return response.text();
   }
 
-  // A call to the API (a POST unless `method` says otherwise) with a JSON body, if any;
-  // the session's CSRF token goes with it. A refusal throws the problem document's detail.
-  async function callApi(url, body, method = "POST") {
+  // A call to the API (a POST unless `method` says otherwise) with a JSON body, if any,
+  // and more `headers` (an If-Match); the session's CSRF token goes with it. A refusal
+  // throws the problem document's detail.
+  async function callApi(url, body, method = "POST", headers = {}) {
     const response = await fetch(url, {
       method,
       credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrfToken() },
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrfToken(), ...headers },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     let data = null;
