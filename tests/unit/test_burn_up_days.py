@@ -31,6 +31,7 @@ def sprint(status: SprintStatus, completed_at: datetime | None = None) -> Sprint
         committed_points=10 if done else 0,
         completed_points=7 if done else 0,
         completed_at=completed_at,
+        auto_transition=False,
         version=1,
         created_at=moment,
         updated_at=moment,
