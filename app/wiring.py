@@ -65,6 +65,8 @@ from app.engine.workers import WorkerPool
 from app.engine.workflow_observer import ExecutionObserver
 from app.engine.workflow_templates.instantiate import TemplateCommands
 from app.engine.workflows import WorkflowCommands
+from app.engine.workspaces.repos import Repos
+from app.engine.workspaces.worktrees import Worktrees
 from app.llm import tokens
 from app.llm.policy import LLMRetryPolicy
 from app.llm.prices import PriceTable
@@ -82,6 +84,7 @@ from app.loop.tools.journal_tools import journal_tools
 from app.loop.tools.mcp import McpHub, McpPolicy
 from app.loop.tools.registry import ToolRegistry
 from app.loop.tools.task_tools import task_tools
+from app.loop.tools.workspace_tools import workspace_tools
 from app.loop.watchers import stagnation_policy
 from app.schemas.runs import RunRead
 from app.store import migrate
@@ -128,10 +131,11 @@ def build_tools(
     extra_tools: Sequence[Tool],
     task_engine: TaskEngine | None = None,
     coordinations: CoordinationCommands | None = None,
+    worktrees: Worktrees | None = None,
 ) -> ToolRegistry:
     """Every tool of this process: the built-ins, the task tools over `task_engine` (none
-    without one), http_request under the configured address policy, the configured
-    plugins', and whatever the embedding application adds."""
+    without one), the workspace tools over `worktrees`, http_request under the configured
+    address policy, the configured plugins', and whatever the embedding application adds."""
     tool_settings = settings.tools
     http_policy = HttpToolPolicy(
         allow_private=tool_settings.http_allow_private,
@@ -145,6 +149,7 @@ def build_tools(
             *journal_tools(),
             *(task_tools(task_engine, sessionmaker) if task_engine is not None else ()),
             *([coordinate_task_tool(coordinations)] if coordinations is not None else []),
+            *(workspace_tools(worktrees) if worktrees is not None else ()),
             make_http_request_tool(http_policy),
             *plugins,
             *extra_tools,
@@ -265,11 +270,12 @@ def build_runtime(
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
     coordinations = CoordinationCommands(sessionmaker, bus, idempotency_retention=retention)
     sprints = SprintCommands(sessionmaker, bus, idempotency_retention=retention)
-    registry = build_tools(settings, sessionmaker, tools, task_engine, coordinations)
+    repos = Repos(settings.workspaces)
+    worktrees = Worktrees(sessionmaker, repos)
+    registry = build_tools(settings, sessionmaker, tools, task_engine, coordinations, worktrees)
     mcp = McpHub(McpPolicy.from_settings(settings.mcp))
     delivery_policy = DeliveryPolicy.from_settings(settings.webhooks)
     workflows = WorkflowCommands(sessionmaker, bus, task_engine, idempotency_retention=retention)
-    sprints = SprintCommands(sessionmaker, bus, idempotency_retention=retention)
     firing = TriggerFiring(sessionmaker, bus, runs, workflows, metrics=metrics)
     prices = PriceTable.from_settings(settings.costs)
     providers = Providers(settings.llm)
@@ -308,7 +314,7 @@ def build_runtime(
         runs=runs,
         approvals=approvals,
         workflows=workflows,
-        coordinations=CoordinationCommands(sessionmaker, bus, idempotency_retention=retention),
+        coordinations=coordinations,
         triggers=TriggerCommands(sessionmaker, bus, idempotency_retention=retention),
         firing=firing,
         hooks=TriggerHooks(sessionmaker, firing, settings.triggers),

@@ -35,7 +35,7 @@ from app.core.errors import AppError, ApprovalExpired, NotFound, ProblemCode, Ve
 from app.core.ids import new_id
 from app.core.states import ApprovalDecision, ApprovalStatus, TaskStatus, check_approval_transition
 from app.core.streams import APPROVALS_STREAM
-from app.core.vocabulary import ApprovalKind, ReviewTimeoutPolicy
+from app.core.vocabulary import SUMMARY_MAX_CHARS, ApprovalKind, ReviewTimeoutPolicy
 from app.engine.approval_summaries import review_summary, tool_call_summary
 from app.engine.bus import EventBus
 from app.engine.published import Written, published, run_written
@@ -57,6 +57,7 @@ TIMEOUT_ACTOR = "system:timeout"
 TIMED_OUT = {
     ApprovalKind.TASK_REVIEW: "review timed out",
     ApprovalKind.TOOL_CALL: "approval timed out",
+    ApprovalKind.MERGE: "merge decision timed out",
 }
 AUTO_APPROVED = "approved automatically: nobody answered in time"
 SUPERSEDED = "the task entered review again; a new review replaces this one"
@@ -233,6 +234,27 @@ class ApprovalCommands:
                 raced = await store.tool_approval(session, run.id, tool_call_id)
                 assert raced is not None  # the insert met it
                 return raced
+            written.add("approval.requested", created)
+            await self._append(session, written, now)
+        self._published(written)
+        return created
+
+    async def request_merge(self, task_id: str, question: str, summary: str) -> ApprovalRead:
+        """A person decides a merge the merge queue could not make alone (a conflict, or
+        semantic issues): approve to merge (once the branch is fixed), reject to drop it.
+        Its wait, however long, only escalates: a merge is never decided by a clock."""
+        now = self._clock()
+        written = _Written([], [])
+        async with self._sessionmaker() as session, session.begin():
+            values = {
+                "kind": ApprovalKind.MERGE,
+                "task_id": task_id,
+                "question": question,
+                "summary": summary[:SUMMARY_MAX_CHARS],
+            }
+            timeout_s = self._settings.review_timeout_s
+            created = await self._insert(session, values, timeout_s, P.ESCALATE, now)
+            assert created is not None  # merges have no uniqueness of their own
             written.add("approval.requested", created)
             await self._append(session, written, now)
         self._published(written)

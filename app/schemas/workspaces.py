@@ -135,6 +135,13 @@ class MergeResult(BaseModel):
         default_factory=list, description="Files the semantic checks left out, and why."
     )
     detail: str | None = None
+    accepted_by: str | None = Field(
+        None, description="Who accepted its semantic issues: it merges without the checks."
+    )
+    escalation_run_id: str | None = Field(
+        None, description="The review agent's run given the conflict (escalation `agent`)."
+    )
+    agent_attempts: int = Field(0, description="Review agent runs so far for this merge.")
     at: datetime
 
 

@@ -10,6 +10,7 @@ from sqlalchemy import case, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.states import TaskStatus
 from app.core.vocabulary import MergeOrder, Priority, WorktreeStatus
 from app.models import TASKS, WORKSPACES, WORKTREES
 from app.schemas.workspaces import WorkspaceRead, WorkspaceSet, WorktreeRead
@@ -205,3 +206,39 @@ async def settled_unremoved(
     if before is not None:
         stmt = stmt.where(WORKTREES.c.updated_at < before)
     return [WorktreeRead.model_validate(r._mapping) for r in await session.execute(stmt)]
+
+
+async def lock_workspace(session: AsyncSession, project: str) -> None:
+    """Hold the workspace's row until the transaction ends: worktrees made for it are
+    counted one writer at a time."""
+    await session.execute(
+        select(WORKSPACES.c.project).where(WORKSPACES.c.project == project).with_for_update()
+    )
+
+
+async def unsettled(
+    session: AsyncSession, project: str
+) -> list[tuple[WorktreeRead, TaskStatus | None]]:
+    """The project's worktrees the merge queue watches (in use), each with its task's
+    status now (None: the task is gone)."""
+    rows = await session.execute(
+        select(WORKTREES, TASKS.c.status.label("task_status"))
+        .join(TASKS, TASKS.c.id == WORKTREES.c.task_id, isouter=True)
+        .where(WORKTREES.c.project == project, WORKTREES.c.status.in_(_IN_USE))
+        .order_by(WORKTREES.c.id)
+    )
+    found = []
+    for row in rows:
+        values = dict(row._mapping)
+        status = values.pop("task_status")
+        found.append((WorktreeRead.model_validate(values), TaskStatus(status) if status else None))
+    return found
+
+
+async def all_workspaces(session: AsyncSession) -> list[WorkspaceRead]:
+    found: list[WorkspaceRead] = []
+    while batch := await list_workspaces(
+        session, after=found[-1].project if found else None, limit=500
+    ):
+        found += batch
+    return found
