@@ -197,6 +197,7 @@ def test_names_that_may_exist_are_not_reported() -> None:
                 SPLIT = [s for s in SEPARATORS]
             """),
         "third_party.py": "from requests import gone\nimport os\n\nos.not_a_thing()\n",
+        "patched.py": "import util\n\nutil.parse = str.split\nWORDS = util.parse('a b')\n",
     }
     assert found(base, RENAMED, b) == []
 
@@ -205,6 +206,35 @@ def test_a_missing_name_the_base_already_had_is_not_reported() -> None:
     base = {"app.py": "def main():\n    return undefined_helper()\n\n\nX = 1\n"}
     b = {"app.py": "def main():\n    return undefined_helper()\n\n\nX = 2\n"}
     assert found(base, {}, b) == []
+
+
+# Python's scoping rules, on a file the merge added (no baseline: every issue is new)
+
+BOUND = [
+    "def f():\n    x = 1\n\n    def g():\n        return x\n\n    return g\n",  # a closure
+    "def f():\n    return later\n\n\nlater = 1\n",  # bound after its use
+    "def f():\n    global CONFIG\n    CONFIG = 1\n\n\ndef g():\n    return CONFIG\n",
+    "class A:\n    KINDS = (1, 2)\n    SQUARES = [k * k for k in KINDS]\n",  # first iterable
+    "check = lambda: (found := 1) and found\n",  # `:=` binds in the lambda
+    "def f(xs):\n    if any((hit := x) for x in xs):\n        return hit\n",
+    "def f():\n    try:\n        pass\n    except OSError as error:\n        return error\n",
+    "def f(p):\n    match p:\n        case {'k': v, **rest}:\n            return v, rest\n",
+    "def f():\n    def g():\n        nonlocal x\n        x = 1\n\n    del x\n",  # `del` binds
+    "print(__file__, __name__, len([]))\n",  # module attributes and builtins
+    "__all__ = ['lazy']\n\n\ndef __getattr__(name):\n    return name\n\n\nX = lazy\n",
+    "import enum\n\n\n@enum.global_enum\nclass Flag(enum.IntFlag):\n    A = 1\n\n\nX = A\n",
+]
+
+
+@pytest.mark.parametrize("text", BOUND)
+def test_names_bound_by_any_of_pythons_rules_are_not_reported(text: str) -> None:
+    assert analyse_merge({}, {"new.py": text}).issues == ()
+
+
+def test_a_method_does_not_see_its_class_body() -> None:
+    text = "class A:\n    X = 1\n\n    def f(self):\n        return X\n"
+    [issue] = analyse_merge({}, {"new.py": text}).issues
+    assert (issue.check, issue.line, issue.name) == ("missing_reference", 5, "X")
 
 
 # 2. Broken call sites

@@ -29,7 +29,7 @@ from app.workspaces.semantic.model import (
 )
 from app.workspaces.semantic.modules import Module, Tree, build_module, module_names
 from app.workspaces.semantic.references import missing_references
-from app.workspaces.semantic.resolve import Resolver
+from app.workspaces.semantic.resolve import ModuleTarget, Resolver
 
 Sources = Mapping[str, str]  # repository-relative POSIX path -> file text
 
@@ -142,6 +142,12 @@ def analyse_merge(
 
 def _run_checks(tree: Tree, gone: Mapping[str, str], skipped: list[SkippedFile]) -> list[Finding]:
     resolver = Resolver(tree)
+    for module in tree.parsed.values():
+        for node in module.attributes:  # `config.DEBUG = True` defines `DEBUG` for all readers
+            if isinstance(node.ctx, ast.Store):
+                target = resolver.expression(node.value, module)
+                if isinstance(target, ModuleTarget):
+                    tree.written.add((target.name, node.attr))
     found: list[Finding] = []
     for path, module in sorted(tree.parsed.items()):
         try:
@@ -194,10 +200,10 @@ def _imported_by(
 
 
 def _imports(module: Module) -> Iterable[str]:
-    for node in ast.walk(module.tree):
+    for node in module.imports:
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+        else:
             source = module.absolute(node.module, node.level)
             if source is not None:
                 yield source

@@ -15,9 +15,7 @@ from app.workspaces.semantic.resolve import ClassTarget, FunctionTarget, Resolve
 
 
 def broken_calls(module: Module, resolver: Resolver) -> Iterator[Finding]:
-    for node in ast.walk(module.tree):
-        if not isinstance(node, ast.Call):
-            continue
+    for node in module.calls:
         target = resolver.expression(node.func, module)
         if isinstance(target, ClassTarget):
             target = resolver.constructor(target)

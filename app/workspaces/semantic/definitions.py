@@ -32,7 +32,7 @@ def _duplicates(module: Module, body: list[ast.stmt], prefix: str) -> Iterator[F
     for statement in body:
         if not isinstance(statement, Definition):
             continue
-        if any(decorator_name(d) in _REDEFINING for d in statement.decorator_list):
+        if any(_redefines(d, statement.name) for d in statement.decorator_list):
             continue
         earlier = first.setdefault(statement.name, statement)
         if earlier is not statement:
@@ -45,6 +45,18 @@ def _duplicates(module: Module, body: list[ast.stmt], prefix: str) -> Iterator[F
                 SemanticCheck.DUPLICATE_DEFINITION, module.path, statement.lineno, name, message
             )
             yield Finding(issue, "")
+
+
+def _redefines(decorator: ast.expr, name: str) -> bool:
+    """`@overload`, `@x.setter` and the like, and any `@name.anything` over a def of that
+    name: a descriptor's own way to add an accessor (`@__doc__.classlevel`)."""
+    if decorator_name(decorator) in _REDEFINING:
+        return True
+    return (
+        isinstance(decorator, ast.Attribute)
+        and isinstance(decorator.value, ast.Name)
+        and decorator.value.id == name
+    )
 
 
 def conflicting_imports(module: Module) -> Iterator[Finding]:

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from app.workspaces.semantic.scopes import Binding, bindings, global_reads, scope_nodes
 
 # Calls that can bind module names no checker sees; a module that makes one is "open".
-_DYNAMIC_CALLS = frozenset({"globals", "vars", "exec", "setattr", "__import__"})
+# `global_enum` and `_convert_` are the enum module's ways to put members in a module
+# (the first also as a decorator). `vars()` counts without arguments only.
+_DYNAMIC_CALLS = frozenset({"globals", "exec", "global_enum", "_convert_"})
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
@@ -48,6 +50,10 @@ class Module:
     global_reads: list[ast.Name] = field(default_factory=list)
     global_read_ids: set[int] = field(default_factory=set)
     guarded_imports: set[int] = field(default_factory=set)  # imports under `except ImportError`
+    # the nodes the checks look at, gathered in one walk of the tree
+    imports: list[ast.Import | ast.ImportFrom] = field(default_factory=list)
+    calls: list[ast.Call] = field(default_factory=list)
+    attributes: list[ast.Attribute] = field(default_factory=list)
 
     def text(self, line: int) -> str:
         """The stripped source of a line: it identifies an occurrence across line shifts."""
@@ -85,20 +91,35 @@ def build_module(path: str, source: str, source_roots: Sequence[str]) -> Module:
     module = Module(path, names[-1] if names else None, is_package, tree, source.splitlines())
     for name, binding in bindings(tree.body):
         module.bindings.setdefault(name, []).append(binding)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Global):
+    guards: list[ast.Try | ast.TryStar] = []
+
+    def gather(node: ast.AST) -> None:
+        if isinstance(node, ast.Attribute):
+            module.attributes.append(node)
+            # `sys.modules[__name__]`: the module reaches its own namespace
+            module.is_open |= node.attr == "modules" and _last_name(node.value) == "sys"
+        elif isinstance(node, ast.Call):
+            module.calls.append(node)
+            called = _last_name(node.func)
+            module.is_open |= called in _DYNAMIC_CALLS or (called == "vars" and not node.args)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            module.imports.append(node)
+        elif isinstance(node, ast.Global):
             for name in node.names:
                 module.bindings.setdefault(name, []).append(Binding(node))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            module.is_open |= node.func.id in _DYNAMIC_CALLS
         elif isinstance(node, ast.Try | ast.TryStar) and _catches_import_errors(node):
-            guarded = (n for s in node.body for n in ast.walk(s) if isinstance(n, _Imports))
-            module.guarded_imports.update(id(n) for n in guarded)
-    for name in _all_names(tree):
+            guards.append(node)
+        elif isinstance(node, ast.ClassDef):
+            module.is_open |= any(_last_name(d) in _DYNAMIC_CALLS for d in node.decorator_list)
+
+    module.global_reads = global_reads(tree, gather)
+    module.global_read_ids = {id(n) for n in module.global_reads}
+    for guard in guards:
+        guarded = (n for s in guard.body for n in ast.walk(s) if isinstance(n, _Imports))
+        module.guarded_imports.update(id(n) for n in guarded)
+    for name in _all_names(tree) if "__all__" in source else ():
         module.bindings.setdefault(name, []).append(Binding(tree))
     module.is_open |= "*" in module.bindings or "__getattr__" in module.bindings
-    module.global_reads = global_reads(tree)
-    module.global_read_ids = {id(n) for n in module.global_reads}
     return module
 
 
@@ -153,6 +174,7 @@ class Tree:
                 self.paths[name] = path
         self.ambiguous = ambiguous
         self.parsed: dict[str, Module] = {}  # path -> module
+        self.written: set[tuple[str, str]] = set()  # (module, name) set from outside: `m.x = 1`
 
     def exists(self, name: str) -> bool:
         return name in self.paths or name in self.ambiguous
@@ -166,7 +188,7 @@ class Tree:
     def defines(self, module: str, name: str) -> bool | None:
         """Whether `module.name` exists (a module-level binding or a submodule); None when
         the module is unknown, open, or not part of this tree."""
-        if self.exists(f"{module}.{name}"):
+        if self.exists(f"{module}.{name}") or (module, name) in self.written:
             return True
         parsed = self.module(module)
         if parsed is None or parsed.is_open:

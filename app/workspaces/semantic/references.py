@@ -12,7 +12,8 @@ from app.workspaces.semantic.model import Finding, SemanticCheck, SemanticIssue
 from app.workspaces.semantic.modules import Module, Tree
 from app.workspaces.semantic.resolve import ModuleTarget, Resolver
 
-_BUILTINS = frozenset(dir(builtins)) | {"reveal_type", "reveal_locals"}
+# and the names type checkers or other platforms provide
+_BUILTINS = frozenset(dir(builtins)) | {"reveal_type", "reveal_locals", "WindowsError"}
 
 
 def missing_references(
@@ -27,6 +28,12 @@ def missing_references(
     ]
 
 
+def _is_dunder(name: str) -> bool:
+    """`__name__`, `__file__`, `__path__`, `__doc__`, `__class__`: every module (or method)
+    has them without a statement that binds them."""
+    return name.startswith("__") and name.endswith("__")
+
+
 def _finding(module: Module, line: int, name: str, message: str, anchor: str) -> Finding:
     issue = SemanticIssue(SemanticCheck.MISSING_REFERENCE, module.path, line, name, message)
     return Finding(issue, anchor)
@@ -39,8 +46,7 @@ def _undefined_globals(module: Module) -> Iterator[Finding]:
     reported: set[str] = set()
     for node in module.global_reads:
         name = node.id
-        dunder = name.startswith("__") and name.endswith("__")  # module attributes, __class__
-        if name in reported or name in module.bindings or name in _BUILTINS or dunder:
+        if name in reported or name in module.bindings or name in _BUILTINS or _is_dunder(name):
             continue
         reported.add(name)
         message = f"`{name}` is used here but this module neither defines nor imports it"
@@ -51,8 +57,8 @@ def _missing_imports(module: Module, tree: Tree, gone: Mapping[str, str]) -> Ite
     """Imports of modules the merge removed, and `from m import x` where `m` is in the
     tree, parsed, and binds no `x` (nor has a submodule `x`). Imports guarded by
     `except ImportError` are alternatives, not mistakes."""
-    for node in ast.walk(module.tree):
-        if not isinstance(node, ast.Import | ast.ImportFrom) or id(node) in module.guarded_imports:
+    for node in module.imports:
+        if id(node) in module.guarded_imports:
             continue
         text = module.text(node.lineno)
         if isinstance(node, ast.Import):
@@ -71,7 +77,9 @@ def _missing_imports(module: Module, tree: Tree, gone: Mapping[str, str]) -> Ite
             yield _finding(module, node.lineno, removed, message, text)
             continue
         for alias in node.names:
-            if alias.name != "*" and tree.defines(source, alias.name) is False:
+            if alias.name == "*" or _is_dunder(alias.name):
+                continue
+            if tree.defines(source, alias.name) is False:
                 where = tree.paths[source]
                 message = f"`{source}` ({where}) does not define `{alias.name}`"
                 yield _finding(module, node.lineno, f"{source}.{alias.name}", message, text)
@@ -90,8 +98,10 @@ def _removed(dotted: str, gone: Mapping[str, str]) -> str | None:
 def _missing_attributes(module: Module, tree: Tree, resolver: Resolver) -> Iterator[Finding]:
     """`mod.x` read through an imported module that binds no `x`. Attributes written
     (`mod.x = ...`) are left alone, and so are attributes of anything but a module."""
-    for node in ast.walk(module.tree):
-        if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+    for node in module.attributes:
+        if not isinstance(node.ctx, ast.Load):
+            continue
+        if _is_dunder(node.attr):
             continue
         base = resolver.expression(node.value, module)
         if isinstance(base, ModuleTarget) and tree.defines(base.name, node.attr) is False:

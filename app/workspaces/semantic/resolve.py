@@ -53,6 +53,16 @@ def decorator_name(node: ast.expr) -> str | None:
 class Resolver:
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
+        self._members: dict[int, dict[str, list[Binding]]] = {}  # by id of the ClassDef
+
+    def members(self, cls: ast.ClassDef) -> dict[str, list[Binding]]:
+        """The names a class body binds (computed once per class: calls repeat)."""
+        if id(cls) not in self._members:
+            found: dict[str, list[Binding]] = {}
+            for name, binding in bindings(cls.body):
+                found.setdefault(name, []).append(binding)
+            self._members[id(cls)] = found
+        return self._members[id(cls)]
 
     def expression(self, node: ast.expr, module: Module) -> Target | None:
         """What a name or an attribute chain in `module` refers to. Names bound in a local
@@ -108,7 +118,7 @@ class Resolver:
     def method(self, cls: ClassTarget, name: str) -> FunctionTarget | None:
         """A function of a class's own body called through the class (`C.m(obj, x)`):
         `self` is passed explicitly, a classmethod's `cls` is not."""
-        found = [b for n, b in bindings(cls.node.body) if n == name]
+        found = self.members(cls.node).get(name, [])
         definition = found[0].definition if len(found) == 1 else None
         if definition is None or isinstance(definition, ast.ClassDef):
             return None
@@ -129,7 +139,7 @@ class Resolver:
             or any(b.endswith(_CALL_CHANGING_BASES) for b in bases)
         ):
             return None
-        if any(name == "__new__" for name, _ in bindings(node.body)):
+        if "__new__" in self.members(node):
             return None
         init = self.method(cls, "__init__")
         if init is None or init.node.decorator_list:
