@@ -212,9 +212,11 @@ class MergeQueue:
                 await self._requeue(worktree)
 
     async def _requeue(self, worktree: WorktreeRead, *, accepted_by: str | None = None) -> None:
-        merge_doc = worktree.merge.model_copy(update={"accepted_by": accepted_by}) if (
-            worktree.merge is not None
-        ) else None
+        merge_doc = (
+            worktree.merge.model_copy(update={"accepted_by": accepted_by})
+            if (worktree.merge is not None)
+            else None
+        )
         async with self._sessionmaker() as session, session.begin():
             await store.update_worktree(
                 session,
@@ -406,7 +408,9 @@ class MergeQueue:
 
     @staticmethod
     def _summary(worktree: WorktreeRead, workspace: WorkspaceRead, result: MergeResult) -> str:
-        lines = [f"Worktree {worktree.path}, branch {worktree.branch} onto {workspace.base_branch}."]
+        lines = [
+            f"Worktree {worktree.path}, branch {worktree.branch} onto {workspace.base_branch}."
+        ]
         if result.detail:
             lines.append(result.detail)
         lines += [f"Conflict in {c.path}" for c in result.conflicts]
@@ -416,9 +420,7 @@ class MergeQueue:
     async def _conflict_brief(
         self, worktree: WorktreeRead, workspace: WorkspaceRead, result: MergeResult
     ) -> str:
-        hunks = "\n\n".join(
-            f"{c.path}:\n" + "\n".join(c.hunks) for c in result.conflicts
-        )
+        hunks = "\n\n".join(f"{c.path}:\n" + "\n".join(c.hunks) for c in result.conflicts)
         return (
             f"The work of task {worktree.task_id} (branch {worktree.branch}) conflicts with "
             f"{workspace.base_branch}. Its worktree (your file tools' root) now holds that "

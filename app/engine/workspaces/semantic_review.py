@@ -26,7 +26,9 @@ class SemanticReview:
     def __init__(self, config: SemanticConfig | None = None) -> None:
         self._config = config or SemanticConfig()
 
-    async def review(self, repo: Repository, base_before: str, head: str, branch_point: str) -> Found:
+    async def review(
+        self, repo: Repository, base_before: str, head: str, branch_point: str
+    ) -> Found:
         limit = self._config.max_file_bytes
         before = await python_sources(
             repo, base_before, max_files=MAX_FILES_READ, max_file_bytes=limit
@@ -46,8 +48,10 @@ class SemanticReview:
             )
             for i in report.issues
         ]
-        skipped = [f"{s.path}: {s.reason.value}" + (f" ({s.detail})" if s.detail else "")
-                   for s in report.skipped]
+        skipped = [
+            f"{s.path}: {s.reason.value}" + (f" ({s.detail})" if s.detail else "")
+            for s in report.skipped
+        ]
         skipped += [f"{path}: too_large" for path in after.too_large]
         if after.dropped:
             skipped.append(f"{after.dropped} files: too_many_files")
