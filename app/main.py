@@ -31,6 +31,7 @@ from app.api import (
     workflow_executions,
     workflow_templates,
     workflows,
+    workspaces,
 )
 from app.api import metrics as metrics_api
 from app.api import runs as runs_api
@@ -125,6 +126,8 @@ def create_app(
     app.include_router(budgets.router)
     app.include_router(sprints.router)
     app.include_router(sprints.projects)
+    app.include_router(workspaces.projects)
+    app.include_router(workspaces.router)
     ui.install(app)  # the dashboard at /ui; / leads there
     app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]
     return app

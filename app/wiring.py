@@ -65,7 +65,9 @@ from app.engine.workers import WorkerPool
 from app.engine.workflow_observer import ExecutionObserver
 from app.engine.workflow_templates.instantiate import TemplateCommands
 from app.engine.workflows import WorkflowCommands
+from app.engine.workspaces.merge_queue import MergeQueue
 from app.engine.workspaces.repos import Repos
+from app.engine.workspaces.settings import WorkspaceCommands
 from app.engine.workspaces.worktrees import Worktrees
 from app.llm import tokens
 from app.llm.policy import LLMRetryPolicy
@@ -272,6 +274,21 @@ def build_runtime(
     sprints = SprintCommands(sessionmaker, bus, idempotency_retention=retention)
     repos = Repos(settings.workspaces)
     worktrees = Worktrees(sessionmaker, repos)
+    pulls: list[TaskRuns] = []  # made below; a freed worktree pulls the project's tasks
+
+    async def worktree_freed(project: str) -> None:
+        for task_runs in pulls:
+            await task_runs.pull_project(project)
+
+    merge_queue = MergeQueue(
+        sessionmaker,
+        bus,
+        worktrees,
+        approvals,
+        runs,
+        interval_s=settings.workspaces.merge_interval_s,
+        on_freed=worktree_freed,
+    )
     registry = build_tools(settings, sessionmaker, tools, task_engine, coordinations, worktrees)
     mcp = McpHub(McpPolicy.from_settings(settings.mcp))
     delivery_policy = DeliveryPolicy.from_settings(settings.webhooks)
@@ -326,6 +343,9 @@ def build_runtime(
         templates=TemplateCommands(
             sessionmaker, workflows, sprints, idempotency_retention=retention
         ),
+        workspaces=WorkspaceCommands(sessionmaker, repos),
+        worktrees=worktrees,
+        merge_queue=merge_queue,
         metrics=metrics,
         breakers=breakers,
         shutting_down=anyio.Event(),
@@ -357,6 +377,7 @@ def build_runtime(
     task_runs = TaskRuns(
         sessionmaker, task_engine, runs, bus, poll_interval_s=settings.workers.poll_interval_s
     )
+    pulls.append(task_runs)
     review_gate = ReviewGate(sessionmaker, task_engine, approvals)
     approval_sweep = ApprovalTimeoutScheduler(
         sessionmaker, approvals, review_gate, interval_s=settings.approvals.sweep_interval_s
@@ -408,6 +429,8 @@ def build_runtime(
         Component("approval sweep", approval_sweep.start, approval_sweep.stop),
         # Its first pass moves the sprints whose end date passed while we were down.
         Component("sprint clock", sprint_clock.start, sprint_clock.stop),
+        # Recovers interrupted merges first; then follows the tasks, approvals and runs.
+        Component("merge queue", merge_queue.start, merge_queue.stop),
         Component("idempotency sweep", idempotency_sweep.start, idempotency_sweep.stop),
         *_history_retention(settings, sessionmaker, metrics),
         Component("group committer", committer.start, committer.stop),

@@ -64,6 +64,7 @@ class ProblemCode(StrEnum):
     SPRINT_LOCKED = "sprint_locked"  # the sprint's status does not allow the change (409)
     TASK_IN_ANOTHER_SPRINT = "task_in_another_sprint"  # a task is in a sprint not completed (409)
     WORKSPACE_IN_USE = "workspace_in_use"  # the workspace has worktrees not yet merged (409)
+    WORKTREE_NOT_MERGEABLE = "worktree_not_mergeable"  # only a queued worktree merges (409)
     SIGNATURE_MISSING = "signature_missing"  # a webhook delivery came unsigned (401)
     SIGNATURE_INVALID = "signature_invalid"  # its signature does not match its body (401)
     SIGNATURE_EXPIRED = "signature_expired"  # its timestamp is outside the tolerance (401)

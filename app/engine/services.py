@@ -28,6 +28,9 @@ from app.engine.triggers.hooks import TriggerHooks
 from app.engine.webhooks.commands import WebhookCommands
 from app.engine.workflow_templates.instantiate import TemplateCommands
 from app.engine.workflows import WorkflowCommands
+from app.engine.workspaces.merge_queue import MergeQueue
+from app.engine.workspaces.settings import WorkspaceCommands
+from app.engine.workspaces.worktrees import Worktrees
 from app.schemas.tools import ToolRead
 from app.telemetry.metrics import Metrics
 
@@ -51,6 +54,9 @@ class Services:
     budgets: BudgetCommands
     sprints: SprintCommands
     templates: TemplateCommands  # workflow templates and their instantiation
+    workspaces: WorkspaceCommands  # projects' workspace settings
+    worktrees: Worktrees  # tasks' worktrees (made on first use)
+    merge_queue: MergeQueue  # approved worktrees merged in order; a person's merge
     metrics: Metrics
     breakers: Breakers  # this process's circuit breakers, which `metrics` reports
     shutting_down: anyio.Event  # set first at shutdown: open streams end

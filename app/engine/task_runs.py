@@ -25,8 +25,9 @@ whose newest run completed and was rejected in review is due its rework run (it 
 sent back to review for work already rejected). A task whose workflow execution stopped
 running gets no new run. Nor does a task while there is no room for it (`has_room`): its
 column's strict WIP limit, its execution's `max_parallel_tasks`, or one of its `resources`
-taken by a working task; it waits `assigned`, and a task leaving `in_progress` pulls the
-waiting ones (`_pull`).
+taken by a working task, or its project's workspace with every worktree in use; it waits
+`assigned`, and a task leaving `in_progress` pulls the waiting ones (`_pull`), a worktree
+freed by the merge queue its project's (`pull_project`).
 
 Sync is best effort (a failure is logged, the agent is never blocked),
 and convergent: each pass compares the task with its lane's newest run and walks only
@@ -63,6 +64,7 @@ from app.store import events as event_store
 from app.store import task_runs as store
 from app.store import tasks as task_store
 from app.store import workflows as workflow_store
+from app.store import workspaces as workspace_store
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -294,6 +296,19 @@ class TaskRuns:
         for task_id in sorted(set(waiting)):
             await _best_effort(self.sync(task_id))
 
+    async def pull_project(self, project: str) -> None:
+        """Room was made in the project (its workspace freed a worktree): its ready tasks
+        are synced, oldest first, so those that waited start."""
+        async with self._sessionmaker() as session:
+            ready = await task_store.list_tasks(
+                session,
+                after_id=None,
+                limit=BATCH,
+                filters={"project": project, "status": T.ASSIGNED.value},
+            )
+        for task in ready:
+            await _best_effort(self.sync(task.id))
+
     async def _sync_dependents(self, task_id: str) -> None:
         async with self._sessionmaker() as session:
             waiting = await store.dependents(session, task_id)
@@ -370,7 +385,7 @@ async def has_room(session: AsyncSession, task: TaskRead) -> bool:
     if execution is not None:
         keys.append(dispatch_limits.execution_lock_key(execution[0]))
     if not keys:
-        return True
+        return await _worktree_room(session, task)
     await dispatch_limits.lock(session, keys)
     if wip is not None and task.project is not None:
         held = await dispatch_limits.working_in_project(session, task.project, other_than=task.id)
@@ -381,7 +396,21 @@ async def has_room(session: AsyncSession, task: TaskRead) -> bool:
         held = await dispatch_limits.working_in_execution(session, execution_id, other_than=task.id)
         if held >= most:
             return False
-    return not await dispatch_limits.holders(session, task.resources, other_than=task.id)
+    if await dispatch_limits.holders(session, task.resources, other_than=task.id):
+        return False
+    return await _worktree_room(session, task)
+
+
+async def _worktree_room(session: AsyncSession, task: TaskRead) -> bool:
+    """A task of a project with a workspace, and no worktree yet, waits while the
+    workspace's worktrees are all in use (its first file tool call would make one). A
+    best-effort gate: the worktree's creation counts again under the workspace's lock."""
+    if task.project is None:
+        return True
+    workspace = await workspace_store.get_workspace(session, task.project)
+    if workspace is None or workspace.worktrees_in_use < workspace.max_worktrees:
+        return True
+    return await workspace_store.worktree_of_task(session, task.id) is not None
 
 
 async def _wip_waiting(session: AsyncSession, project: str) -> list[str]:
