@@ -3,11 +3,10 @@ reach them, on both sides of the merge; what the merged side shows and the base 
 not is what the merge made.
 
 Which files are needed: the Python files the merge changed (added, modified, deleted);
-the modules they import; and the unchanged files that may use them: those that mention a
-changed module's last name as a word, or sit in a changed package's folder (relative
-imports). An issue needs a change at one end of it (the use or the definition), so no
-other file can hold one. Files past `max_files` in that order, or over `max_file_bytes`,
-are skipped and said so."""
+the modules they import; and, for a changed module that lost or changed a name importers
+may use, the unchanged files whose text spells an import of it. An issue needs a change
+at one end of it (the use or the definition), so no other file can hold one. Files past
+`max_files` in that order, or over `max_file_bytes`, are skipped and said so."""
 
 from __future__ import annotations
 
