@@ -490,6 +490,23 @@ def test_a_skipped_module_is_unknown_so_nothing_is_reported_about_it() -> None:
     assert issues(base, RENAMED, report, SemanticConfig(max_files=1)) == []
 
 
+def test_importers_are_read_only_when_a_module_loses_or_changes_a_name() -> None:
+    base = {
+        "pkg/__init__.py": "",
+        "pkg/model.py": "class Model:\n    def save(self):\n        pass\n",
+        "pkg/app.py": "from pkg import model\n\nX = model.Model\n",
+        "notes.py": "# says the word model, imports nothing\nNOTE = 'model'\n",
+    }
+    grown = (
+        "class Model:\n    def save(self):\n        return 1\n\n    def load(self):\n        pass\n"
+    )
+    before, after = merge(base, {}, {"pkg/model.py": grown})
+    assert analyse_merge(before, after).analysed == ("pkg/model.py",)
+    renamed = "class Model:\n    def store(self):\n        pass\n"
+    before, after = merge(base, {}, {"pkg/model.py": renamed})
+    assert analyse_merge(before, after).analysed == ("pkg/model.py", "pkg/app.py")
+
+
 def test_module_names_from_paths() -> None:
     roots = ("src",)
     assert module_names("pkg/mod.py", roots) == (["pkg.mod"], False)

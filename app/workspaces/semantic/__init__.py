@@ -3,7 +3,7 @@ in the Python files it touched, found from their syntax trees alone (no git, no 
 run). `analyse_merge(before, after)` is the entry point; see `analysis` for which files
 it reads and `model` for what it returns."""
 
-from app.workspaces.semantic.analysis import Sources, analyse_merge
+from app.workspaces.semantic.analysis import analyse_merge
 from app.workspaces.semantic.model import (
     SemanticCheck,
     SemanticConfig,
@@ -12,6 +12,7 @@ from app.workspaces.semantic.model import (
     SkippedFile,
     SkipReason,
 )
+from app.workspaces.semantic.selection import Sources
 
 __all__ = [
     "SemanticCheck",

@@ -2,12 +2,8 @@
 reach them, on both sides of the merge; what the merged side shows and the base side did
 not is what the merge made.
 
-Which files are needed: the Python files the merge changed (added, modified, deleted);
-the modules they import; and the unchanged files that may use them: those that mention a
-changed module's last name as a word, or sit in a changed package's folder (relative
-imports). An issue needs a change at one end of it (the use or the definition), so no
-other file can hold one. Files past `max_files` in that order, or over `max_file_bytes`,
-are skipped and said so."""
+Which files are read is `selection`'s job; files past the limits are skipped and said
+so."""
 
 from __future__ import annotations
 
@@ -27,36 +23,10 @@ from app.workspaces.semantic.model import (
     SkippedFile,
     SkipReason,
 )
-from app.workspaces.semantic.modules import Module, Tree, build_module, module_names
+from app.workspaces.semantic.modules import Module, Tree
 from app.workspaces.semantic.references import missing_references
 from app.workspaces.semantic.resolve import ModuleTarget, Resolver
-
-Sources = Mapping[str, str]  # repository-relative POSIX path -> file text
-
-
-class _Parsed:
-    """Parses each (path, text) once: an unchanged file is the same on both sides."""
-
-    def __init__(self, config: SemanticConfig) -> None:
-        self.config = config
-        self.cache: dict[tuple[str, str], Module | SkippedFile] = {}
-
-    def __call__(self, path: str, source: str) -> Module | SkippedFile:
-        key = (path, source)
-        if key not in self.cache:
-            self.cache[key] = self._parse(path, source)
-        return self.cache[key]
-
-    def _parse(self, path: str, source: str) -> Module | SkippedFile:
-        try:
-            return build_module(path, source, self.config.source_roots)
-        except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte in the source
-            line = getattr(exc, "lineno", None)
-            reason = getattr(exc, "msg", None) or str(exc)
-            detail = f"line {line}: {reason}" if line else reason
-            return SkippedFile(path, SkipReason.SYNTAX_ERROR, detail)
-        except (RecursionError, MemoryError):
-            return SkippedFile(path, SkipReason.TOO_DEEP, "nested too deep to analyse")
+from app.workspaces.semantic.selection import Parser, Sources, choose
 
 
 def analyse_merge(
@@ -75,54 +45,15 @@ def analyse_merge(
     branch point: a module there that the merged tree lacks was removed by the other side,
     so an import of it is reported (without them it looks like a third-party module)."""
     config = config or SemanticConfig()
-    parse = _Parsed(config)
-    paths = sorted(p for p in before.keys() | after.keys() if p.endswith(".py"))
-    changed = [p for p in paths if before.get(p) != after.get(p)]
+    parse = Parser(config)
+    sides = (
+        (before, Tree(before, config.source_roots)),
+        (after, Tree(after, config.source_roots)),
+    )
+    (_, before_tree), (_, after_tree) = sides
     skipped: list[SkippedFile] = []
-    sizes_checked: dict[str, bool] = {}
-
-    def fits(path: str) -> bool:
-        if path not in sizes_checked:
-            size = max(_size(s[path]) for s in (before, after) if path in s)
-            sizes_checked[path] = size <= config.max_file_bytes
-            if size > config.max_file_bytes:
-                detail = f"{size} bytes, the limit is {config.max_file_bytes}"
-                skipped.append(SkippedFile(path, SkipReason.TOO_LARGE, detail))
-        return sizes_checked[path]
-
-    before_tree, after_tree = Tree(before, config.source_roots), Tree(after, config.source_roots)
-    needed = [p for p in changed if fits(p)]
-    sides = {"before": (before, before_tree), "after": (after, after_tree)}
-    needed += _imported_by(needed[: config.max_files], sides.values(), parse)
-    needed += _users_of(changed, paths, after, config)
-    chosen: list[str] = []
-    for path in dict.fromkeys(needed):
-        if not fits(path):
-            continue
-        if len(chosen) < config.max_files:
-            chosen.append(path)
-        else:
-            detail = f"more than {config.max_files} files needed"
-            skipped.append(SkippedFile(path, SkipReason.TOO_MANY_FILES, detail))
-
-    syntax_errors: list[Finding] = []
-    for path in chosen:
-        outcomes = {k: parse(path, s[path]) for k, (s, _) in sides.items() if path in s}
-        for side, outcome in outcomes.items():
-            if isinstance(outcome, Module):
-                sides[side][1].parsed[path] = outcome
-        result = outcomes.get("after")
-        if isinstance(result, SkippedFile):
-            skipped.append(result)
-            if result.reason is SkipReason.SYNTAX_ERROR:
-                syntax_errors.append(_syntax_issue(result))
-        elif isinstance(outcomes.get("before"), SkippedFile):
-            failure = outcomes["before"]
-            assert isinstance(failure, SkippedFile)
-            reason = SkipReason.BASE_SYNTAX_ERROR
-            if failure.reason is SkipReason.TOO_DEEP:
-                reason = SkipReason.TOO_DEEP
-            skipped.append(SkippedFile(path, reason, failure.detail))
+    chosen = choose(sides, config, parse, skipped)
+    syntax_errors = _parse_both_sides(chosen, sides, parse, skipped)
 
     earlier = Tree(earlier_paths, config.source_roots).paths
     gone = {n: p for n, p in {**earlier, **before_tree.paths}.items() if not after_tree.exists(n)}
@@ -140,6 +71,34 @@ def analyse_merge(
     return SemanticReport(tuple(issues), tuple(skipped), analysed)
 
 
+def _parse_both_sides(
+    chosen: list[str],
+    sides: tuple[tuple[Sources, Tree], ...],
+    parse: Parser,
+    skipped: list[SkippedFile],
+) -> list[Finding]:
+    """Parse the chosen files into their trees; a merged file that does not parse is an
+    issue, one that did not parse on the base side has no baseline."""
+    (before, before_tree), (after, after_tree) = sides
+    syntax_errors: list[Finding] = []
+    for path in chosen:
+        old = parse(path, before[path]) if path in before else None
+        new = parse(path, after[path]) if path in after else None
+        for outcome, tree in ((old, before_tree), (new, after_tree)):
+            if isinstance(outcome, Module):
+                tree.parsed[path] = outcome
+        if isinstance(new, SkippedFile):
+            skipped.append(new)
+            if new.reason is SkipReason.SYNTAX_ERROR:
+                syntax_errors.append(_syntax_issue(new))
+        elif isinstance(old, SkippedFile):
+            reason = SkipReason.TOO_DEEP
+            if old.reason is SkipReason.SYNTAX_ERROR:
+                reason = SkipReason.BASE_SYNTAX_ERROR
+            skipped.append(SkippedFile(path, reason, old.detail))
+    return syntax_errors
+
+
 def _run_checks(tree: Tree, gone: Mapping[str, str], skipped: list[SkippedFile]) -> list[Finding]:
     resolver = Resolver(tree)
     for module in tree.parsed.values():
@@ -151,11 +110,13 @@ def _run_checks(tree: Tree, gone: Mapping[str, str], skipped: list[SkippedFile])
     found: list[Finding] = []
     for path, module in sorted(tree.parsed.items()):
         try:
-            found += missing_references(module, tree, resolver, gone)
-            found += broken_calls(module, resolver)
-            found += duplicate_definitions(module)
-            found += conflicting_imports(module)
-        except RecursionError:
+            found += [
+                *missing_references(module, tree, resolver, gone),
+                *broken_calls(module, resolver),
+                *duplicate_definitions(module),
+                *conflicting_imports(module),
+            ]
+        except RecursionError:  # all of a file's findings or none, on both sides alike
             skipped.append(SkippedFile(path, SkipReason.TOO_DEEP, "nested too deep to analyse"))
     return found
 
@@ -167,7 +128,7 @@ def _syntax_issue(failure: SkippedFile) -> Finding:
     return Finding(issue, "")
 
 
-def _base_syntax_errors(chosen: list[str], before: Sources, parse: _Parsed) -> list[Finding]:
+def _base_syntax_errors(chosen: list[str], before: Sources, parse: Parser) -> list[Finding]:
     """A file that did not parse before the merge either is no new syntax error after it."""
     found = []
     for path in chosen:
@@ -176,55 +137,3 @@ def _base_syntax_errors(chosen: list[str], before: Sources, parse: _Parsed) -> l
             if isinstance(outcome, SkippedFile) and outcome.reason is SkipReason.SYNTAX_ERROR:
                 found.append(_syntax_issue(outcome))
     return found
-
-
-def _size(source: str) -> int:
-    return len(source.encode("utf-8", "surrogatepass"))
-
-
-def _imported_by(
-    paths: list[str], sides: Iterable[tuple[Sources, Tree]], parse: _Parsed
-) -> list[str]:
-    """The files of the modules that `paths` import, on either side of the merge."""
-    found: dict[str, None] = {}
-    for sources, tree in sides:
-        for path in paths:
-            module = parse(path, sources[path]) if path in sources else None
-            if not isinstance(module, Module):
-                continue
-            for name in _imports(module):
-                target = tree.paths.get(name)
-                if target is not None and target not in paths:
-                    found[target] = None
-    return sorted(found)
-
-
-def _imports(module: Module) -> Iterable[str]:
-    for node in module.imports:
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        else:
-            source = module.absolute(node.module, node.level)
-            if source is not None:
-                yield source
-                yield from (f"{source}.{alias.name}" for alias in node.names)
-
-
-def _users_of(
-    changed: list[str], paths: list[str], sources: Sources, config: SemanticConfig
-) -> list[str]:
-    """The unchanged files that may import a changed module: a cheap textual filter that
-    errs on the side of including."""
-    words: set[str] = set()
-    folders: list[str] = []
-    for path in changed:
-        names, is_package = module_names(path, config.source_roots)
-        words.update(name.rpartition(".")[2] for name in names)
-        if is_package and names:
-            folders.append(path.removesuffix("__init__.py"))
-    if not words:
-        return []
-    pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, words))) + r")\b")
-    changed_set = set(changed)
-    unchanged = (p for p in paths if p in sources and p not in changed_set)
-    return [p for p in unchanged if p.startswith(tuple(folders)) or pattern.search(sources[p])]

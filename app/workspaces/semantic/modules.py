@@ -4,6 +4,7 @@ and for the parsed ones what they bind at module level."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -13,6 +14,7 @@ from app.workspaces.semantic.scopes import Binding, bindings, global_reads, scop
 # `global_enum` and `_convert_` are the enum module's ways to put members in a module
 # (the first also as a decorator). `vars()` counts without arguments only.
 _DYNAMIC_CALLS = frozenset({"globals", "exec", "global_enum", "_convert_"})
+_LINE_BREAKS = re.compile(r"\r\n|\r|\n")
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
@@ -38,7 +40,8 @@ def module_names(path: str, source_roots: Sequence[str]) -> tuple[list[str], boo
 @dataclass
 class Module:
     """A parsed file. `is_open` is set where names may exist that no statement shows: a
-    star import, a module `__getattr__`, `globals()`, `exec`, `setattr`."""
+    star import, a module `__getattr__`, `globals()`, `vars()`, `exec`, `sys.modules`,
+    enum's `global_enum`."""
 
     path: str
     name: str | None
@@ -72,6 +75,36 @@ class Module:
         base = package[: len(package) - (level - 1)]
         return ".".join([*base, module] if module else base)
 
+    def interface(self) -> dict[str, str]:
+        """What importers of the module can rely on, per module-level name (and per member
+        of a class, as `Class.name`): a def's parameters and decorators, a class's bases,
+        an import's source. An importer can only break when one of these is removed or
+        changes; added names and changed bodies cannot break it."""
+        described: dict[str, str] = {}
+        for name, found in self.bindings.items():
+            described[name] = " | ".join(self._describe(b) for b in found)
+            for binding in found:
+                if isinstance(binding.node, ast.ClassDef):
+                    for member, shape in _class_members(binding.node):
+                        key = f"{name}.{member}"
+                        described[key] = (
+                            f"{described[key]} | {shape}" if key in described else shape
+                        )
+        if self.is_open:
+            described["*"] = "open"
+        return described
+
+    def _describe(self, binding: Binding) -> str:
+        node, alias = binding.node, binding.alias
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return _signature(node)
+        if isinstance(node, ast.ClassDef):
+            head = [ast.dump(e) for e in [*node.bases, *node.keywords, *node.decorator_list]]
+            return f"class {head}"
+        if alias is not None and isinstance(node, ast.Import | ast.ImportFrom):
+            return f"import {self.import_source(node, alias)}"
+        return "value"
+
     def import_source(self, statement: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
         """What an imported name is bound to, as a dotted path (`from .a import b` in package
         `p` is `p.a.b`; `import a.b` binds `a`, `import a.b as c` binds `a.b`)."""
@@ -88,7 +121,8 @@ def build_module(path: str, source: str, source_roots: Sequence[str]) -> Module:
     parse, RecursionError/MemoryError for one nested too deep."""
     tree = ast.parse(source, filename=path)
     names, is_package = module_names(path, source_roots)
-    module = Module(path, names[-1] if names else None, is_package, tree, source.splitlines())
+    lines = _LINE_BREAKS.split(source)  # as the parser counts them (not str.splitlines)
+    module = Module(path, names[-1] if names else None, is_package, tree, lines)
     for name, binding in bindings(tree.body):
         module.bindings.setdefault(name, []).append(binding)
     guards: list[ast.Try | ast.TryStar] = []
@@ -124,6 +158,18 @@ def build_module(path: str, source: str, source_roots: Sequence[str]) -> Module:
 
 
 _Imports = (ast.Import, ast.ImportFrom)
+_Functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _class_members(node: ast.ClassDef) -> Iterable[tuple[str, str]]:
+    for name, binding in bindings(node.body):
+        member = binding.node
+        yield name, _signature(member) if isinstance(member, _Functions) else "value"
+
+
+def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    decorators = [ast.dump(d) for d in node.decorator_list]
+    return f"def {node.name} {ast.dump(node.args)} {decorators}"
 
 
 def _catches_import_errors(node: ast.Try | ast.TryStar) -> bool:
