@@ -74,6 +74,7 @@ class ProblemCode(StrEnum):
     WORKFLOW_INVALID = "workflow_invalid"  # the workflow breaks its rules; `errors` (422)
     UNAVAILABLE = "unavailable"  # e.g. the database is down; retry (503)
     QUEUE_FULL = "queue_full"  # too many writes queued; retry (503)
+    WORKSPACE_FULL = "workspace_full"  # every worktree of the workspace is in use; retry (503)
     TOO_MANY_STREAMS = "too_many_streams"  # the process's event streams are full (503)
     SHUTTING_DOWN = "shutting_down"  # the process is stopping (503)
 

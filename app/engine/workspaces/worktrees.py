@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.core.errors import Unavailable
+from app.core.errors import ProblemCode, Unavailable
 from app.core.ids import new_id
 from app.core.vocabulary import WorktreeStatus
 from app.engine.workspaces.repos import Repos, branch_of
@@ -38,6 +38,8 @@ WRITABLE = frozenset({WorktreeStatus.ACTIVE, WorktreeStatus.CONFLICT})
 class WorkspaceFull(Unavailable):
     """Every worktree the workspace allows is in use; one frees when its task's work is
     merged or ends."""
+
+    code = ProblemCode.WORKSPACE_FULL
 
     def __init__(self, project: str, limit: int) -> None:
         super().__init__(f"workspace {project!r} has its {limit} worktrees in use")
