@@ -7,7 +7,6 @@ held until a person accepts it; escapes and commands outside the allowlist are r
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +103,7 @@ async def test_disjoint_edits_merge_cleanly_in_the_order_their_reviews_approved(
     assert merged["diff"]["files"] == [{"path": "docs/beta.md", "insertions": 1, "deletions": 0}]
     assert merged["merge"]["outcome"] == "merged"
     assert merged["merge"]["merged_sha"] == sh_git(repo, "rev-parse", "main~1")
-    assert not os.path.exists(merged["path"])
+    assert merged["path"] not in sh_git(repo, "worktree", "list")  # removed, and forgotten
     assert merged["branch"] == f"loopwright/{second}"
     got = (await client.get("/v1/projects/atlas/workspace")).json()
     assert got["worktrees_in_use"] == 0
