@@ -234,9 +234,7 @@ async def test_settings_are_checked_against_the_repository(
     assert_problem(await client.delete(url), 404, "not_found")
 
 
-async def tool_results(
-    client: httpx.AsyncClient, task_id: str, count: int
-) -> list[dict[str, Any]]:
+async def tool_results(client: httpx.AsyncClient, task_id: str, count: int) -> list[dict[str, Any]]:
     async with asyncio.timeout(TIMEOUT_S):
         while True:
             runs = (await client.get("/v1/runs", params={"lane": f"task:{task_id}"})).json()
