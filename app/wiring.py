@@ -288,6 +288,7 @@ def build_runtime(
         runs,
         interval_s=settings.workspaces.merge_interval_s,
         on_freed=worktree_freed,
+        metrics=metrics,
     )
     registry = build_tools(settings, sessionmaker, tools, task_engine, coordinations, worktrees)
     mcp = McpHub(McpPolicy.from_settings(settings.mcp))

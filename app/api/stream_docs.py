@@ -44,6 +44,7 @@ from app.schemas.run_events import (
 )
 from app.schemas.sprints import SprintEvent
 from app.schemas.webhooks import WebhookDeliveryEvent
+from app.schemas.workspaces import WorktreeEvent
 
 REF = "#/components/schemas/{model}"
 
@@ -122,6 +123,7 @@ TRIGGERS = EventStream("TriggerEvent", (TriggerEvent,))
 WEBHOOKS = EventStream("WebhookDeliveryEvent", (WebhookDeliveryEvent,))
 BUDGETS = EventStream("BudgetEvent", (BudgetEvent,))
 SPRINTS = EventStream("SprintEvent", (SprintEvent,))
+WORKTREES = EventStream("WorktreeEvent", (WorktreeEvent,))
 WORKFLOW_EXECUTION = EventStream(
     "WorkflowExecutionEvent",
     (ExecutionEvent, NodeChangedEvent),
@@ -170,4 +172,5 @@ EVENT_STREAMS = (
     WEBHOOKS,
     BUDGETS,
     SPRINTS,
+    WORKTREES,
 )

@@ -7,12 +7,16 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response, status
+from sse_starlette import EventSourceResponse
 
 from app.api.deps import ServicesDep, SessionDep, get_principal
 from app.api.headers import IfMatchHeader, etag, expected_version
 from app.api.pagination import CursorQuery, decode_cursor, page
+from app.api.stream_docs import WORKTREES
+from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
 from app.core.errors import Conflict, NotFound, ProblemCode
 from app.core.fields import Name
+from app.core.streams import WORKTREES_STREAM
 from app.core.vocabulary import WorktreeStatus
 from app.engine.workspaces.worktrees import Opened
 from app.schemas.common import Page
@@ -116,6 +120,24 @@ async def list_worktrees(
         limit=limit + 1,
     )
     return page(rows, limit)
+
+
+@router.get(
+    "/v1/worktrees/events",
+    response_class=EventSourceResponse,
+    summary="Stream worktree changes (SSE)",
+    responses={200: WORKTREES.response()},
+)
+async def stream_worktree_events(
+    services: ServicesDep,
+    last_event_id: LastEventIdHeader = None,
+    last_event_id_query: LastEventIdQuery = None,
+) -> EventSourceResponse:
+    """Every worktree's changes: made, committed (a new diff), moved (queued, merging,
+    merged, conflict, held, ...), its directory removed. Without a resume point only new
+    events are sent."""
+    after = resume_point(last_event_id, last_event_id_query)
+    return await open_stream(services, WORKTREES_STREAM, after)
 
 
 @router.get("/v1/worktrees/{worktree_id}", response_model=WorktreeRead, summary="A worktree")

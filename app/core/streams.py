@@ -11,6 +11,7 @@ APPROVALS_STREAM = "approvals"  # approvals asked and settled (`GET /v1/approval
 TRIGGERS_STREAM = "triggers"  # triggers fired, skipped or failed (`GET /v1/triggers/events`)
 BUDGETS_STREAM = "budgets"  # budgets' alerts at 50, 80 and 100 % (`GET /v1/budgets/events`)
 SPRINTS_STREAM = "sprints"  # sprints created, changed and moved (`GET /v1/sprints/events`)
+WORKTREES_STREAM = "worktrees"  # worktrees made, committed, merged (`GET /v1/worktrees/events`)
 WEBHOOKS_STREAM = "webhooks"  # webhook deliveries' attempts (`GET /v1/webhooks/events`)
 # Not a stream of rows: a wake-up for this process's coordinator when a coordination was
 # started here (another process's coordinator finds it on its next pass).

@@ -5,6 +5,7 @@ merged back."""
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -18,6 +19,7 @@ from app.core.vocabulary import (
     SemanticCheck,
     WorktreeStatus,
 )
+from app.schemas.events import PersistedEvent, Stamped
 
 # A branch name's characters; git's own rules (`check-ref-format`) are checked when the
 # workspace is set, against the repository.
@@ -165,3 +167,29 @@ class WorktreeRead(BaseModel):
     version: int
     created_at: datetime
     updated_at: datetime
+
+
+class WorktreeEventType(StrEnum):
+    """Events of `GET /v1/worktrees/events`."""
+
+    CREATED = "worktree.created"  # a task's first file tool call made it
+    COMMITTED = "worktree.committed"  # its task's changes committed: a new diff
+    TRANSITIONED = "worktree.transitioned"  # its status moved (queued, merged, conflict, ...)
+    REMOVED = "worktree.removed"  # its directory was cleaned up
+
+
+class WorktreeEventData(Stamped):
+    worktree: WorktreeRead = Field(description="The worktree after the change.")
+    from_: WorktreeStatus | None = Field(
+        None, alias="from", description="`worktree.transitioned`: the status it left."
+    )
+    to: WorktreeStatus | None = Field(
+        None, description="`worktree.transitioned`: the status it reached."
+    )
+
+
+class WorktreeEvent(PersistedEvent):
+    """One event of `GET /v1/worktrees/events`."""
+
+    event: WorktreeEventType
+    data: WorktreeEventData

@@ -231,6 +231,13 @@ class Metrics:
             "`auto_transition` is on and their end date passed).",
             registry=registry,
         )
+        self.merges = Counter(
+            "loopwright_merges",
+            "Worktree merges this process's merge queue attempted, by outcome (`merged`, "
+            "`conflict`, `semantic_issues`, `failed`).",
+            ["outcome"],
+            registry=registry,
+        )
         registry.register(_BreakerStates(breaker_states))
         # Event type -> the counter it increments and the payload fields naming its labels.
         self._counted: dict[str, tuple[Counter, tuple[str, ...]]] = {
@@ -294,6 +301,9 @@ class Metrics:
 
     def coordination_settled(self, status: str) -> None:
         self.coordinations_settled.labels(status).inc()
+
+    def merge_attempted(self, outcome: str) -> None:
+        self.merges.labels(outcome).inc()
 
     def trigger_fired(self, kind: str, status: str) -> None:
         """A fire committed (a repeat of an occasion that fired already is not one)."""

@@ -15,6 +15,7 @@ import httpx
 from tests.api.test_approvals_api import requested
 from tests.api.test_runs_api import make_agent
 from tests.support.api import assert_problem, create_task
+from tests.support.sse import SseReader
 from tests.workspaces.conftest import commit_file, make_repo, sh_git
 
 TIMEOUT_S = 30
@@ -107,6 +108,22 @@ async def test_disjoint_edits_merge_cleanly_in_the_order_their_reviews_approved(
     assert merged["branch"] == f"loopwright/{second}"
     got = (await client.get("/v1/projects/atlas/workspace")).json()
     assert got["worktrees_in_use"] == 0
+    metrics = (await client.get("/metrics")).text
+    assert 'loopwright_merges_total{outcome="merged"} 2.0' in metrics
+    # Its stream told each step, in order (each checked against the documented schema).
+    steps = [
+        (kind, data.get("to"))
+        for kind, data in await worktree_events(client, 2 * 6)
+        if data["worktree"]["task_id"] == second
+    ]
+    assert steps == [
+        ("worktree.created", None),
+        ("worktree.committed", None),
+        ("worktree.transitioned", "queued"),
+        ("worktree.transitioned", "merging"),
+        ("worktree.transitioned", "merged"),
+        ("worktree.removed", None),
+    ]
 
 
 async def test_overlapping_edits_conflict_and_a_person_resolves_them(
@@ -232,6 +249,17 @@ async def test_settings_are_checked_against_the_repository(
     assert_problem(await client.get("/v1/worktrees/wt_nope"), 404, "not_found")
     assert (await client.delete(url)).status_code == 204
     assert_problem(await client.delete(url), 404, "not_found")
+
+
+async def worktree_events(
+    client: httpx.AsyncClient, count: int
+) -> list[tuple[str, dict[str, Any]]]:
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        client.stream("GET", "/v1/worktrees/events", params={"last_event_id": 0}) as stream,
+    ):
+        messages = await SseReader(stream).take(count)
+    return [(str(m.event), m.data) for m in messages]
 
 
 async def tool_results(client: httpx.AsyncClient, task_id: str, count: int) -> list[dict[str, Any]]:

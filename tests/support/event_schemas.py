@@ -30,6 +30,7 @@ _STREAMS: list[tuple[re.Pattern[str], EventStream]] = [
     (re.compile(r"^/v1/webhooks/events$"), stream_docs.WEBHOOKS),
     (re.compile(r"^/v1/budgets/events$"), stream_docs.BUDGETS),
     (re.compile(r"^/v1/sprints/events$"), stream_docs.SPRINTS),
+    (re.compile(r"^/v1/worktrees/events$"), stream_docs.WORKTREES),
 ]
 
 

@@ -46,6 +46,7 @@ from app.core.vocabulary import (
 from app.engine.approvals import ApprovalCommands
 from app.engine.bus import EventBus
 from app.engine.runs import RunCommands
+from app.engine.workspaces import changes
 from app.engine.workspaces.semantic_review import SemanticReview
 from app.engine.workspaces.worktrees import Opened, Worktrees
 from app.schemas.runs import RunCreate
@@ -55,6 +56,7 @@ from app.store import approvals as approval_store
 from app.store import runs as run_store
 from app.store import tasks as task_store
 from app.store import workspaces as store
+from app.telemetry.metrics import Metrics
 from app.workspaces import merge
 from app.workspaces.conflicts import ConflictFile
 from app.workspaces.errors import WorkspaceError
@@ -83,6 +85,7 @@ class MergeQueue:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         semantic: SemanticReview | None = None,
         on_freed: Freed | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._bus = bus
@@ -93,6 +96,7 @@ class MergeQueue:
         self._clock = clock
         self._semantic = semantic or SemanticReview()
         self._on_freed = on_freed
+        self._metrics = metrics
         self._task: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -142,7 +146,7 @@ class MergeQueue:
             async with self._sessionmaker() as session, session.begin():
                 for worktree, _ in await store.unsettled(session, workspace.project):
                     if worktree.status is W.MERGING:
-                        await store.update_worktree(session, worktree, status=W.QUEUED)
+                        await changes.update(session, self._clock(), worktree, status=W.QUEUED)
 
     # -- passes ------------------------------------------------------------------------
 
@@ -185,8 +189,8 @@ class MergeQueue:
             worktree = committed
         if task_status is TaskStatus.COMPLETED:
             async with self._sessionmaker() as session, session.begin():
-                await store.update_worktree(
-                    session, worktree, status=W.QUEUED, queued_at=self._clock()
+                await changes.update(
+                    session, self._clock(), worktree, status=W.QUEUED, queued_at=self._clock()
                 )
 
     async def _settle_escalation(self, opened: Opened) -> None:
@@ -218,8 +222,9 @@ class MergeQueue:
             else None
         )
         async with self._sessionmaker() as session, session.begin():
-            await store.update_worktree(
+            await changes.update(
                 session,
+                self._clock(),
                 worktree,
                 status=W.QUEUED,
                 approval_id=None,
@@ -233,7 +238,9 @@ class MergeQueue:
         """Merge a queued worktree now (its turn, or a person's `POST …/merge`); None when
         another process took it first."""
         async with self._sessionmaker() as session, session.begin():
-            claimed = await store.update_worktree(session, opened.worktree, status=W.MERGING)
+            claimed = await changes.update(
+                session, self._clock(), opened.worktree, status=W.MERGING
+            )
         if claimed is None:
             return None
         opened = Opened(claimed, opened.workspace, opened.repo)
@@ -280,17 +287,19 @@ class MergeQueue:
             return await self._merged(opened, published.base_after)
         if published.status in (merge.MergeStatus.BASE_MOVED, merge.MergeStatus.BRANCH_MOVED):
             async with self._sessionmaker() as session, session.begin():
-                return await store.update_worktree(session, worktree, status=W.QUEUED)
+                return await changes.update(session, self._clock(), worktree, status=W.QUEUED)
         failed = self._result(MergeOutcome.FAILED, detail=published.detail or published.status)
         return await self._escalate(opened, failed)
 
     async def _merged(self, opened: Opened, merged_sha: str) -> WorktreeRead | None:
+        self._counted(MergeOutcome.MERGED)
         result = self._result(MergeOutcome.MERGED, merged_sha=merged_sha)
         if opened.worktree.merge is not None:
             result = result.model_copy(update={"accepted_by": opened.worktree.merge.accepted_by})
         async with self._sessionmaker() as session, session.begin():
-            merged = await store.update_worktree(
+            merged = await changes.update(
                 session,
+                self._clock(),
                 opened.worktree,
                 status=W.MERGED,
                 merge=result.model_dump(mode="json"),
@@ -305,8 +314,8 @@ class MergeQueue:
 
     async def _end(self, opened: Opened, status: WorktreeStatus) -> None:
         async with self._sessionmaker() as session, session.begin():
-            ended = await store.update_worktree(
-                session, opened.worktree, status=status, approval_id=None
+            ended = await changes.update(
+                session, self._clock(), opened.worktree, status=status, approval_id=None
             )
         if ended is not None:
             await self._remove(Opened(ended, opened.workspace, opened.repo))
@@ -316,7 +325,7 @@ class MergeQueue:
         """Its directory removed (its branch stays, for the record)."""
         await opened.repo.remove_worktree(opened.root)
         async with self._sessionmaker() as session, session.begin():
-            return await store.update_worktree(session, opened.worktree, removed=True)
+            return await changes.update(session, self._clock(), opened.worktree, removed=True)
 
     async def _freed(self, project: str) -> None:
         if self._on_freed is not None:
@@ -331,6 +340,7 @@ class MergeQueue:
         it has attempts left), else a person."""
         worktree, workspace = opened.worktree, opened.workspace
         result = result or self._result(MergeOutcome.FAILED, detail="escalated again")
+        self._counted(result.outcome)
         attempts = worktree.merge.agent_attempts if worktree.merge is not None else 0
         to_agent = (
             status is W.CONFLICT
@@ -364,7 +374,11 @@ class MergeQueue:
             result = result.model_copy(update={"agent_attempts": attempts})
         values["merge"] = result.model_dump(mode="json")
         async with self._sessionmaker() as session, session.begin():
-            return await store.update_worktree(session, worktree, **values)
+            return await changes.update(session, self._clock(), worktree, **values)
+
+    def _counted(self, outcome: MergeOutcome) -> None:
+        if self._metrics is not None:
+            self._metrics.merge_attempted(outcome.value)
 
     def _result(
         self,

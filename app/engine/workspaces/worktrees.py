@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.errors import ProblemCode, Unavailable
 from app.core.ids import new_id
 from app.core.vocabulary import WorktreeStatus
+from app.engine.workspaces import changes
 from app.engine.workspaces.repos import Repos, branch_of
 from app.schemas.workspaces import WorkspaceRead, WorktreeRead
 from app.store import runs as run_store
@@ -127,7 +128,7 @@ class Worktrees:
                 return found
             if await store.worktrees_in_use(session, workspace.project) >= workspace.max_worktrees:
                 raise WorkspaceFull(workspace.project, workspace.max_worktrees)
-            made = await store.insert_worktree(session, values)
+            made = await changes.insert(session, values, self._clock())
             assert made is not None  # the task's row was looked for under the lock
         await asyncio.to_thread(os.makedirs, root, exist_ok=True)
         return made
@@ -144,8 +145,8 @@ class Worktrees:
         if head == worktree.head_sha and worktree.diff is not None:
             return worktree
         async with self._sessionmaker() as session, session.begin():
-            return await store.update_worktree(
-                session, worktree, head_sha=head, diff=diff_document(stat)
+            return await changes.update(
+                session, self._clock(), worktree, head_sha=head, diff=diff_document(stat)
             )
 
     @contextlib.asynccontextmanager
