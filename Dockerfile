@@ -6,7 +6,10 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN useradd --create-home --uid 10001 loopwright
+# git: workspaces make worktrees of, and merge into, the repositories they name.
+RUN apt-get update && apt-get install -y --no-install-recommends git \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 loopwright
 WORKDIR /srv/loopwright
 
 # The dependencies first, from the project's metadata alone, so that a change to the code
