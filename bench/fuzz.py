@@ -18,7 +18,9 @@ A failure is any of (schemathesis's checks):
   requests keep them (each is named there: agents' tool names are the ones the server
   lists, for one); activating a workflow also depends on the
   stored definition being valid, so a 422 `workflow_invalid` is expected there, and
-  adding tasks to a sprint on the tasks being stored (of its project, still open).
+  adding tasks to a sprint on the tasks being stored (of its project, still open),
+  instantiating a template on its own variables, and setting a workspace on a git
+  repository existing on the server's disk.
 `FUZZ_PHASES=examples` runs one phase of schemathesis's (a check of the schema's
 examples in seconds). Strings are generated without NUL characters, which the API
 refuses everywhere (Postgres cannot store them; the README says so). The report names
@@ -70,6 +72,17 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 # stored state that generated task ids cannot know.
 [[operations]]
 include-operation-id = "add_sprint_tasks"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+# A template's variables are its own (the path names the template): one template's are
+# another's unknown variables.
+[[operations]]
+include-operation-id = "instantiate_workflow_template"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+# A workspace's repository must be a git repository on the server's disk, with the branch.
+[[operations]]
+include-operation-id = "put_workspace"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
 # A history cursor is a step of that run's history: another string is not one of its pages.

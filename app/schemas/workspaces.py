@@ -80,6 +80,8 @@ class WorkspaceSet(BaseModel):
     def _absolute(cls, path: str) -> str:
         if not path.startswith("/"):
             raise ValueError("must be an absolute path")
+        if "\x00" in path:
+            raise ValueError("must not hold a NUL character")
         return path
 
     @field_validator("commands")
