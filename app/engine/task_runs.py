@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -52,6 +52,7 @@ from app.core.states import TASK_TERMINAL, ApprovalDecision, RunStatus, StopReas
 from app.core.streams import RUNS_STREAM
 from app.core.vocabulary import BoardColumn, Multitask, WipMode
 from app.engine.bus import EventBus
+from app.engine.keyed_locks import KeyedLocks
 from app.engine.runs import LaneBusy, RunCommands
 from app.engine.task_engine import MutationResult, TaskEngine
 from app.engine.task_mutations import TransitionTask
@@ -139,7 +140,7 @@ class TaskRuns:
         self._poll_interval_s = poll_interval_s
         self._follower: asyncio.Task[None] | None = None
         self._work: set[asyncio.Task[object]] = set()
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks = KeyedLocks()  # one pass over a task at a time
         self._cursor: int | None = None  # the runs board is read after this event
 
     # -- lifecycle -------------------------------------------------------------------
@@ -191,7 +192,7 @@ class TaskRuns:
     ) -> None:
         """Bring one task in line with its lane's newest run, dispatching a run when the
         task is an agent's, ready, and has none working on it."""
-        async with self._task_lock(task_id):
+        async with self._locks.hold(task_id):
             async with self._sessionmaker() as session:
                 task = await task_store.get_task(session, task_id)
                 if task is None or task.status in TASK_TERMINAL:
@@ -271,16 +272,6 @@ class TaskRuns:
             task.id, to, ACTOR, expected_version=task.version, reason=why, enforce_wip=False
         )
         return (await self._tasks.submit(mutation)).task
-
-    @contextlib.asynccontextmanager
-    async def _task_lock(self, task_id: str) -> AsyncIterator[None]:
-        lock = self._locks.setdefault(task_id, asyncio.Lock())
-        try:
-            async with lock:
-                yield
-        finally:
-            if not lock.locked() and self._locks.get(task_id) is lock:
-                del self._locks[task_id]
 
     async def _pull(self, task: TaskRead) -> None:
         """The task left `in_progress`, which makes room: the tasks that may have waited for

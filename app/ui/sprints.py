@@ -50,7 +50,7 @@ async def sprints_picker(
     return render(request, "sprints.html", viewer, {"section": "sprints", "projects": projects})
 
 
-@router.get("/projects/{project}/sprints")
+@router.get("/projects/{project:path}/sprints")
 async def project_sprints(
     project: ProjectPath, request: Request, viewer: ViewerDep, db: DbDep, before: Before = None
 ) -> HTMLResponse:

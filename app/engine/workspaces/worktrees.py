@@ -11,9 +11,8 @@ holds at most `max_worktrees` worktrees in use; a task's first one past that wai
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.errors import ProblemCode, Unavailable
 from app.core.ids import new_id
 from app.core.vocabulary import WorktreeStatus
+from app.engine.keyed_locks import KeyedLocks
 from app.engine.workspaces import changes
 from app.engine.workspaces.repos import Repos, branch_of
 from app.schemas.workspaces import WorkspaceRead, WorktreeRead
@@ -74,7 +74,7 @@ class Worktrees:
         self._sessionmaker = sessionmaker
         self._repos = repos
         self._clock = clock
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks = KeyedLocks()  # one pass over a task at a time
 
     @property
     def repos(self) -> Repos:
@@ -89,7 +89,7 @@ class Worktrees:
         return await self.of_task(task_id) if isinstance(task_id, str) else None
 
     async def of_task(self, task_id: str) -> Opened | None:
-        async with self._task_lock(task_id):
+        async with self._locks.hold(task_id):
             async with self._sessionmaker() as session:
                 task = await task_store.get_task(session, task_id)
                 if task is None or task.project is None:
@@ -148,16 +148,6 @@ class Worktrees:
             return await changes.update(
                 session, self._clock(), worktree, head_sha=head, diff=diff_document(stat)
             )
-
-    @contextlib.asynccontextmanager
-    async def _task_lock(self, task_id: str) -> AsyncIterator[None]:
-        lock = self._locks.setdefault(task_id, asyncio.Lock())
-        try:
-            async with lock:
-                yield
-        finally:
-            if not lock.locked() and self._locks.get(task_id) is lock:
-                del self._locks[task_id]
 
 
 async def _is_dir(path: str) -> bool:
