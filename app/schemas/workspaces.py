@@ -169,6 +169,35 @@ class WorktreeRead(BaseModel):
     updated_at: datetime
 
 
+class DiffFile(FileChange):
+    binary: bool = Field(False, description="A binary file: no line counts.")
+    old_path: str | None = Field(None, description="Where a renamed or copied file came from.")
+
+
+class WorktreeDiff(BaseModel):
+    """A worktree's committed work as a unified diff (`GET /v1/worktrees/{id}/diff`): what
+    its branch changed since it left the base branch, or, once merged, what its merge
+    brought to the base."""
+
+    worktree_id: str
+    branch: str
+    base_branch: str
+    base: str = Field(
+        description="What the branch is compared with: `refs/heads/<base_branch>`, or for "
+        "a merged worktree its merge commit's first parent (the base before the merge).",
+        examples=["refs/heads/main"],
+    )
+    head: str = Field(description="The branch's commit the diff was taken at.")
+    merged: bool = Field(description="The diff is the one its merge brought to the base.")
+    files: list[DiffFile] = Field(description="Each file changed, in the diff's order.")
+    insertions: int
+    deletions: int
+    text: str = Field(description="`git diff base...head`, cut at `limit_bytes` on a line.")
+    size_bytes: int = Field(description="The whole diff's size.")
+    limit_bytes: int
+    truncated: bool = Field(description="`text` is the diff's start: it was over the limit.")
+
+
 class WorktreeEventType(StrEnum):
     """Events of `GET /v1/worktrees/events`."""
 
