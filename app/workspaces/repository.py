@@ -198,14 +198,13 @@ class Repository:
     async def diff_stat(self, base: str, branch: str) -> DiffStat:
         """What `branch` changed since it left `base` (three dots: the base's own later
         commits are not counted), committed work only."""
+        return await self.diff_stat_since(f"refs/heads/{base}", f"refs/heads/{branch}")
+
+    async def diff_stat_since(self, base: str, head: str) -> DiffStat:
+        """`diff_stat` of two revisions (`refs/heads/NAME`, or a commit)."""
+        _check_revisions(base, head)
         out = await self.git.run(
-            "diff",
-            "--numstat",
-            "-z",
-            "-M",
-            f"refs/heads/{base}...refs/heads/{branch}",
-            "--",
-            cwd=self.path,
+            "diff", "--numstat", "-z", "-M", f"{base}...{head}", "--", cwd=self.path
         )
         return DiffStat(tuple(parse_numstat(out.stdout)))
 
@@ -221,9 +220,7 @@ class Repository:
         revisions (`refs/heads/NAME`, or a commit): a merged task's diff is the one
         between its merge commit's parents. Never an external diff program or a textconv
         filter: the repository's configuration or attributes could name any program."""
-        for revision in (base, branch):
-            if not revision or revision.startswith("-"):
-                raise ValueError(f"{revision!r} is not a revision")
+        _check_revisions(base, branch)
         out = await self.git.run(
             "diff",
             "--no-color",
@@ -254,6 +251,13 @@ def real_path(path: Path | str) -> Path:
     """The absolute path with symbolic links resolved, as git prints worktree paths (a
     metadata lookup, no file content read)."""
     return Path(os.path.realpath(path))
+
+
+def _check_revisions(*revisions: str) -> None:
+    """Revisions reach git's command line: none may read as an option."""
+    for revision in revisions:
+        if not revision or revision.startswith("-"):
+            raise ValueError(f"{revision!r} is not a revision")
 
 
 def cut_diff(output: bytes, max_bytes: int) -> DiffText:

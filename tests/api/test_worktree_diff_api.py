@@ -54,7 +54,11 @@ async def test_the_diff_of_a_task_in_review_then_of_its_merge(
         "main",
         "refs/heads/main",
     )
-    assert (diff["head"], diff["merged"], diff["truncated"]) == (worktree["head_sha"], False, False)
+    assert (diff["head"], diff["source"], diff["truncated"]) == (
+        worktree["head_sha"],
+        "branch",
+        False,
+    )
     assert diff["files"] == [
         {"path": "a.txt", "insertions": 1, "deletions": 1, "binary": False, "old_path": None},
         {
@@ -77,7 +81,7 @@ async def test_the_diff_of_a_task_in_review_then_of_its_merge(
     merged = await until_status(client, task_id, "merged", removed=True)
     after = (await client.get(f"/v1/worktrees/{worktree['id']}/diff")).json()
     # The branch is in main now; its diff is what its merge commit brought.
-    assert after["merged"] is True
+    assert after["source"] == "merge"
     assert after["base"] == f"{merged['merge']['merged_sha']}^1"
     assert after["files"] == diff["files"] and after["text"] == text
 

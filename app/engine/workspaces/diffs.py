@@ -3,8 +3,10 @@ its branch changed since it left the base branch, read from the repository when 
 
 A merged branch has nothing left against the base (the base holds it), so a worktree
 merged by a merge commit whose second parent is still its branch shows what that merge
-brought: the diff between the merge's parents. A branch deleted by hand, a workspace
-removed or a repository moved away leave nothing to read: a problem says which."""
+brought: the diff between the merge's parents. A conflicting one's branch was reset to the
+base (its work laid on it in the worktree, the conflicts marked), so it shows its work as
+last committed (`head_sha`). A branch deleted by hand, a workspace removed or a repository
+moved away leave nothing to read: a problem says which."""
 
 from __future__ import annotations
 
@@ -14,7 +16,13 @@ from typing import Any
 from app.core.errors import Conflict, ProblemCode
 from app.core.vocabulary import WorktreeStatus
 from app.engine.workspaces.repos import Repos
-from app.schemas.workspaces import DiffFile, WorkspaceRead, WorktreeDiff, WorktreeRead
+from app.schemas.workspaces import (
+    DiffFile,
+    DiffSource,
+    WorkspaceRead,
+    WorktreeDiff,
+    WorktreeRead,
+)
 from app.workspaces.errors import NotARepository
 from app.workspaces.repository import Repository
 
@@ -68,12 +76,14 @@ async def worktree_diff(
             DiffGap.BRANCH_GONE,
             f"its branch {worktree.branch!r} is no longer in {workspace.repository}",
         )
-    merge_base = await _merged_onto(repo, worktree, head)
-    if merge_base is not None:
-        base, stat = merge_base, await repo.diff_between(merge_base, head)
-    else:
-        base = f"refs/heads/{workspace.base_branch}"
-        stat = await repo.diff_stat(workspace.base_branch, worktree.branch)
+    source, base = DiffSource.BRANCH, f"refs/heads/{workspace.base_branch}"
+    merged_onto = await _merged_onto(repo, worktree, head)
+    recorded = worktree.head_sha
+    if merged_onto is not None:
+        source, base = DiffSource.MERGE, merged_onto
+    elif worktree.status is WorktreeStatus.CONFLICT and recorded and recorded != head:
+        source, head = DiffSource.BEFORE_CONFLICT, recorded
+    stat = await repo.diff_stat_since(base, head)
     text = await repo.diff_text(base, head, limit_bytes)
     return WorktreeDiff(
         worktree_id=worktree.id,
@@ -81,7 +91,7 @@ async def worktree_diff(
         base_branch=workspace.base_branch,
         base=base,
         head=head,
-        merged=merge_base is not None,
+        source=source,
         files=[
             DiffFile(
                 path=f.path,
