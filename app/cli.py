@@ -1,7 +1,7 @@
 """The `loopwright` command. The server: `serve`, `worker`, `migrate`, `openapi`. A client
 of a running server (LOOPWRIGHT_URL, LOOPWRIGHT_API_KEY): `run`, `follow`, `runs`, `show`,
 `cancel`, `resume`, `retry`, `answer`, `approvals`, `tasks`, `board`, `sprints`,
-`workflows`, `coordinations`, `agents`, `triggers`, `tools`.
+`workspace`, `worktrees`, `workflows`, `coordinations`, `agents`, `triggers`, `tools`.
 
 The client verbs start in a fraction of the server's time: the server's stack (settings,
 FastAPI, SQLAlchemy, and pydantic under them) is imported by the server commands only."""
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.client import boards, coordinations, sprints, verbs
+from app.client import boards, coordinations, sprints, verbs, workspaces
 from app.client import workflows as workflow_verbs
 from app.client.exits import Exit
 from app.client.http import DEFAULT_URL, Client, ClientError
@@ -388,6 +388,7 @@ def _add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
 
     sprints.add_parser(commands, server, _client_verb)
+    workspaces.add_parsers(commands, server, _client_verb)
     flows = verb(
         "workflows",
         "list workflow definitions, the built-in templates, or make a definition from one",

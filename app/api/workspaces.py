@@ -1,6 +1,6 @@
 """Workspaces: a project's repository that its tasks' runs change in worktrees of their
 own (`PUT/GET/DELETE /v1/projects/{project}/workspace`, `GET /v1/workspaces`), and those
-worktrees with their diffs and merge results (`/v1/worktrees`)."""
+worktrees with their diffs and merge results (`/v1/worktrees`, `/v1/worktrees/{id}/diff`)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from app.core.errors import Conflict, NotFound, ProblemCode
 from app.core.fields import Name
 from app.core.streams import WORKTREES_STREAM
 from app.core.vocabulary import WorktreeStatus
+from app.engine.workspaces.diffs import DIFF_LIMIT_BYTES, MAX_DIFF_LIMIT_BYTES, worktree_diff
 from app.engine.workspaces.worktrees import Opened
 from app.schemas.common import Page
-from app.schemas.workspaces import WorkspaceRead, WorkspaceSet, WorktreeRead
+from app.schemas.workspaces import WorkspaceRead, WorkspaceSet, WorktreeDiff, WorktreeRead
 from app.store import workspaces as store
 
 projects = APIRouter(
@@ -146,6 +147,31 @@ async def get_worktree(worktree_id: Name, session: SessionDep) -> WorktreeRead:
     if found is None:
         raise NotFound("worktree", worktree_id)
     return found
+
+
+@router.get(
+    "/v1/worktrees/{worktree_id}/diff",
+    response_model=WorktreeDiff,
+    summary="A worktree's diff",
+)
+async def get_worktree_diff(
+    worktree_id: Name,
+    services: ServicesDep,
+    limit_bytes: Annotated[
+        int, Query(ge=1_024, le=MAX_DIFF_LIMIT_BYTES, description="Cut the text here.")
+    ] = DIFF_LIMIT_BYTES,
+) -> WorktreeDiff:
+    """The unified diff of its committed work (`git diff base...branch`) with each file's
+    stat, read from the repository now; the text is cut on a line at `limit_bytes`
+    (`truncated`). A merged worktree shows what its merge brought to the base branch.
+    409 `worktree_diff_unavailable` when there is nothing to read it from: its branch was
+    deleted, or its workspace or repository is gone (`reason`)."""
+    async with services.sessionmaker() as session:
+        worktree = await store.get_worktree(session, worktree_id)
+        if worktree is None:
+            raise NotFound("worktree", worktree_id)
+        workspace = await store.get_workspace(session, worktree.project)
+    return await worktree_diff(services.worktrees.repos, worktree, workspace, limit_bytes)
 
 
 @router.post(

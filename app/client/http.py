@@ -49,8 +49,8 @@ class Client:
     def post(self, path: str, body: Any = None) -> Any:
         return self._request("POST", path, json=body)
 
-    def put(self, path: str, body: Any) -> Any:
-        return self._request("PUT", path, json=body)
+    def put(self, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
+        return self._request("PUT", path, json=body, headers=headers)
 
     def delete(self, path: str) -> Any:
         """The answer's body (None for a 204)."""

@@ -15,7 +15,8 @@ renders any of them as an RFC 9457 problem document.
     │   ├── IdempotencyKeyReused (409 idempotency_key_reused)
     │   ├── (core/signatures.py) SignatureReused; (engine/triggers) TriggerDisabled
     │   ├── (engine/routing) Unroutable (409 unroutable), AgentAtCapacity
-    │   └── (engine/sprints) SprintAlreadyActive, SprintLocked, TaskInAnotherSprint
+    │   ├── (engine/sprints) SprintAlreadyActive, SprintLocked, TaskInAnotherSprint
+    │   └── (engine/workspaces) WorkspaceInUse, WorktreeDiffUnavailable
     ├── PayloadTooLarge (413 payload_too_large)
     ├── ValidationFailed (422 validation_error: errors[field, message])
     └── Unavailable (503 unavailable)
@@ -65,6 +66,7 @@ class ProblemCode(StrEnum):
     TASK_IN_ANOTHER_SPRINT = "task_in_another_sprint"  # a task is in a sprint not completed (409)
     WORKSPACE_IN_USE = "workspace_in_use"  # the workspace has worktrees not yet merged (409)
     WORKTREE_NOT_MERGEABLE = "worktree_not_mergeable"  # only a queued worktree merges (409)
+    WORKTREE_DIFF_UNAVAILABLE = "worktree_diff_unavailable"  # its branch or repo is gone (409)
     SIGNATURE_MISSING = "signature_missing"  # a webhook delivery came unsigned (401)
     SIGNATURE_INVALID = "signature_invalid"  # its signature does not match its body (401)
     SIGNATURE_EXPIRED = "signature_expired"  # its timestamp is outside the tolerance (401)

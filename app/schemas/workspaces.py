@@ -171,6 +171,44 @@ class WorktreeRead(BaseModel):
     updated_at: datetime
 
 
+class DiffFile(FileChange):
+    binary: bool = Field(False, description="A binary file: no line counts.")
+    old_path: str | None = Field(None, description="Where a renamed or copied file came from.")
+
+
+class DiffSource(StrEnum):
+    """What a worktree's diff shows."""
+
+    BRANCH = "branch"  # its branch's commits since it left the base branch
+    MERGE = "merge"  # merged: what its merge commit brought to the base branch
+    # In conflict: its committed work as it was before the merge was tried (its branch now
+    # holds nothing of its own: the work is laid on the base in the worktree, marked).
+    BEFORE_CONFLICT = "before_conflict"
+
+
+class WorktreeDiff(BaseModel):
+    """A worktree's committed work as a unified diff (`GET /v1/worktrees/{id}/diff`)."""
+
+    worktree_id: str
+    branch: str
+    base_branch: str
+    source: DiffSource
+    base: str = Field(
+        description="What the work is compared with (from where they parted: `git diff "
+        "base...head`): `refs/heads/<base_branch>`, or for a merge its merge commit's "
+        "first parent (the base before the merge).",
+        examples=["refs/heads/main"],
+    )
+    head: str = Field(description="The commit of the work: its branch's, or as recorded.")
+    files: list[DiffFile] = Field(description="Each file changed, in the diff's order.")
+    insertions: int
+    deletions: int
+    text: str = Field(description="`git diff base...head`, cut at `limit_bytes` on a line.")
+    size_bytes: int = Field(description="The whole diff's size.")
+    limit_bytes: int
+    truncated: bool = Field(description="`text` is the diff's start: it was over the limit.")
+
+
 class WorktreeEventType(StrEnum):
     """Events of `GET /v1/worktrees/events`."""
 

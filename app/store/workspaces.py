@@ -125,6 +125,17 @@ async def worktree_of_task(session: AsyncSession, task_id: str) -> WorktreeRead 
     return WorktreeRead.model_validate(row._mapping) if row else None
 
 
+async def worktrees_of_tasks(
+    session: AsyncSession, task_ids: Sequence[str]
+) -> dict[str, WorktreeRead]:
+    """The worktrees of these tasks (those that have one), by task."""
+    if not task_ids:
+        return {}
+    rows = await session.execute(select(WORKTREES).where(WORKTREES.c.task_id.in_(list(task_ids))))
+    found = [WorktreeRead.model_validate(r._mapping) for r in rows]
+    return {w.task_id: w for w in found}
+
+
 async def list_worktrees(
     session: AsyncSession,
     *,

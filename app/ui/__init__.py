@@ -24,6 +24,7 @@ from app.ui import (
     sprints,
     tasks,
     workflows,
+    workspaces,
 )
 from app.ui.deps import LoginRequired, login_url
 from app.ui.templating import STATIC_URL
@@ -52,6 +53,7 @@ def install(app: FastAPI) -> None:
     app.include_router(overview.router)
     app.include_router(workflows.router)
     app.include_router(coordinations.router)
+    app.include_router(workspaces.router)
     app.add_api_route("/", _to_the_dashboard, include_in_schema=False)
 
 

@@ -1,6 +1,7 @@
 """The approvals inbox (`/ui/approvals`): what waits on a person, oldest first, each with
-its summary and the forms to approve (with a comment) or reject (with a reason); live, as
-approvals are asked for and settled. The forms post to the API's own routes."""
+its summary and the forms to approve (with a comment) or reject (with a reason), a merge's
+worktree linked; live, as approvals are asked for and settled. The forms post to the
+API's own routes."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.core.states import ApprovalStatus
 from app.core.streams import APPROVALS_STREAM
+from app.core.vocabulary import ApprovalKind
+from app.schemas.approvals import ApprovalRead
+from app.schemas.workspaces import WorktreeRead
 from app.store import approvals as approval_store
 from app.store import events as event_store
+from app.store import workspaces as workspace_store
 from app.ui import events
 from app.ui.deps import DbDep, ViewerDep
 from app.ui.templating import render
@@ -39,6 +44,7 @@ async def inbox(
     context = {
         "section": "approvals",
         "approvals": approvals,
+        "worktrees": await _worktrees(db, approvals),
         "more": approvals[-1].id if len(rows) > INBOX_PAGE else None,
         "first_page": after is None,
         "stream": f"/v1/approvals/events?last_event_id={since}",
@@ -55,4 +61,11 @@ async def approval_item(
     approval = await approval_store.get_approval(db, approval_id)
     if approval is None or approval.status is not ApprovalStatus.PENDING:
         return Response(status_code=204)
-    return render(request, "_approval.html", viewer, {"approval": approval})
+    context = {"approval": approval, "worktrees": await _worktrees(db, [approval])}
+    return render(request, "_approval.html", viewer, context)
+
+
+async def _worktrees(db: DbDep, approvals: list[ApprovalRead]) -> dict[str, WorktreeRead]:
+    """The worktrees merge approvals decide, by task (a merge approval names its task)."""
+    tasks = [a.task_id for a in approvals if a.kind is ApprovalKind.MERGE and a.task_id]
+    return await workspace_store.worktrees_of_tasks(db, tasks)

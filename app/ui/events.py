@@ -32,6 +32,7 @@ from app.schemas.run_events import (
     ToolCallStartedEvent,
 )
 from app.schemas.sprints import SprintEvent
+from app.schemas.workspaces import WorktreeEvent
 
 
 def _names(event: type[BaseModel]) -> list[str]:
@@ -63,3 +64,4 @@ COORDINATION = [
     *_names(CoordinationRunEvent),
     *_names(CoordinationSettledEvent),
 ]
+WORKTREES = _names(WorktreeEvent)

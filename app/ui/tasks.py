@@ -5,7 +5,8 @@ The board has one column per status of the task state machine, in the order a ta
 through them, each with its newest `COLUMN_CARDS` tasks; a status's own list
 (`?status=`) has them all, a page at a time. A task's page shows its fields, the
 transitions the state machine allows it now (buttons that call the API's transition
-route), its audit trail, its runs, its coordinations, and its parent and child tasks.
+route), its audit trail, its runs, its coordinations, its worktree (a project with a
+workspace), and its parent and child tasks.
 
 Reads go straight to the store, as the API's do; transitions are the API's own route,
 called by the page's script."""
@@ -28,6 +29,7 @@ from app.store import events as event_store
 from app.store import history
 from app.store import task_runs as task_run_store
 from app.store import tasks as task_store
+from app.store import workspaces as workspace_store
 from app.store.db import one_snapshot
 from app.ui import events
 from app.ui.deps import DbDep, ViewerDep
@@ -205,8 +207,8 @@ async def _column(
 
 async def _detail(db: DbDep, task_id: str) -> dict[str, object] | None:
     """What a task's detail shows: the task, the statuses it can move to now (in the
-    board's order), its audit trail, runs, coordinations, parent and children; None when
-    there is no such task."""
+    board's order), its audit trail, runs, coordinations, worktree, parent and children;
+    None when there is no such task."""
     task = await task_store.get_task(db, task_id)
     if task is None:
         return None
@@ -230,4 +232,5 @@ async def _detail(db: DbDep, task_id: str) -> dict[str, object] | None:
         "parent": parent,
         "children": children,
         "coordinations": await coordination_store.of_task(db, task.id, limit=COORDINATIONS),
+        "worktree": await workspace_store.worktree_of_task(db, task.id),
     }

@@ -40,6 +40,7 @@ NAV = (
     NavItem("tasks", "Tasks", "/ui/tasks"),
     NavItem("boards", "Boards", "/ui/boards"),
     NavItem("sprints", "Sprints", "/ui/sprints"),
+    NavItem("workspaces", "Workspaces", "/ui/workspaces"),
     NavItem("agents", "Agents", "/ui/agents"),
 )
 

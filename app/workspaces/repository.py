@@ -33,6 +33,16 @@ class FileStat:
 
 
 @dataclass(frozen=True)
+class DiffText:
+    """A unified diff, cut at a size: `text` ends on a whole line, `size_bytes` is what
+    git wrote in full."""
+
+    text: str
+    size_bytes: int
+    truncated: bool
+
+
+@dataclass(frozen=True)
 class DiffStat:
     files: tuple[FileStat, ...]
 
@@ -188,14 +198,13 @@ class Repository:
     async def diff_stat(self, base: str, branch: str) -> DiffStat:
         """What `branch` changed since it left `base` (three dots: the base's own later
         commits are not counted), committed work only."""
+        return await self.diff_stat_since(f"refs/heads/{base}", f"refs/heads/{branch}")
+
+    async def diff_stat_since(self, base: str, head: str) -> DiffStat:
+        """`diff_stat` of two revisions (`refs/heads/NAME`, or a commit)."""
+        _check_revisions(base, head)
         out = await self.git.run(
-            "diff",
-            "--numstat",
-            "-z",
-            "-M",
-            f"refs/heads/{base}...refs/heads/{branch}",
-            "--",
-            cwd=self.path,
+            "diff", "--numstat", "-z", "-M", f"{base}...{head}", "--", cwd=self.path
         )
         return DiffStat(tuple(parse_numstat(out.stdout)))
 
@@ -204,6 +213,33 @@ class Repository:
         and `head`: the files the semantic checks read at both)."""
         out = await self.git.run("diff", "--numstat", "-z", "-M", old, new, "--", cwd=self.path)
         return DiffStat(tuple(parse_numstat(out.stdout)))
+
+    async def diff_text(self, base: str, branch: str, max_bytes: int) -> DiffText:
+        """The unified diff of what `branch` changed since it left `base` (three dots, as
+        `diff_stat`), committed work only, cut at `max_bytes` on a line boundary. Both are
+        revisions (`refs/heads/NAME`, or a commit): a merged task's diff is the one
+        between its merge commit's parents. Never an external diff program or a textconv
+        filter: the repository's configuration or attributes could name any program."""
+        _check_revisions(base, branch)
+        out = await self.git.run(
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "-M",
+            f"{base}...{branch}",
+            "--",
+            cwd=self.path,
+        )
+        return cut_diff(out.output, max_bytes)
+
+    async def second_parent(self, commit: str) -> str | None:
+        """A merge commit's second parent (the branch it merged), or None for a commit that
+        is not a merge (or no commit)."""
+        result = await self.git.run(
+            "rev-parse", "--verify", "--quiet", f"{commit}^2^{{commit}}", cwd=self.path, check=False
+        )
+        return result.stdout.strip() or None if result.returncode == 0 else None
 
     async def read_blob(self, rev: str, path: str) -> bytes | None:
         """A file's content at a commit, or None when it has no such file."""
@@ -215,6 +251,24 @@ def real_path(path: Path | str) -> Path:
     """The absolute path with symbolic links resolved, as git prints worktree paths (a
     metadata lookup, no file content read)."""
     return Path(os.path.realpath(path))
+
+
+def _check_revisions(*revisions: str) -> None:
+    """Revisions reach git's command line: none may read as an option."""
+    for revision in revisions:
+        if not revision or revision.startswith("-"):
+            raise ValueError(f"{revision!r} is not a revision")
+
+
+def cut_diff(output: bytes, max_bytes: int) -> DiffText:
+    """At most `max_bytes` of a diff, ending after its last whole line (a line longer than
+    the limit is cut inside it); the bytes decoded, an undecodable one replaced."""
+    if len(output) <= max_bytes:
+        return DiffText(output.decode(errors="replace"), len(output), truncated=False)
+    kept = output[:max_bytes]
+    end = kept.rfind(b"\n")
+    kept = kept[: end + 1] if end >= 0 else kept
+    return DiffText(kept.decode(errors="replace"), len(output), truncated=True)
 
 
 def parse_numstat(out: str) -> list[FileStat]:
