@@ -14,7 +14,7 @@ from app.api.headers import IfMatchHeader, etag, expected_version
 from app.api.pagination import CursorQuery, decode_cursor, page
 from app.api.stream_docs import WORKTREES
 from app.api.streams import LastEventIdHeader, LastEventIdQuery, open_stream, resume_point
-from app.core.errors import Conflict, NotFound, ProblemCode
+from app.core.errors import Conflict, NotFound, ProblemCode, Unavailable
 from app.core.fields import Name
 from app.core.streams import WORKTREES_STREAM
 from app.core.vocabulary import WorktreeStatus
@@ -23,6 +23,7 @@ from app.engine.workspaces.worktrees import Opened
 from app.schemas.common import Page
 from app.schemas.workspaces import WorkspaceRead, WorkspaceSet, WorktreeDiff, WorktreeRead
 from app.store import workspaces as store
+from app.workspaces.errors import NotARepository
 
 projects = APIRouter(
     prefix="/v1/projects/{project:path}",
@@ -191,7 +192,10 @@ async def merge_worktree(worktree_id: Name, services: ServicesDep) -> WorktreeRe
         workspace = await store.get_workspace(session, worktree.project)
     if worktree.status is not WorktreeStatus.QUEUED or workspace is None:
         raise WorktreeNotMergeable(worktree)
-    repo = await services.worktrees.repos.open(workspace.repository)
+    try:
+        repo = await services.worktrees.repos.open(workspace.repository)
+    except NotARepository as exc:
+        raise Unavailable(f"the workspace's repository is not reachable: {exc}") from None
     merged = await services.merge_queue.merge(Opened(worktree, workspace, repo))
     if merged is None:  # another process took it first
         async with services.sessionmaker() as session:

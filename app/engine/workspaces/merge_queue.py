@@ -411,8 +411,10 @@ class MergeQueue:
     @staticmethod
     def _question(worktree: WorktreeRead, result: MergeResult) -> str:
         if result.outcome is MergeOutcome.SEMANTIC_ISSUES:
+            count = len(result.issues)
+            issues = "1 semantic issue" if count == 1 else f"{count} semantic issues"
             return (
-                f"Merge {worktree.branch} despite {len(result.issues)} semantic issues? "
+                f"Merge {worktree.branch} despite {issues}? "
                 "Approve to merge it as it is, reject to drop it."
             )
         return (
