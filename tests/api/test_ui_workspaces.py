@@ -75,7 +75,7 @@ async def test_a_held_merge_shows_its_issues_diff_and_the_decision(
     approval = held["approval_id"]
     assert f'<form data-api="/v1/approvals/{approval}/approve"' in html
     assert f'href="/ui/approvals#approval-{approval}"' in html
-    assert "semantic issues? Approve to merge it as it is" in html
+    assert "1 semantic issue? Approve to merge it as it is" in html
 
     # The diff: its stat, then its lines, each with its class.
     assert _rows(html, "diff-stat") == [["words.py", "+3", "\N{MINUS SIGN}0"]]

@@ -62,7 +62,7 @@ async def test_merge_now_merges_a_queued_worktree_and_a_held_one_shows_why(
     await expect(issue.locator("td[data-label=Check]")).to_have_text("broken call")
     await expect(issue.locator("td[data-label=File]")).to_have_text("words.py")
     await expect(issue.locator("td[data-label=Line]")).to_have_text("3")
-    await expect(page.locator(".escalation .question")).to_contain_text("semantic issues")
+    await expect(page.locator(".escalation .question")).to_contain_text("despite 1 semantic issue?")
     await expect(page.get_by_role("button", name="Approve")).to_be_visible()
     await expect(page.locator(".diff .d-add").last).to_have_text("+WORDS = util.parse('a b')")
     await expect(page.locator("table.diff-stat td[data-label=File]")).to_have_text("words.py")
