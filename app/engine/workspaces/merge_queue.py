@@ -5,7 +5,8 @@ Every pass derives its work from the rows, so a crash anywhere is picked up by t
 
     worktree active, task in review      its changes committed, its diff recorded
     worktree active, task completed      → queued (its turn comes by the merge order)
-    worktree active, task cancelled/gone → abandoned (its directory removed)
+    worktree active, task cancelled/gone → abandoned (its work committed on its branch,
+                                         which stays; its directory removed)
     queued, its turn                     → merging: rebase on the base branch, the semantic
                                          checks, then the base moved by compare-and-set
         clean                            → merged (directory removed if the workspace says)
@@ -169,13 +170,22 @@ class MergeQueue:
                 await self._follow_task(opened, task_status)
             elif worktree.status in (W.CONFLICT, W.HELD):
                 await self._settle_escalation(opened)
-        async with self._sessionmaker() as session:
-            merging = [w for w, _ in await store.unsettled(session, workspace.project)]
-            if any(w.status is W.MERGING for w in merging):
-                return  # another process merges here now
-            turn = await store.next_to_merge(session, workspace.project, workspace.merge_order)
-        if turn is not None:
-            await self.merge(Opened(turn, workspace, repo))
+        # Turn after turn while the queue has work: a wake-up that came during a merge
+        # (another approval) collapsed into one pass, which must not leave the rest
+        # queued until the interval. Each merge moves its worktree out of `queued`
+        # (merged, conflict, held) or ends the pass (the base moved under it: queued
+        # again, for the next pass), so this ends.
+        while True:
+            async with self._sessionmaker() as session:
+                merging = [w for w, _ in await store.unsettled(session, workspace.project)]
+                if any(w.status is W.MERGING for w in merging):
+                    return  # another process merges here now
+                turn = await store.next_to_merge(session, workspace.project, workspace.merge_order)
+            if turn is None:
+                return
+            done = await self.merge(Opened(turn, workspace, repo))
+            if done is None or done.status is W.QUEUED:
+                return  # another process took it, or it waits for the next pass
 
     async def _follow_task(self, opened: Opened, task_status: TaskStatus | None) -> None:
         worktree = opened.worktree
@@ -313,9 +323,19 @@ class MergeQueue:
         return merged
 
     async def _end(self, opened: Opened, status: WorktreeStatus) -> None:
+        worktree = opened.worktree
+        if status is W.ABANDONED:
+            # Its branch, which stays, keeps what the task had done: the removal below
+            # takes the directory with whatever was not committed yet.
+            committed = await self._worktrees.commit(
+                opened, await self._message(worktree, note="abandoned: its task ended")
+            )
+            if committed is None:
+                return  # changed meanwhile: the next pass
+            worktree = committed
         async with self._sessionmaker() as session, session.begin():
             ended = await changes.update(
-                session, self._clock(), opened.worktree, status=status, approval_id=None
+                session, self._clock(), worktree, status=status, approval_id=None
             )
         if ended is not None:
             await self._remove(Opened(ended, opened.workspace, opened.repo))
@@ -402,10 +422,12 @@ class MergeQueue:
             at=self._clock(),
         )
 
-    async def _message(self, worktree: WorktreeRead) -> str:
+    async def _message(self, worktree: WorktreeRead, *, note: str = "") -> str:
         async with self._sessionmaker() as session:
             task = await task_store.get_task(session, worktree.task_id)
         title = task.title if task is not None else "(task deleted)"
+        if note:
+            title = f"{title} ({note})"
         return f"{title}\n\nTask {worktree.task_id}, worktree {worktree.id} (Loopwright)."
 
     @staticmethod
@@ -435,6 +457,9 @@ class MergeQueue:
         self, worktree: WorktreeRead, workspace: WorkspaceRead, result: MergeResult
     ) -> str:
         hunks = "\n\n".join(f"{c.path}:\n" + "\n".join(c.hunks) for c in result.conflicts)
+        # Tried again with markers left (an earlier run's, or a person's), the merge has no
+        # hunks to give, only the files that still hold them.
+        hunks = hunks or result.detail or ""
         return (
             f"The work of task {worktree.task_id} (branch {worktree.branch}) conflicts with "
             f"{workspace.base_branch}. Its worktree (your file tools' root) now holds that "
