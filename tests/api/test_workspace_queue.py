@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
 from tests.api.test_approvals_api import requested
@@ -30,7 +32,7 @@ from tests.api.test_workspaces_api import (
     writer,
 )
 from tests.support.api import assert_problem, create_task
-from tests.support.server import make_settings
+from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
 from tests.workspaces.conftest import make_repo, sh_git
 
@@ -341,3 +343,29 @@ async def test_a_cancelled_tasks_worktree_is_abandoned_its_directory_removed_its
     assert first_parent_log(repo) == ["initial"]  # nothing merged
     assert (await client.get("/v1/projects/atlas/workspace")).json()["worktrees_in_use"] == 0
     await until_runs(client, lane, ["cancelled"])
+
+
+async def test_a_directory_a_stopped_process_left_after_recording_a_merge_is_removed_at_start(
+    settings: Settings, clean_db: AsyncEngine, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as client:
+        await workspace(client, repo)
+        task_id = await task_for(client, writer("ann", write("ann.txt", "ann\n")), "Ann's file")
+        await approve_review(client, task_id)
+        merged = await until_status(client, task_id, "merged", removed=True)
+    # What a process that stopped between recording the merge and removing the worktree's
+    # directory leaves: the row not marked removed, the directory still a git worktree.
+    async with clean_db.begin() as connection:
+        await connection.execute(
+            text("UPDATE worktrees SET removed = false WHERE id = :id"), {"id": merged["id"]}
+        )
+    sh_git(repo, "worktree", "add", "-q", merged["path"], merged["branch"])
+
+    async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as client:
+        swept = await until_status(client, task_id, "merged", removed=True)
+
+    assert swept["version"] > merged["version"]
+    assert not await asyncio.to_thread(Path(merged["path"]).exists)
+    assert merged["path"] not in sh_git(repo, "worktree", "list")
+    assert sh_git(repo, "rev-parse", "--verify", merged["branch"])  # its branch kept

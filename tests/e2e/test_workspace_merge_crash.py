@@ -10,6 +10,7 @@ task on its first-parent history."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -189,3 +190,34 @@ def test_a_merge_killed_midway_leaves_a_consistent_repository_and_completes_afte
     assert merged["path"] not in sh_git(repo, "worktree", "list")
     assert sh_git(repo, "rev-parse", branch)  # its branch kept, for the record
     assert_consistent(repo)
+
+
+def test_a_repository_gone_at_restart_does_not_hold_back_the_others_recovery(
+    database_url: str, clean_db: AsyncEngine, tmp_path: Path
+) -> None:
+    repo, gone = make_repo(tmp_path / "repo"), make_repo(tmp_path / "gone")
+    env = {"DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
+    doomed = ServerProcess({**env, "LOOPWRIGHT_CRASH_AT": "merge_publishing"}, tmp_path / "d.log")
+    healthy = ServerProcess(env, tmp_path / "healthy.log")
+    doomed.start()
+    try:
+        with httpx.Client(base_url=doomed.url, timeout=30) as http:
+            # A project recovered before atlas (by name), whose repository goes away.
+            other = {"repository": str(gone), "base_branch": "main"}
+            assert http.put("/v1/projects/apollo/workspace", json=other).status_code == 201
+            task_id, _, base_before = _start_merging(http, repo)
+        assert doomed.process is not None
+        assert doomed.process.wait(timeout=60) == -9, doomed.log()
+        shutil.rmtree(gone)
+
+        healthy.start()
+        with httpx.Client(base_url=healthy.url, timeout=30) as http:
+            merged = _worktree(http, task_id, "merged", removed=True)
+    finally:
+        for process in (doomed, healthy):
+            if process.process is not None and process.process.poll() is None:
+                process.terminate_and_wait()
+
+    assert merged["merge"]["merged_sha"] == sh_git(repo, "rev-parse", "main")
+    assert sh_git(repo, "rev-parse", "main^1") == base_before
+    assert sh_git(repo, "show", "main:feature.py") == FEATURE.strip()

@@ -99,6 +99,10 @@ class MergeQueue:
         self._on_freed = on_freed
         self._metrics = metrics
         self._task: asyncio.Task[None] | None = None
+        # Workspaces whose recovery is still due, once listed: one whose repository was
+        # away at start-up must not keep what a stopped process left until a restart.
+        self._listed = False
+        self._unrecovered: set[str] = set()
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -115,7 +119,7 @@ class MergeQueue:
     async def _follow(self) -> None:
         try:
             await self.recover()
-        except Exception:  # the database or a repository is away: the passes go on
+        except Exception:  # the database is away: the first pass that reaches it recovers
             log.exception("merge queue: recovery at start-up failed")
         names = (TASK_STREAM, APPROVALS_STREAM, RUNS_STREAM)
         with contextlib.ExitStack() as stack:
@@ -133,29 +137,57 @@ class MergeQueue:
                         w.cancel()
 
     async def recover(self) -> None:
-        """Each repository's interrupted merge repaired, and worktrees left `merging` by a
-        process that stopped queued again (their merge is redone: a merge already on the
-        base answers `already_merged`)."""
+        """What a process that stopped left, repaired in each workspace: its repository's
+        interrupted merge, worktrees left `merging` queued again (their merge is redone: a
+        merge already on the base answers `already_merged`), and the directories of
+        settled worktrees it had not removed yet. A workspace whose repository is away is
+        recovered by the first pass that reaches it; until then it merges nothing, and
+        the others go on."""
         async with self._sessionmaker() as session:
             workspaces = await store.all_workspaces(session)
+        self._unrecovered = {w.project for w in workspaces}
+        self._listed = True
         for workspace in workspaces:
-            repo = await self._worktrees.repos.open(workspace.repository)
-            root = self._worktrees.repos.worktrees_root(repo, workspace.project)
-            report = await recover(repo, managed_root=root)
-            if report.interrupted is not None:
-                log.warning("merge queue: %s: repaired an interrupted merge", workspace.project)
-            async with self._sessionmaker() as session, session.begin():
-                for worktree, _ in await store.unsettled(session, workspace.project):
-                    if worktree.status is W.MERGING:
-                        await changes.update(session, self._clock(), worktree, status=W.QUEUED)
+            await self._recover(workspace)
+
+    async def _recover(self, workspace: WorkspaceRead) -> None:
+        try:
+            await self._repair(workspace)
+        except WorkspaceError as exc:
+            log.warning("merge queue: %s: not recovered yet: %s", workspace.project, exc)
+        else:
+            self._unrecovered.discard(workspace.project)
+
+    async def _repair(self, workspace: WorkspaceRead) -> None:
+        repo = await self._worktrees.repos.open(workspace.repository)
+        root = self._worktrees.repos.worktrees_root(repo, workspace.project)
+        report = await recover(repo, managed_root=root)
+        if report.interrupted is not None:
+            log.warning("merge queue: %s: repaired an interrupted merge", workspace.project)
+        async with self._sessionmaker() as session, session.begin():
+            for worktree, _ in await store.unsettled(session, workspace.project):
+                if worktree.status is W.MERGING:
+                    await changes.update(session, self._clock(), worktree, status=W.QUEUED)
+        async with self._sessionmaker() as session:
+            settled = await store.settled_unremoved(session, (W.MERGED, W.ABANDONED, W.REJECTED))
+        for worktree in settled:
+            kept = worktree.status is W.MERGED and not workspace.cleanup_after_merge
+            if worktree.project == workspace.project and not kept:
+                await self._remove(Opened(worktree, workspace, repo))
 
     # -- passes ------------------------------------------------------------------------
 
     async def run_pass(self) -> None:
+        if not self._listed:  # recovery at start-up did not reach the database
+            await self.recover()
         async with self._sessionmaker() as session:
             workspaces = await store.all_workspaces(session)
         for workspace in workspaces:
             try:
+                if workspace.project in self._unrecovered:
+                    await self._recover(workspace)
+                    if workspace.project in self._unrecovered:
+                        continue  # its repository is still away
                 await self._workspace_pass(workspace)
             except WorkspaceError as exc:  # its repository is away: the others go on
                 log.warning("merge queue: %s: %s", workspace.project, exc)
