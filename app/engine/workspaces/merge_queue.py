@@ -23,6 +23,9 @@ Every pass derives its work from the rows, so a crash anywhere is picked up by t
 A merge cut short leaves `merging`: at start-up each repository is recovered (its merge
 lock's journal: a rebase left half done is aborted) and such worktrees are queued again;
 the base branch moves only by compare-and-set, so it holds the merge or not, never half.
+Recovery also removes the directories of settled worktrees whose removal was cut short.
+A workspace whose repository is away at start-up is recovered by the first pass that
+reaches it, and merges nothing until then; the others do not wait for it.
 """
 
 from __future__ import annotations
