@@ -1,8 +1,9 @@
 """The merge queue through the real service, on real git repositories: a conflict escalated
 to the workspace's review agent, whose run resolves it in the worktree (or, failing twice,
 hands it to a person); the `manual` and `priority` merge orders; a workspace with all its
-worktrees in use holding a task back until one is merged; and a cancelled task's worktree
-abandoned, its directory removed and its branch kept with its work."""
+worktrees in use holding a task back until one is merged; a cancelled task's worktree
+abandoned, its directory removed and its branch kept with its work; and a directory left
+behind by a process that stopped mid-cleanup removed at the next start."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def first_lines(repo: Path) -> tuple[str, str, str]:
 
 async def conflicting_pair(client: httpx.AsyncClient, repo: Path) -> tuple[str, Worktree]:
     """Ann's edit merged, then Bob's of the same line approved: Bob's task id, and its
-    worktree once it left `merging` for the first time."""
+    worktree (its id and path; its status moves on in the background)."""
     ann, bob, _ = first_lines(repo)
     first = await task_for(client, writer("ann", write("a.txt", ann)), "Ann's edit")
     second = await task_for(client, writer("bob", write("a.txt", bob)), "Bob's edit")
