@@ -5,7 +5,8 @@ moving it. The repository is consistent after the kill (`git fsck`, no rebase le
 progress, the base branch at its old commit or at the merge's, nothing else), and a fresh
 `serve` recovers at start-up and completes the merge: the worktree `merged`, the base
 holding the task's work and a person's commit made meanwhile, one merge commit for the
-task on its first-parent history."""
+task on its first-parent history. Another workspace's repository gone by then does not
+hold that recovery back."""
 
 from __future__ import annotations
 
