@@ -5,7 +5,8 @@ Every pass derives its work from the rows, so a crash anywhere is picked up by t
 
     worktree active, task in review      its changes committed, its diff recorded
     worktree active, task completed      → queued (its turn comes by the merge order)
-    worktree active, task cancelled/gone → abandoned (its directory removed)
+    worktree active, task cancelled/gone → abandoned (its work committed on its branch,
+                                         which stays; its directory removed)
     queued, its turn                     → merging: rebase on the base branch, the semantic
                                          checks, then the base moved by compare-and-set
         clean                            → merged (directory removed if the workspace says)
@@ -22,6 +23,9 @@ Every pass derives its work from the rows, so a crash anywhere is picked up by t
 A merge cut short leaves `merging`: at start-up each repository is recovered (its merge
 lock's journal: a rebase left half done is aborted) and such worktrees are queued again;
 the base branch moves only by compare-and-set, so it holds the merge or not, never half.
+Recovery also removes the directories of settled worktrees whose removal was cut short.
+A workspace whose repository is away at start-up is recovered by the first pass that
+reaches it, and merges nothing until then; the others do not wait for it.
 """
 
 from __future__ import annotations
@@ -98,6 +102,10 @@ class MergeQueue:
         self._on_freed = on_freed
         self._metrics = metrics
         self._task: asyncio.Task[None] | None = None
+        # Workspaces whose recovery is still due, once listed: one whose repository was
+        # away at start-up must not keep what a stopped process left until a restart.
+        self._listed = False
+        self._unrecovered: set[str] = set()
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -114,7 +122,7 @@ class MergeQueue:
     async def _follow(self) -> None:
         try:
             await self.recover()
-        except Exception:  # the database or a repository is away: the passes go on
+        except Exception:  # the database is away: the first pass that reaches it recovers
             log.exception("merge queue: recovery at start-up failed")
         names = (TASK_STREAM, APPROVALS_STREAM, RUNS_STREAM)
         with contextlib.ExitStack() as stack:
@@ -132,29 +140,57 @@ class MergeQueue:
                         w.cancel()
 
     async def recover(self) -> None:
-        """Each repository's interrupted merge repaired, and worktrees left `merging` by a
-        process that stopped queued again (their merge is redone: a merge already on the
-        base answers `already_merged`)."""
+        """What a process that stopped left, repaired in each workspace: its repository's
+        interrupted merge, worktrees left `merging` queued again (their merge is redone: a
+        merge already on the base answers `already_merged`), and the directories of
+        settled worktrees it had not removed yet. A workspace whose repository is away is
+        recovered by the first pass that reaches it; until then it merges nothing, and
+        the others go on."""
         async with self._sessionmaker() as session:
             workspaces = await store.all_workspaces(session)
+        self._unrecovered = {w.project for w in workspaces}
+        self._listed = True
         for workspace in workspaces:
-            repo = await self._worktrees.repos.open(workspace.repository)
-            root = self._worktrees.repos.worktrees_root(repo, workspace.project)
-            report = await recover(repo, managed_root=root)
-            if report.interrupted is not None:
-                log.warning("merge queue: %s: repaired an interrupted merge", workspace.project)
-            async with self._sessionmaker() as session, session.begin():
-                for worktree, _ in await store.unsettled(session, workspace.project):
-                    if worktree.status is W.MERGING:
-                        await changes.update(session, self._clock(), worktree, status=W.QUEUED)
+            await self._recover(workspace)
+
+    async def _recover(self, workspace: WorkspaceRead) -> None:
+        try:
+            await self._repair(workspace)
+        except WorkspaceError as exc:
+            log.warning("merge queue: %s: not recovered yet: %s", workspace.project, exc)
+        else:
+            self._unrecovered.discard(workspace.project)
+
+    async def _repair(self, workspace: WorkspaceRead) -> None:
+        repo = await self._worktrees.repos.open(workspace.repository)
+        root = self._worktrees.repos.worktrees_root(repo, workspace.project)
+        report = await recover(repo, managed_root=root)
+        if report.interrupted is not None:
+            log.warning("merge queue: %s: repaired an interrupted merge", workspace.project)
+        async with self._sessionmaker() as session, session.begin():
+            for worktree, _ in await store.unsettled(session, workspace.project):
+                if worktree.status is W.MERGING:
+                    await changes.update(session, self._clock(), worktree, status=W.QUEUED)
+        async with self._sessionmaker() as session:
+            settled = await store.settled_unremoved(session, (W.MERGED, W.ABANDONED, W.REJECTED))
+        for worktree in settled:
+            kept = worktree.status is W.MERGED and not workspace.cleanup_after_merge
+            if worktree.project == workspace.project and not kept:
+                await self._remove(Opened(worktree, workspace, repo))
 
     # -- passes ------------------------------------------------------------------------
 
     async def run_pass(self) -> None:
+        if not self._listed:  # recovery at start-up did not reach the database
+            await self.recover()
         async with self._sessionmaker() as session:
             workspaces = await store.all_workspaces(session)
         for workspace in workspaces:
             try:
+                if workspace.project in self._unrecovered:
+                    await self._recover(workspace)
+                    if workspace.project in self._unrecovered:
+                        continue  # its repository is still away
                 await self._workspace_pass(workspace)
             except WorkspaceError as exc:  # its repository is away: the others go on
                 log.warning("merge queue: %s: %s", workspace.project, exc)
@@ -169,13 +205,22 @@ class MergeQueue:
                 await self._follow_task(opened, task_status)
             elif worktree.status in (W.CONFLICT, W.HELD):
                 await self._settle_escalation(opened)
-        async with self._sessionmaker() as session:
-            merging = [w for w, _ in await store.unsettled(session, workspace.project)]
-            if any(w.status is W.MERGING for w in merging):
-                return  # another process merges here now
-            turn = await store.next_to_merge(session, workspace.project, workspace.merge_order)
-        if turn is not None:
-            await self.merge(Opened(turn, workspace, repo))
+        # Turn after turn while the queue has work: a wake-up that came during a merge
+        # (another approval) collapsed into one pass, which must not leave the rest
+        # queued until the interval. Each merge moves its worktree out of `queued`
+        # (merged, conflict, held) or ends the pass (the base moved under it: queued
+        # again, for the next pass), so this ends.
+        while True:
+            async with self._sessionmaker() as session:
+                merging = [w for w, _ in await store.unsettled(session, workspace.project)]
+                if any(w.status is W.MERGING for w in merging):
+                    return  # another process merges here now
+                turn = await store.next_to_merge(session, workspace.project, workspace.merge_order)
+            if turn is None:
+                return
+            done = await self.merge(Opened(turn, workspace, repo))
+            if done is None or done.status is W.QUEUED:
+                return  # another process took it, or it waits for the next pass
 
     async def _follow_task(self, opened: Opened, task_status: TaskStatus | None) -> None:
         worktree = opened.worktree
@@ -313,9 +358,19 @@ class MergeQueue:
         return merged
 
     async def _end(self, opened: Opened, status: WorktreeStatus) -> None:
+        worktree = opened.worktree
+        if status is W.ABANDONED:
+            # Its branch, which stays, keeps what the task had done: the removal below
+            # takes the directory with whatever was not committed yet.
+            committed = await self._worktrees.commit(
+                opened, await self._message(worktree, note="abandoned: its task ended")
+            )
+            if committed is None:
+                return  # changed meanwhile: the next pass
+            worktree = committed
         async with self._sessionmaker() as session, session.begin():
             ended = await changes.update(
-                session, self._clock(), opened.worktree, status=status, approval_id=None
+                session, self._clock(), worktree, status=status, approval_id=None
             )
         if ended is not None:
             await self._remove(Opened(ended, opened.workspace, opened.repo))
@@ -402,10 +457,12 @@ class MergeQueue:
             at=self._clock(),
         )
 
-    async def _message(self, worktree: WorktreeRead) -> str:
+    async def _message(self, worktree: WorktreeRead, *, note: str = "") -> str:
         async with self._sessionmaker() as session:
             task = await task_store.get_task(session, worktree.task_id)
         title = task.title if task is not None else "(task deleted)"
+        if note:
+            title = f"{title} ({note})"
         return f"{title}\n\nTask {worktree.task_id}, worktree {worktree.id} (Loopwright)."
 
     @staticmethod
@@ -437,6 +494,9 @@ class MergeQueue:
         self, worktree: WorktreeRead, workspace: WorkspaceRead, result: MergeResult
     ) -> str:
         hunks = "\n\n".join(f"{c.path}:\n" + "\n".join(c.hunks) for c in result.conflicts)
+        # Tried again with markers left (an earlier run's, or a person's), the merge has no
+        # hunks to give, only the files that still hold them.
+        hunks = hunks or result.detail or ""
         return (
             f"The work of task {worktree.task_id} (branch {worktree.branch}) conflicts with "
             f"{workspace.base_branch}. Its worktree (your file tools' root) now holds that "
