@@ -276,7 +276,7 @@ def build_runtime(
     worktrees = Worktrees(sessionmaker, repos)
     pulls: list[TaskRuns] = []  # made below; a freed worktree pulls the project's tasks
 
-    async def worktree_freed(project: str) -> None:
+    async def pull_waiting(project: str) -> None:
         for task_runs in pulls:
             await task_runs.pull_project(project)
 
@@ -287,7 +287,7 @@ def build_runtime(
         approvals,
         runs,
         interval_s=settings.workspaces.merge_interval_s,
-        on_freed=worktree_freed,
+        on_freed=pull_waiting,
         metrics=metrics,
     )
     registry = build_tools(settings, sessionmaker, tools, task_engine, coordinations, worktrees)
@@ -344,7 +344,7 @@ def build_runtime(
         templates=TemplateCommands(
             sessionmaker, workflows, sprints, idempotency_retention=retention
         ),
-        workspaces=WorkspaceCommands(sessionmaker, repos),
+        workspaces=WorkspaceCommands(sessionmaker, repos, bus, on_changed=pull_waiting),
         worktrees=worktrees,
         merge_queue=merge_queue,
         metrics=metrics,

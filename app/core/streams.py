@@ -16,6 +16,9 @@ WEBHOOKS_STREAM = "webhooks"  # webhook deliveries' attempts (`GET /v1/webhooks/
 # Not a stream of rows: a wake-up for this process's coordinator when a coordination was
 # started here (another process's coordinator finds it on its next pass).
 COORDINATIONS_STARTED = "coordinations-started"
+# Not a stream of rows: a wake-up for this process's merge queue when a workspace's
+# settings changed (its merge order, its capacity); other processes see it next pass.
+WORKSPACES_CHANGED = "workspaces-changed"
 # Not a stream of rows: the outbox trigger NOTIFYs this name when it queued deliveries, to
 # wake the deliverers of every process.
 DELIVERIES_DUE = "webhook-deliveries"

@@ -40,7 +40,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.states import RUN_SETTLED, ApprovalDecision, ApprovalStatus, TaskStatus
-from app.core.streams import APPROVALS_STREAM, RUNS_STREAM, TASK_STREAM
+from app.core.streams import APPROVALS_STREAM, RUNS_STREAM, TASK_STREAM, WORKSPACES_CHANGED
 from app.core.vocabulary import (
     ConflictEscalation,
     MergeOutcome,
@@ -60,6 +60,7 @@ from app.store import approvals as approval_store
 from app.store import runs as run_store
 from app.store import tasks as task_store
 from app.store import workspaces as store
+from app.store.idempotency import request_hash
 from app.telemetry.metrics import Metrics
 from app.workspaces import merge
 from app.workspaces.conflicts import ConflictFile
@@ -124,7 +125,7 @@ class MergeQueue:
             await self.recover()
         except Exception:  # the database is away: the first pass that reaches it recovers
             log.exception("merge queue: recovery at start-up failed")
-        names = (TASK_STREAM, APPROVALS_STREAM, RUNS_STREAM)
+        names = (TASK_STREAM, APPROVALS_STREAM, RUNS_STREAM, WORKSPACES_CHANGED)
         with contextlib.ExitStack() as stack:
             wakes = [stack.enter_context(self._bus.subscribe(name)) for name in names]
             while True:
@@ -407,14 +408,18 @@ class MergeQueue:
         values: dict[str, Any] = {"status": status, "approval_id": None}
         if to_agent:
             assert workspace.review_agent_id is not None  # checked above
+            body = RunCreate(
+                agent_id=workspace.review_agent_id,
+                lane=f"worktree:{worktree.id}",
+                input=await self._conflict_brief(worktree, workspace, result),
+                multitask=Multitask.ENQUEUE,
+                metadata={"task_id": worktree.task_id, "worktree_id": worktree.id},
+            )
+            # Keyed on the worktree and the attempt: a pass redone after a crash between
+            # the run's creation and the row's update gets the same run, not a second.
+            key = f"merge-escalation:{worktree.id}:{attempts + 1}"
             run, _ = await self._runs.create(
-                RunCreate(
-                    agent_id=workspace.review_agent_id,
-                    lane=f"worktree:{worktree.id}",
-                    input=await self._conflict_brief(worktree, workspace, result),
-                    multitask=Multitask.ENQUEUE,
-                    metadata={"task_id": worktree.task_id, "worktree_id": worktree.id},
-                )
+                body, idempotency_key=key, request_hash=request_hash([key])
             )
             result = result.model_copy(
                 update={"escalation_run_id": run.id, "agent_attempts": attempts + 1}

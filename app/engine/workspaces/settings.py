@@ -4,6 +4,7 @@ with the base branch) before they are stored."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -16,7 +17,9 @@ from app.core.errors import (
     ValidationFailed,
     VersionConflict,
 )
+from app.core.streams import WORKSPACES_CHANGED
 from app.core.vocabulary import ConflictEscalation
+from app.engine.bus import EventBus
 from app.engine.workspaces.repos import Repos
 from app.schemas.workspaces import WorkspaceRead, WorkspaceSet
 from app.store import task_runs as task_run_store
@@ -39,9 +42,20 @@ class WorkspaceInUse(Conflict):
 
 
 class WorkspaceCommands:
-    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], repos: Repos) -> None:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        repos: Repos,
+        bus: EventBus,
+        *,
+        on_changed: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        """`on_changed(project)` after a change: tasks that waited for a worktree may start
+        (a larger `max_worktrees`)."""
         self._sessionmaker = sessionmaker
         self._repos = repos
+        self._bus = bus
+        self._on_changed = on_changed
 
     async def put(
         self, project: str, body: WorkspaceSet, *, expected_version: int | None
@@ -66,6 +80,10 @@ class WorkspaceCommands:
                 )
             written = await store.get_workspace(session, project)
         assert written is not None  # written in this transaction
+        # The merge queue takes a new order (or capacity) at once, not at its next poll.
+        self._bus.publish(WORKSPACES_CHANGED)
+        if self._on_changed is not None:
+            await self._on_changed(project)
         return written, current is None
 
     async def delete(self, project: str) -> None:
