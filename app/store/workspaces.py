@@ -198,15 +198,6 @@ async def next_to_merge(
     return WorktreeRead.model_validate(row._mapping) if row else None
 
 
-async def projects_with_queued(session: AsyncSession) -> list[str]:
-    rows = await session.scalars(
-        select(WORKTREES.c.project)
-        .where(WORKTREES.c.status == WorktreeStatus.QUEUED.value)
-        .distinct()
-    )
-    return list(rows)
-
-
 async def settled_unremoved(
     session: AsyncSession, statuses: Sequence[WorktreeStatus], *, before: datetime | None = None
 ) -> list[WorktreeRead]:
