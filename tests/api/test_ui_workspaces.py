@@ -19,6 +19,7 @@ from app.ui import events
 from tests.api.test_ui_sprints import _rows
 from tests.api.test_workspaces_api import (
     approve_review,
+    conflicting_edits,
     task_for,
     until_status,
     workspace,
@@ -124,15 +125,7 @@ async def test_a_conflict_shows_its_marked_hunks_escaped(
 ) -> None:
     repo = make_repo(tmp_path / "repo")
     await workspace(client, repo)
-    lines = (repo / "a.txt").read_text().splitlines(keepends=True)
-    ann = "".join(["<b>ann</b>\n", *lines[1:]])
-    bob = "".join(["<script>bob</script>\n", *lines[1:]])
-    first = await task_for(client, writer("ann", write("a.txt", ann)), "Ann's edit")
-    second = await task_for(client, writer("bob", write("a.txt", bob)), "Bob's edit")
-    await approve_review(client, first)
-    await until_status(client, first, "merged")
-    await approve_review(client, second)
-    conflict = await until_status(client, second, "conflict")
+    _, conflict = await conflicting_edits(client, repo, "<b>ann</b>", "<script>bob</script>")
 
     html = (await client.get(f"/ui/worktrees/{conflict['id']}")).text
     assert "<script>bob" not in html and "<b>ann" not in html

@@ -126,20 +126,29 @@ async def test_disjoint_edits_merge_cleanly_in_the_order_their_reviews_approved(
     ]
 
 
+async def conflicting_edits(
+    client: httpx.AsyncClient, repo: Path, ann_line: str, bob_line: str
+) -> tuple[str, dict[str, Any]]:
+    """Two tasks replace a.txt's first line; the first's is merged. The second task, and
+    its worktree once its merge conflicted."""
+    lines = (repo / "a.txt").read_text().splitlines(keepends=True)
+    ann = "".join([f"{ann_line}\n", *lines[1:]])
+    bob = "".join([f"{bob_line}\n", *lines[1:]])
+    first = await task_for(client, writer("ann", write("a.txt", ann)), "Ann's edit")
+    second = await task_for(client, writer("bob", write("a.txt", bob)), "Bob's edit")
+    await approve_review(client, first)
+    await until_status(client, first, "merged")
+    await approve_review(client, second)
+    return second, await until_status(client, second, "conflict")
+
+
 async def test_overlapping_edits_conflict_and_a_person_resolves_them(
     client: httpx.AsyncClient, tmp_path: Path
 ) -> None:
     repo = make_repo(tmp_path / "repo")
     await workspace(client, repo)
     lines = (repo / "a.txt").read_text().splitlines(keepends=True)
-    ann = "".join(["ann's first line\n", *lines[1:]])
-    bob = "".join(["bob's first line\n", *lines[1:]])
-    first = await task_for(client, writer("ann", write("a.txt", ann)), "Ann's edit")
-    second = await task_for(client, writer("bob", write("a.txt", bob)), "Bob's edit")
-    await approve_review(client, first)
-    await until_status(client, first, "merged")
-    await approve_review(client, second)
-    conflict = await until_status(client, second, "conflict")
+    second, conflict = await conflicting_edits(client, repo, "ann's first line", "bob's first line")
 
     assert conflict["merge"]["outcome"] == "conflict"
     [clash] = conflict["merge"]["conflicts"]
