@@ -218,6 +218,23 @@ def _coordinated_nodes(body: dict[str, Any]) -> None:
             _coordination_kept(config["coordination"], started=False)
 
 
+def _board_columns_once(body: dict[str, Any]) -> None:
+    """Workflows (POST, PATCH): `board.wip_limits` names each column once (the field's
+    description says so); a repeated column's later limits are dropped."""
+    board = body.get("board")
+    limits = board.get("wip_limits") if isinstance(board, dict) else None
+    if not isinstance(board, dict) or not isinstance(limits, list):
+        return
+    seen: set[object] = set()
+    kept = []
+    for limit in limits:
+        column = limit.get("column") if isinstance(limit, dict) else None
+        if column not in seen:
+            seen.add(column)
+            kept.append(limit)
+    board["wip_limits"] = kept
+
+
 _FAR_OFFSET = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.]+)([+-](1[6-9]|2\d):\d\d)$")
 
 
@@ -290,6 +307,7 @@ def _keep_rules(context: HookContext, case: Case[Any]) -> Case[Any]:
     elif path == "/v1/workflows" and method == "POST":
         _graph_holds(body, patch=False)
         _coordinated_nodes(body)
+        _board_columns_once(body)
     elif path in ("/v1/triggers", "/v1/triggers/{trigger_id}") and method in ("POST", "PATCH"):
         _trigger_configs(body)
     elif path in ("/v1/sprints", "/v1/sprints/{sprint_id}") and method in ("POST", "PATCH"):
@@ -298,6 +316,7 @@ def _keep_rules(context: HookContext, case: Case[Any]) -> Case[Any]:
         _public_url(body)
     elif path == "/v1/workflows/{workflow_id}" and method == "PATCH":
         _graph_holds(body, patch=True)
+        _board_columns_once(body)
         _coordinated_nodes(body)
         _version_matches_header(case, body)
     return case

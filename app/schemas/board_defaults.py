@@ -42,7 +42,9 @@ class BoardDefaults(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    wip_limits: list[WipLimitDefault] = Field(default_factory=list, max_length=5)
+    wip_limits: list[WipLimitDefault] = Field(
+        default_factory=list, max_length=5, description="Each column at most once."
+    )
     sprint: SprintDefaults | None = Field(
         None, description="Set for `agile_kanban`: how its sprints are cut."
     )
