@@ -118,6 +118,8 @@ async def _events_until(
         reader = SseReader(stream)
         while not seen or seen[-1][0] != last:
             message = await reader.next_message()
+            if message.is_comment_only:  # a keep-alive, while a tool call takes its time
+                continue
             seen.append((message.event or "message", message.data))
     return seen
 

@@ -31,7 +31,7 @@ EDGES = {
 def test_values_are_the_database_text() -> None:
     assert [s.value for s in A] == ["pending", "approved", "rejected", "expired", "cancelled"]
     assert [d.value for d in ApprovalDecision] == ["approved", "rejected"]
-    assert [k.value for k in ApprovalKind] == ["task_review", "tool_call"]
+    assert [k.value for k in ApprovalKind] == ["task_review", "tool_call", "merge"]
 
 
 @pytest.mark.parametrize(("current", "target"), list(itertools.product(A, A)))
