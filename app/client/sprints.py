@@ -175,8 +175,8 @@ def _day(value: str) -> str:
         raise argparse.ArgumentTypeError(f"{value!r} is not a date (YYYY-MM-DD)") from None
 
 
-def _count(value: str) -> int:
-    """A whole number from 1."""
+def count(value: str) -> int:
+    """An argument type: a whole number from 1 (also the workspace verbs')."""
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1")
     return int(value)
@@ -241,6 +241,6 @@ def add_parser(
     rate = action("velocity", "what a project's completed sprints delivered", velocity)
     rate.add_argument("project")
     rate.add_argument(
-        "--window", type=_count, default=3, help="completed sprints the average spans (default 3)"
+        "--window", type=count, default=3, help="completed sprints the average spans (default 3)"
     )
-    rate.add_argument("--limit", type=_count, default=20, help="sprints listed (default 20)")
+    rate.add_argument("--limit", type=count, default=20, help="sprints listed (default 20)")

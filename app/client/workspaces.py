@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from app.client.exits import Exit
 from app.client.http import Client, ClientError
+from app.client.sprints import count
 from app.client.verbs import Verb, all_pages, one_line, print_table
 from app.core.vocabulary import ConflictEscalation, MergeOrder, WorktreeStatus
 
@@ -237,12 +238,6 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _count(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1")
-    return int(value)
-
-
 def add_parsers(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     server: argparse.ArgumentParser,
@@ -261,7 +256,7 @@ def add_parsers(
     )
     space.add_argument("--base", metavar="BRANCH", help="the base branch (default main)")
     space.add_argument(
-        "--max", type=_count, metavar="N", help="worktrees at once (default 4, at most 8)"
+        "--max", type=count, metavar="N", help="worktrees at once (default 4, at most 8)"
     )
     space.add_argument(
         "--order", choices=[o.value for o in MergeOrder], help="merge order (default completion)"
