@@ -26,6 +26,8 @@ from tests.support.cli import cli
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
 
+pytestmark = pytest.mark.own_server  # settings of its own (`settings` below)
+
 # Output only, 10 USD a million tokens: a call that writes its whole `max_output_tokens`
 # (1,000) costs 0.01 USD, which is also its worst case (input is free).
 PRICES = {

@@ -22,6 +22,8 @@ from tests.support.api import assert_problem, create_task, first_task_run
 from tests.support.cli import cli
 from tests.support.server import make_settings
 
+pytestmark = pytest.mark.own_server  # settings of its own (`settings` below)
+
 # 1,000 tokens in at 3 USD a million and 200 out at 15: 0.006 USD a call.
 SPEND = {"input_tokens": 1_000, "output_tokens": 200}
 

@@ -19,6 +19,8 @@ from app.core.config import Settings
 from tests.support.api import assert_problem
 from tests.support.server import make_settings
 
+pytestmark = pytest.mark.own_server  # settings of its own (`settings` below)
+
 RETENTION_S = 3_600  # not the default: the window must come from the settings
 
 

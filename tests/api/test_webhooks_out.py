@@ -24,6 +24,8 @@ from tests.support.receiver import Answer, Receiver, receiver
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
 
+pytestmark = pytest.mark.own_server  # settings of its own (`settings` below)
+
 TIMEOUT_S = 20
 
 

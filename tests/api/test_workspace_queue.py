@@ -37,6 +37,8 @@ from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
 from tests.workspaces.conftest import make_repo, sh_git
 
+pytestmark = pytest.mark.own_server  # settings of its own (`settings` below)
+
 Worktree = dict[str, Any]
 
 

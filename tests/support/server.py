@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import queue
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import uvicorn
 from fastapi import FastAPI
@@ -55,3 +57,38 @@ async def running_app(settings: Settings) -> AsyncIterator[tuple[str, FastAPI]]:
         server.should_exit = True
         await serving
         sock.close()
+
+
+@contextmanager
+def serving_in_thread(settings: Settings) -> Iterator[str]:
+    """`running_server` in a thread with its own event loop, for a server that outlives
+    one test: each test's coroutines run in a loop of their own, and reach it over HTTP
+    only. Yields its base URL; stops it gracefully on exit."""
+    started: queue.Queue[str | BaseException] = queue.Queue()
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+
+    async def serve() -> None:
+        try:
+            async with running_server(settings) as url:
+                started.put(url)
+                await stop.wait()
+        except BaseException as error:
+            started.put(error)
+            raise
+
+    thread = threading.Thread(
+        target=loop.run_until_complete, args=(serve(),), name="shared-server", daemon=True
+    )
+    thread.start()
+    outcome = started.get(timeout=60)
+    if isinstance(outcome, BaseException):
+        thread.join()
+        raise RuntimeError("the shared server did not start") from outcome
+    try:
+        yield outcome
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=30)
+        if not thread.is_alive():
+            loop.close()
