@@ -21,18 +21,15 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
-from app.models.base import Base
 from app.store.db import make_engine
-from tests.support.database import clone, create_template, drop, server_url
+from tests.support.database import clone, create_template, drop, empty_tables, server_url
 from tests.support.server import make_settings, running_server, serving_in_thread
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 TEMPLATE = "lw_template"  # config.stash key, and xdist's workerinput key
-TABLES = ", ".join(t.name for t in Base.metadata.sorted_tables)
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -112,9 +109,7 @@ def shared_server(shared_database_url: str) -> Iterator[str]:
 
 
 def _on_shared_server(request: pytest.FixtureRequest) -> bool:
-    return "base_url" in request.fixturenames and not request.node.get_closest_marker(
-        "own_server"
-    )
+    return "base_url" in request.fixturenames and not request.node.get_closest_marker("own_server")
 
 
 @pytest.fixture
@@ -134,13 +129,14 @@ async def db_engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @pytest.fixture
-async def clean_db(request: pytest.FixtureRequest, db_engine: AsyncEngine) -> AsyncEngine:
+async def clean_db(
+    request: pytest.FixtureRequest, database_url: str, db_engine: AsyncEngine
+) -> AsyncEngine:
     """Empty tables, for tests that commit on the private database (engine, scenario and
     end-to-end tiers, private servers)."""
     if _on_shared_server(request):
         pytest.fail("a test on the shared server works on its own data: it empties nothing")
-    async with db_engine.begin() as conn:
-        await conn.execute(text(f"TRUNCATE {TABLES}"))
+    await empty_tables(database_url)
     return db_engine
 
 
@@ -169,3 +165,12 @@ def base_url(request: pytest.FixtureRequest) -> str:
 async def client(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
         yield http
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `exclusive` all go to one worker (`--dist loadgroup`), one after another:
+    they kill, freeze or cut off processes on purpose, or hold a clock to a deadline, and
+    must not share the machine with each other's storms."""
+    for item in items:
+        if item.get_closest_marker("exclusive"):
+            item.add_marker(pytest.mark.xdist_group("exclusive"))

@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -18,6 +19,8 @@ from tests.support.anthropic_wire import Reply, Text, ToolUse, anthropic_wire
 from tests.support.api import assert_problem, create_task
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseMessage, SseReader
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 TIMEOUT_S = 20
 

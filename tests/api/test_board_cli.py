@@ -5,10 +5,13 @@ the refusals' exits."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.api.test_boards_api import board, column
 from tests.support.api import create_task
 from tests.support.cli import cli
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def test_board_prints_columns_with_counts_limits_and_shortened_titles(

@@ -15,6 +15,8 @@ from tests.api.test_routing_api import task_events
 from tests.api.test_runs_api import make_agent
 from tests.support.api import assert_problem, create_task
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 TIMEOUT_S = 20
 
 

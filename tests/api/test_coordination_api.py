@@ -18,6 +18,8 @@ from tests.api.test_runs_api import make_agent
 from tests.support.api import assert_problem, create_task
 from tests.support.sse import SseReader
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 TIMEOUT_S = 30
 
 

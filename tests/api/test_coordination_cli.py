@@ -9,11 +9,14 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from tests.api.test_coordination_api import agent, settled, subtask
 from tests.support.api import create_task
 from tests.support.cli import cli
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 SUBTASKS = [
     subtask("Revenue", role="researcher", key="revenue"),

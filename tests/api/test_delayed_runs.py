@@ -7,10 +7,13 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 
 from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
 from tests.support.sse import messages
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 def _at(run: dict[str, str]) -> datetime:

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -23,6 +24,8 @@ from tests.engine.test_workflow_observer import LINE
 from tests.support.api import assert_problem
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def webhook_trigger(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:

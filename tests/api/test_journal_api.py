@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.schemas.journal import Journal, JournalEntry
 from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def test_a_new_conversation_has_an_empty_journal(client: httpx.AsyncClient) -> None:

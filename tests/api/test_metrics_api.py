@@ -5,6 +5,7 @@ lane waits); it asks for the API key when keys are configured."""
 from __future__ import annotations
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -12,6 +13,8 @@ from app.core.states import RunStatus
 from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
 from tests.support.server import make_settings, running_server
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.api.test_approvals_api import requested
 from tests.support.api import create_task
 from tests.support.event_schemas import stored_events_documented
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def _agent(client: httpx.AsyncClient, *turns: dict[str, Any]) -> str:

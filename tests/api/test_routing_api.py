@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.api.test_approvals_api import in_review, requested
@@ -19,6 +20,8 @@ from tests.support.api import assert_problem, create_task
 from tests.support.cli import cli
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 SCRIPT = {"provider": "scripted", "name": "s", "script": [{"text": "done"}]}
 

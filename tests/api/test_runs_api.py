@@ -10,11 +10,14 @@ import socket
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.api import assert_problem
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseMessage, SseReader, messages
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 def scripted(*turns: dict[str, Any], tools: list[str] | None = None) -> dict[str, Any]:

@@ -29,6 +29,8 @@ from tests.api.test_sprints_api import make_sprint
 from tests.support.api import assert_problem, create_task
 from tests.support.engine import ManualClock
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 
 def at(day: date, hour: int = 12, minute: int = 0) -> datetime:
     return datetime.combine(day, time(hour, minute), UTC)

@@ -6,10 +6,13 @@ problem's detail on one line)."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.api.test_sprints_api import finish_task
 from tests.support.api import create_task
 from tests.support.cli import cli
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def test_a_sprint_planned_advanced_and_measured_from_the_command_line(

@@ -16,6 +16,8 @@ from tests.support.api import assert_problem, create_task
 from tests.support.event_schemas import stored_events_documented
 from tests.support.sse import SseReader
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 LIFECYCLE = ["active", "in_review", "retrospective", "completed"]
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
 from tests.support.api import create_task
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def test_replay_after_disconnect_sends_exactly_the_missed_events(

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 
 from tests.support.api import assert_problem, create_task
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def test_create_returns_the_task_with_location_and_etag(client: httpx.AsyncClient) -> None:

@@ -4,8 +4,11 @@ model provider cannot be called."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.support.api import assert_problem
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 SCRIPTED = {"provider": "scripted", "name": "s", "script": [{"text": "hi"}]}
 

@@ -9,12 +9,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.api.test_runs_api import make_agent, scripted, start
 from tests.api.test_triggers_api import create
 from tests.support.sse import SseReader
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def next_fire(client: httpx.AsyncClient) -> dict[str, Any]:

@@ -11,11 +11,14 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
+import pytest
 
 from app.engine.triggers.schedule_times import next_fires
 from app.schemas.triggers import ScheduleConfig
 from tests.api.test_runs_api import make_agent, scripted
 from tests.support.api import assert_problem
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def agent(client: httpx.AsyncClient) -> str:

@@ -8,12 +8,15 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import httpx
+import pytest
 
 from tests.api.test_hooks_api import webhook_trigger
 from tests.api.test_triggers_api import create, schedule
 from tests.api.test_workflows_api import create as create_workflow
 from tests.engine.test_workflow_observer import LINE
 from tests.support.cli import cli
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def test_triggers_lists_them(client: httpx.AsyncClient, base_url: str) -> None:

@@ -16,6 +16,8 @@ from app.store import boards as board_store
 from tests.api.test_boards_api import limit, move
 from tests.support.api import create_task
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 
 def _piece(html: str, name: str) -> str:
     """One column (or the off-board section) of the page, up to its end."""

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import httpx
+import pytest
 
 from app.ui import events
 from tests.api.test_coordination_api import (
@@ -20,6 +21,8 @@ from tests.api.test_coordination_api import (
     subtask,
 )
 from tests.support.api import create_task
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 def _attribute(html: str, name: str) -> str:

@@ -18,6 +18,8 @@ from tests.api.test_runs_api import make_agent, settle, start
 from tests.api.test_ui_pages import ASKER, QUICK
 from tests.support.server import make_settings, running_app
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 BROKEN = {"name": "broken", "model": {"provider": "anthropic", "name": "claude-x"}}
 POSTER = {
     "name": "poster",

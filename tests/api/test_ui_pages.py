@@ -13,6 +13,8 @@ from app.ui import approvals as approvals_page
 from app.ui import runs as runs_page
 from tests.api.test_runs_api import make_agent, settle, start
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 ASKER = {
     "name": "asker",
     "tools": ["ask_human"],

@@ -17,6 +17,8 @@ from app.ui import agents as agents_page
 from app.ui import tasks as tasks_page
 from tests.api.test_runs_api import make_agent, settle
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 QUICK: dict[str, Any] = {
     "name": "quick",
     "tools": ["echo"],

@@ -22,6 +22,8 @@ from app.ui.templating import TEMPLATES
 from tests.api.test_workflow_executions_api import activate, finish, gated, until
 from tests.api.test_workflows_api import create, diamond
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 
 def _ids(html: str, prefix: str) -> list[str]:
     return re.findall(rf'id="{prefix}-([\w]+)"', html)

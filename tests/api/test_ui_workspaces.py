@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from app.ui import events
 from tests.api.test_ui_sprints import _rows
@@ -28,6 +29,8 @@ from tests.api.test_workspaces_api import (
 )
 from tests.api.test_worktree_diff_api import committed
 from tests.workspaces.conftest import commit_file, make_repo, sh_git
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 def _attribute(html: str, name: str) -> str:

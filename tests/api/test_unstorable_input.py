@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.api import assert_problem, create_task
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 JSON = {"content-type": "application/json"}
 
 

@@ -14,6 +14,8 @@ from tests.api.test_workflows_api import create, diamond
 from tests.support.api import assert_problem
 from tests.support.sse import SseMessage, SseReader
 
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
 
 def gated(**fields: Any) -> dict[str, Any]:
     """start -> who(ann) -> gate -(true)-> deploy -> notify -> end; gate -(false)-> hold"""

@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.api.test_boards_api import board, column, limit
@@ -17,6 +18,8 @@ from tests.api.test_sprints_api import make_sprint
 from tests.support.api import assert_problem
 from tests.support.event_schemas import stored_events_documented
 from tests.support.sse import SseReader
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 KINDS = ["sequential", "parallel", "kanban", "agile_kanban"]
 

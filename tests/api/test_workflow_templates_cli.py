@@ -5,9 +5,12 @@ with variables whose id is printed alone, its board and sprint, and the refusals
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.api.test_boards_api import board, column
 from tests.support.cli import cli
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def test_templates_lists_each_template_with_its_variables(base_url: str) -> None:

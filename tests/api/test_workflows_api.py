@@ -6,9 +6,12 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from tests.support.api import assert_problem
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 def diamond(**fields: Any) -> dict[str, Any]:

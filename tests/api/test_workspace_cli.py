@@ -9,10 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.api.test_workspaces_api import approve_review, task_for, until_status, write, writer
 from tests.support.cli import cli
 from tests.workspaces.conftest import commit_file, make_repo, sh_git
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def test_a_workspace_and_its_worktrees_from_the_command_line(

@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.api.test_approvals_api import requested
 from tests.api.test_runs_api import make_agent
 from tests.support.api import assert_problem, create_task
 from tests.support.sse import SseReader
 from tests.workspaces.conftest import commit_file, make_repo, sh_git
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 TIMEOUT_S = 30
 

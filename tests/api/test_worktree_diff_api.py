@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.api.test_workspaces_api import (
     TIMEOUT_S,
@@ -21,6 +22,8 @@ from tests.api.test_workspaces_api import (
 )
 from tests.support.api import assert_problem
 from tests.workspaces.conftest import commit_file, make_repo, sh_git
+
+pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def committed(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:

@@ -459,6 +459,7 @@ async def test_off_by_default_no_pruner_is_built(database_url: str, clean_db: As
     assert names[after] == "history retention"
 
 
+@pytest.mark.own_server  # reads the rows behind its server through the engine tier's fixtures
 async def test_a_pruned_run_still_reads_through_the_api(
     client: httpx.AsyncClient, sessionmaker: async_sessionmaker[AsyncSession]
 ) -> None:

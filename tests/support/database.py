@@ -13,6 +13,7 @@ from pathlib import Path
 import asyncpg
 from sqlalchemy.engine import make_url
 
+from app.models.base import Base
 from app.store import migrate
 from app.store.db import libpq_url, make_engine
 
@@ -72,3 +73,17 @@ async def clone(server_url: str, template: str, name: str) -> str:
 
 async def drop(server_url: str, name: str) -> None:
     await admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# Children before parents. DELETE, not TRUNCATE: a test leaves a few rows, and emptying 30
+# small tables row by row takes ~10 ms where TRUNCATE's new files for each take ~250 ms.
+_EMPTY = ";".join(f"DELETE FROM {t.name}" for t in reversed(Base.metadata.sorted_tables))
+
+
+async def empty_tables(url: str) -> None:
+    """Every table of the app emptied, in one transaction."""
+    conn = await asyncpg.connect(libpq_url(url))
+    try:
+        await conn.execute(f"BEGIN;{_EMPTY};COMMIT")
+    finally:
+        await conn.close()

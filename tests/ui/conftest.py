@@ -20,11 +20,9 @@ import httpx
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
-from sqlalchemy import text
 
 from app.core.config import Settings
-from app.store.db import make_engine
-from tests.conftest import TABLES
+from tests.support.database import empty_tables
 from tests.support.server import make_settings, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,12 +92,7 @@ async def readme_shot(page: Page, name: str) -> None:
 @pytest_asyncio.fixture(loop_scope="session")
 async def emptied(database_url: str) -> None:
     """Empty tables, in the session's loop (the shared `clean_db` runs in the test's own)."""
-    engine = make_engine(database_url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(text(f"TRUNCATE {TABLES}"))
-    finally:
-        await engine.dispose()
+    await empty_tables(database_url)
 
 
 def ui_settings(database_url: str, **groups: dict[str, object]) -> Settings:
