@@ -16,7 +16,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.anthropic_wire import Reply, Text, ToolUse, anthropic_wire
-from tests.support.api import assert_problem, create_task
+from tests.support.api import assert_problem
+from tests.support.factories import create_task
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseMessage, SseReader
 

@@ -25,7 +25,7 @@ from app.schemas.costs import CostGroupBy
 from app.schemas.tasks import RouteRequest, TaskRead
 from app.store import costs as cost_store
 from tests.api.test_routing_api import agent, route
-from tests.support.api import create_task
+from tests.support.factories import create_task
 from tests.support.server import make_settings, running_server
 
 # Bob lacks the skill the capability score weighs, so it would pick Alice; the judge

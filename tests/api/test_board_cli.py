@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from tests.api.test_boards_api import board, column
-from tests.support.api import create_task
 from tests.support.cli import cli
+from tests.support.factories import create_task
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 

@@ -13,7 +13,8 @@ import pytest
 
 from tests.api.test_routing_api import task_events
 from tests.api.test_runs_api import make_agent
-from tests.support.api import assert_problem, create_task
+from tests.support.api import assert_problem
+from tests.support.factories import create_task
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 

@@ -15,7 +15,8 @@ import pytest
 
 from tests.api.test_approvals_api import requested
 from tests.api.test_runs_api import make_agent
-from tests.support.api import assert_problem, create_task
+from tests.support.api import assert_problem
+from tests.support.factories import create_task
 from tests.support.sse import SseReader
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests

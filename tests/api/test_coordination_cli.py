@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from tests.api.test_coordination_api import agent, settled, subtask
-from tests.support.api import create_task
 from tests.support.cli import cli
+from tests.support.factories import create_task
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 

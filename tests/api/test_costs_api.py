@@ -18,8 +18,9 @@ from app.store import costs as cost_store
 from app.store.costs import CallCost
 from tests.api.test_metrics_api import scrape, value
 from tests.api.test_runs_api import make_agent, settle, start
-from tests.support.api import assert_problem, create_task, first_task_run
+from tests.support.api import assert_problem, first_task_run
 from tests.support.cli import cli
+from tests.support.factories import create_task
 from tests.support.server import make_settings
 
 pytestmark = pytest.mark.own_server  # settings of its own (`settings` below)

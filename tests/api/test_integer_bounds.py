@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from app.schemas.bounds import EVENT_ID_MAX, POSITION_MAX, VERSION_MAX
-from tests.support.api import assert_problem, create_task
+from tests.support.api import assert_problem
+from tests.support.factories import create_task
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 

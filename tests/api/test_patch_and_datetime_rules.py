@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.api import assert_problem, create_task
+from tests.support.api import assert_problem
+from tests.support.factories import create_task
 
 AGENT = {"name": "a", "model": {"provider": "scripted", "name": "s", "script": [{"text": "x"}]}}
 WORKFLOW = {"name": "Release"}

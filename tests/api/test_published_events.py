@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.api.test_approvals_api import requested
-from tests.support.api import create_task
 from tests.support.event_schemas import stored_events_documented
+from tests.support.factories import create_task
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 

@@ -8,7 +8,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
-from tests.support.api import create_task
+from tests.support.factories import create_task
 from tests.support.server import running_server
 from tests.support.sse import SseReader
 

@@ -16,8 +16,9 @@ from tests.api.test_approvals_api import in_review, requested
 from tests.api.test_runs_api import make_agent
 from tests.api.test_workflow_executions_api import activate
 from tests.api.test_workflows_api import create as create_workflow
-from tests.support.api import assert_problem, create_task
+from tests.support.api import assert_problem
 from tests.support.cli import cli
+from tests.support.factories import create_task
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
 

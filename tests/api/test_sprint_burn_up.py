@@ -26,8 +26,9 @@ from app.engine.task_mutations import TransitionTask
 from app.schemas.sprints import SprintCreate, SprintTaskIn, SprintTasksAdd
 from app.store.db import make_sessionmaker
 from tests.api.test_sprints_api import make_sprint
-from tests.support.api import assert_problem, create_task
+from tests.support.api import assert_problem
 from tests.support.engine import ManualClock
+from tests.support.factories import create_task
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.api.test_runs_api import make_agent, scripted
 from tests.api.test_triggers_api import create
-from tests.support.api import create_task
+from tests.support.factories import create_task
 from tests.support.sse import SseReader
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests

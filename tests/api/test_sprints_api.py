@@ -12,8 +12,9 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.api import assert_problem, create_task
+from tests.support.api import assert_problem
 from tests.support.event_schemas import stored_events_documented
+from tests.support.factories import create_task
 from tests.support.sse import SseReader
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests

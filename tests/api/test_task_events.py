@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
-from tests.support.api import create_task
+from tests.support.factories import create_task
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
 

@@ -14,7 +14,7 @@ import pytest
 
 from app.store import boards as board_store
 from tests.api.test_boards_api import limit, move
-from tests.support.api import create_task
+from tests.support.factories import create_task
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 

@@ -20,7 +20,7 @@ from tests.api.test_coordination_api import (
     settled,
     subtask,
 )
-from tests.support.api import create_task
+from tests.support.factories import create_task
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 

@@ -15,7 +15,7 @@ import pytest
 
 from app.ui import sprints as sprint_pages
 from tests.api.test_sprints_api import _completed_sprint, add, finish_task, make_sprint, move
-from tests.support.api import create_task
+from tests.support.factories import create_task
 
 pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 

@@ -32,7 +32,8 @@ from tests.api.test_workspaces_api import (
     write,
     writer,
 )
-from tests.support.api import assert_problem, create_task
+from tests.support.api import assert_problem
+from tests.support.factories import create_task
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseReader
 from tests.workspaces.conftest import make_repo, sh_git

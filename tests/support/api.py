@@ -23,13 +23,6 @@ async def first_task_run(client: httpx.AsyncClient, task_id: str, timeout_s: flo
     return str(event.data["run_id"])
 
 
-async def create_task(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
-    response = await client.post("/v1/tasks", json={"title": "a task", **fields})
-    assert response.status_code == 201, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
 def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/problem+json")
