@@ -3,23 +3,18 @@ answering from a queue of responses the test plans, and recording every request 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import itertools
 import json
-import logging
-import socket
-from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import JSONResponse, Response
+
+# Re-exported: the tests plan these through this module.
+from tests.support.wire_server import Delay as Delay
+from tests.support.wire_server import Drop as Drop
+from tests.support.wire_server import WireServer, pieces, serving
 
 
 @dataclass(frozen=True)
@@ -75,73 +70,22 @@ class StreamError:
     partial_text: str = ""
 
 
-@dataclass(frozen=True)
-class Drop:
-    """A stream that answers 200, starts with `partial_text`, then the connection is cut
-    (or, if `clean`, closed as if the answer were whole, though `message_stop` never came)."""
-
-    partial_text: str = ""
-    clean: bool = False
+Answer = Reply | HttpError | StreamError | Drop
+Plan = Answer | Delay[Answer]
 
 
-@dataclass(frozen=True)
-class Delay:
-    """Wait `seconds` before sending anything at all, then answer with `then`."""
-
-    seconds: float
-    then: Plan
-
-
-Plan = Reply | HttpError | StreamError | Drop | Delay
-
-
-@dataclass(frozen=True)
-class Received:
-    body: dict[str, Any]
-    headers: dict[str, str]  # lower-cased names
-
-
-class _Dropped(Exception):
-    """Raised inside a response that has started, which makes uvicorn cut the connection."""
-
-
-class _HideDrops(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, _Dropped)
-
-
-class AnthropicWire:
+class AnthropicWire(WireServer[Answer]):
     """`POST /v1/messages`: each request takes the next planned response, in order."""
 
     def __init__(self) -> None:
-        self.url = ""
-        self.requests: list[Received] = []
-        self._plans: deque[Plan] = deque()
-        self._closing = asyncio.Event()
-        self._ids = itertools.count(1)
-        self.app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
+        super().__init__("/v1/messages")
 
-    def plan(self, *plans: Plan) -> None:
-        self._plans.extend(plans)
+    def refusal(self, message: str) -> HttpError:
+        return HttpError(500, "api_error", f"anthropic_wire: {message}")
 
-    async def _sleep(self, seconds: float) -> None:
-        # Cut short at shutdown, so a client that gave up does not hold the server open.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._closing.wait(), seconds)
-
-    async def _messages(self, request: Request) -> Response:
-        body = await request.json()
-        self.requests.append(Received(body, dict(request.headers)))
-        n = next(self._ids)
-        plan = self._plans.popleft() if self._plans else None
-        while isinstance(plan, Delay):
-            await self._sleep(plan.seconds)
-            plan = plan.then
-        if plan is None:
-            plan = HttpError(500, "api_error", "anthropic_wire: no response was planned")
+    def answer(self, plan: Answer, body: dict[str, Any], n: int) -> Response:
         if not body.get("stream") and isinstance(plan, StreamError | Drop):
-            plan = HttpError(500, "api_error", "anthropic_wire: that plan needs stream: true")
+            plan = self.refusal("that plan needs stream: true")
         headers = {"request-id": f"req_wire_{n:04d}"}
         if isinstance(plan, HttpError):
             error = {"type": plan.error_type, "message": plan.message}
@@ -151,38 +95,18 @@ class AnthropicWire:
         if not body.get("stream"):
             assert isinstance(plan, Reply)
             return JSONResponse(_whole_message(plan, message_id, model), headers=headers)
-        events = self._stream(plan, message_id, model)
-        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-
-    async def _stream(
-        self, plan: Reply | StreamError | Drop, message_id: str, model: str
-    ) -> AsyncIterator[str]:
         if isinstance(plan, Reply):
-            for i, event in enumerate(_reply_events(plan, message_id, model)):
-                if i and plan.pause_s:
-                    await self._sleep(plan.pause_s)
-                yield _sse(event)
-            return
-        partial = Reply.text(plan.partial_text)
-        yield _sse(_message_start(partial, message_id, model))
-        if plan.partial_text:
-            for event in _block_events(0, Text(plan.partial_text), partial.chunk_chars):
-                if event["type"] != "content_block_stop":
-                    yield _sse(event)
+            events = map(_sse, _reply_events(plan, message_id, model))
+            return self.stream(events, headers, pause_s=plan.pause_s)
+        partial = [_sse(event) for event in _partial_events(plan.partial_text, message_id, model)]
         if isinstance(plan, Drop):
-            if plan.clean:
-                return
-            raise _Dropped
-        error = {"type": plan.error_type, "message": plan.message}
-        yield _sse({"type": "error", "error": error})
+            return self.stream(partial, headers, cut=not plan.clean)
+        event = {"type": "error", "error": {"type": plan.error_type, "message": plan.message}}
+        return self.stream([*partial, _sse(event)], headers)
 
 
 def _sse(event: dict[str, Any]) -> str:
     return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
-
-
-def _chunks(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 def _stop_reason(reply: Reply) -> str:
@@ -218,13 +142,13 @@ def _message_shell(message_id: str, model: str) -> dict[str, Any]:
 def _block_events(index: int, block: Text | ToolUse, size: int) -> Iterator[dict[str, Any]]:
     if isinstance(block, Text):
         yield {"type": "content_block_start", "index": index, "content_block": _empty(block)}
-        for piece in _chunks(block.text, size):
+        for piece in pieces(block.text, size) or [""]:
             delta = {"type": "text_delta", "text": piece}
             yield {"type": "content_block_delta", "index": index, "delta": delta}
     else:
         yield {"type": "content_block_start", "index": index, "content_block": _empty(block)}
         # Anthropic opens every tool input with an empty fragment.
-        for piece in ["", *_chunks(json.dumps(block.input), size)]:
+        for piece in ["", *pieces(json.dumps(block.input), size)]:
             delta = {"type": "input_json_delta", "partial_json": piece}
             yield {"type": "content_block_delta", "index": index, "delta": delta}
     yield {"type": "content_block_stop", "index": index}
@@ -247,6 +171,16 @@ def _reply_events(reply: Reply, message_id: str, model: str) -> Iterator[dict[st
     yield {"type": "message_stop"}
 
 
+def _partial_events(text: str, message_id: str, model: str) -> Iterator[dict[str, Any]]:
+    """An answer of `text` cut off after its last delta."""
+    partial = Reply.text(text)
+    yield _message_start(partial, message_id, model)
+    if text:
+        for event in _block_events(0, Text(text), partial.chunk_chars):
+            if event["type"] != "content_block_stop":
+                yield event
+
+
 def _whole_message(reply: Reply, message_id: str, model: str) -> dict[str, Any]:
     content = [
         {"type": "text", "text": b.text}
@@ -264,31 +198,6 @@ def _whole_message(reply: Reply, message_id: str, model: str) -> dict[str, Any]:
     }
 
 
-@asynccontextmanager
-async def anthropic_wire() -> AsyncIterator[AnthropicWire]:
+def anthropic_wire() -> AbstractAsyncContextManager[AnthropicWire]:
     """An `AnthropicWire` behind a real uvicorn server on a free loopback port."""
-    wire = AnthropicWire()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    wire.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    config = uvicorn.Config(
-        wire.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5
-    )
-    server = uvicorn.Server(config)
-    hide_drops = _HideDrops()
-    logging.getLogger("uvicorn.error").addFilter(hide_drops)
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            if serving.done():
-                serving.result()
-                raise RuntimeError("the Anthropic wire server stopped during start-up")
-            await asyncio.sleep(0.01)
-        yield wire
-    finally:
-        wire._closing.set()
-        server.should_exit = True
-        await serving
-        sock.close()
-        logging.getLogger("uvicorn.error").removeFilter(hide_drops)
+    return serving(AnthropicWire())

@@ -11,23 +11,19 @@ for one (`stream_options.include_usage`), then `data: [DONE]`.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
 import json
-import logging
-import socket
-from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import JSONResponse, Response
+
+# Re-exported: the tests plan these through this module.
+from tests.support.wire_server import Delay as Delay
+from tests.support.wire_server import Drop as Drop
+from tests.support.wire_server import WireServer, pieces, serving
 
 CREATED = 1_767_225_600  # a fixed `created` time: answers are the same each run
 
@@ -59,7 +55,7 @@ class Reply:
     interleave: bool = False  # the calls' pieces alternate (index tells them apart)
     no_index: bool = False  # tool-call deltas without `index` (some servers leave it out)
     model: str | None = None  # the model named in the chunks; None: the one asked for
-    pause_s: float = 0.0  # between chunks: longer than the client's timeout stalls it
+    pause_s: float = 0.0  # between data lines: longer than the client's timeout stalls it
 
     @classmethod
     def tools(cls, *calls: ToolCall, **fields: Any) -> Reply:
@@ -92,80 +88,26 @@ class StreamError:
     partial_text: str = ""
 
 
-@dataclass(frozen=True)
-class Drop:
-    """A stream that answers 200, starts with `partial_text`, then the connection is cut
-    (or, if `clean`, closed as if the answer were whole, though neither a finish_reason nor
-    `[DONE]` came)."""
-
-    partial_text: str = ""
-    clean: bool = False
+Answer = Reply | HttpError | StreamError | Drop
+Plan = Answer | Delay[Answer]
 
 
-@dataclass(frozen=True)
-class Delay:
-    """Wait `seconds` before sending anything at all, then answer with `then`."""
-
-    seconds: float
-    then: Plan
-
-
-Plan = Reply | HttpError | StreamError | Drop | Delay
-
-
-@dataclass(frozen=True)
-class Received:
-    body: dict[str, Any]
-    headers: dict[str, str]  # lower-cased names
-
-
-class _Dropped(Exception):
-    """Raised inside a response that has started, which makes uvicorn cut the connection."""
-
-
-class _HideDrops(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, _Dropped)
-
-
-class ChatCompletionsWire:
+class ChatCompletionsWire(WireServer[Answer]):
     """`POST /v1/chat/completions`: each request takes the next planned response, in order."""
 
     def __init__(self) -> None:
-        self.url = ""
-        self.requests: list[Received] = []
-        self._plans: deque[Plan] = deque()
-        self._closing = asyncio.Event()
-        self._ids = itertools.count(1)
-        self.app = Starlette(
-            routes=[Route("/v1/chat/completions", self._completions, methods=["POST"])]
-        )
+        super().__init__("/v1/chat/completions")
 
     @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
 
-    def plan(self, *plans: Plan) -> None:
-        self._plans.extend(plans)
+    def refusal(self, message: str) -> HttpError:
+        return HttpError(500, f"chat_completions_wire: {message}", "server_error")
 
-    async def _sleep(self, seconds: float) -> None:
-        # Cut short at shutdown, so a client that gave up does not hold the server open.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._closing.wait(), seconds)
-
-    async def _completions(self, request: Request) -> Response:
-        body = await request.json()
-        self.requests.append(Received(body, dict(request.headers)))
-        n = next(self._ids)
-        plan = self._plans.popleft() if self._plans else None
-        while isinstance(plan, Delay):
-            await self._sleep(plan.seconds)
-            plan = plan.then
-        if plan is None:
-            plan = HttpError(500, "chat_completions_wire: no response was planned", "server_error")
+    def answer(self, plan: Answer, body: dict[str, Any], n: int) -> Response:
         if not body.get("stream") and not isinstance(plan, HttpError):
-            plan = HttpError(500, "chat_completions_wire: only streams are served", "server_error")
+            plan = self.refusal("only streams are served")
         headers = {"x-request-id": f"req_wire_{n:04d}"}
         if isinstance(plan, HttpError):
             error = {
@@ -178,31 +120,19 @@ class ChatCompletionsWire:
             content = {"object": "error", **error} if plan.top_level else {"error": error}
             return JSONResponse(content, plan.status, headers={**headers, **plan.headers})
         chunk = _Chunks(f"chatcmpl-wire-{n:04d}", body["model"])
-        usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        events = self._stream(plan, chunk, usage)
-        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-
-    async def _stream(
-        self, plan: Reply | StreamError | Drop, chunk: _Chunks, usage: bool
-    ) -> AsyncIterator[str]:
         if isinstance(plan, Reply):
             if plan.model is not None:
                 chunk.model = plan.model
-            for i, data in enumerate(_reply_chunks(plan, chunk, usage)):
-                if i and plan.pause_s:
-                    await self._sleep(plan.pause_s)
-                yield _sse(data)
-            yield "data: [DONE]\n\n"
-            return
-        yield _sse(chunk.delta({"role": "assistant", "content": ""}))
-        for piece in _chunks(plan.partial_text, 4) if plan.partial_text else []:
-            yield _sse(chunk.delta({"content": piece}))
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            events = [*map(_sse, _reply_chunks(plan, chunk, usage)), "data: [DONE]\n\n"]
+            return self.stream(events, headers, pause_s=plan.pause_s)
+        opening = chunk.delta({"role": "assistant", "content": ""})
+        texts = [chunk.delta({"content": piece}) for piece in pieces(plan.partial_text, 4)]
+        partial = [_sse(data) for data in (opening, *texts)]
         if isinstance(plan, Drop):
-            if plan.clean:
-                return
-            raise _Dropped
+            return self.stream(partial, headers, cut=not plan.clean)
         error = {"message": plan.message, "type": plan.type, "param": None, "code": plan.code}
-        yield _sse({"error": error})
+        return self.stream([*partial, _sse({"error": error})], headers)
 
 
 @dataclass
@@ -234,10 +164,6 @@ def _sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data)}\n\n"
 
 
-def _chunks(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
 def _finish_reason(reply: Reply) -> str:
     if reply.finish_reason is not None:
         return reply.finish_reason
@@ -251,11 +177,11 @@ def _call_deltas(reply: Reply) -> Iterator[dict[str, Any]]:
     for index, call in enumerate(reply.tool_calls):
         function = {"name": call.name, "arguments": ""}
         opening = {"index": index, "id": call.id, "type": "function", "function": function}
-        pieces = [
+        arguments = [
             {"index": index, "function": {"arguments": text}}
-            for text in _chunks(call.text, reply.chunk_chars)
+            for text in pieces(call.text, reply.chunk_chars)
         ]
-        per_call.append([opening, *pieces])
+        per_call.append([opening, *arguments])
     if reply.interleave:
         rounds = itertools.zip_longest(*per_call)
         ordered = [delta for round_ in rounds for delta in round_ if delta is not None]
@@ -271,7 +197,7 @@ def _call_deltas(reply: Reply) -> Iterator[dict[str, Any]]:
 def _reply_chunks(reply: Reply, chunk: _Chunks, usage: bool) -> Iterator[dict[str, Any]]:
     extra = {"usage": None} if usage else {}
     yield chunk.delta({"role": "assistant", "content": ""}, **extra)
-    for piece in _chunks(reply.text, reply.chunk_chars):
+    for piece in pieces(reply.text, reply.chunk_chars):
         yield chunk.delta({"content": piece}, **extra)
     for delta in _call_deltas(reply):
         yield chunk.delta(delta, **extra)
@@ -290,31 +216,6 @@ def _reply_chunks(reply: Reply, chunk: _Chunks, usage: bool) -> Iterator[dict[st
         )
 
 
-@asynccontextmanager
-async def chat_completions_wire() -> AsyncIterator[ChatCompletionsWire]:
+def chat_completions_wire() -> AbstractAsyncContextManager[ChatCompletionsWire]:
     """A `ChatCompletionsWire` behind a real uvicorn server on a free loopback port."""
-    wire = ChatCompletionsWire()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    wire.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    config = uvicorn.Config(
-        wire.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5
-    )
-    server = uvicorn.Server(config)
-    hide_drops = _HideDrops()
-    logging.getLogger("uvicorn.error").addFilter(hide_drops)
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            if serving.done():
-                serving.result()
-                raise RuntimeError("the Chat Completions wire server stopped during start-up")
-            await asyncio.sleep(0.01)
-        yield wire
-    finally:
-        wire._closing.set()
-        server.should_exit = True
-        await serving
-        sock.close()
-        logging.getLogger("uvicorn.error").removeFilter(hide_drops)
+    return serving(ChatCompletionsWire())
