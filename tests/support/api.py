@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -25,6 +26,18 @@ async def first_task_run(client: httpx.AsyncClient, task_id: str, timeout_s: flo
 
 async def create_task(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
     response = await client.post("/v1/tasks", json={"title": "a task", **fields})
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def scripted_agent(
+    http: httpx.Client, name: str, script: Sequence[object], **fields: Any
+) -> dict[str, Any]:
+    """An agent whose model plays `script`, a turn per model call (sync: for tests that
+    drive real processes)."""
+    model = {"provider": "scripted", "name": "s", "script": script}
+    response = http.post("/v1/agents", json={"name": name, **fields, "model": model})
     assert response.status_code == 201, response.text
     body: dict[str, Any] = response.json()
     return body
