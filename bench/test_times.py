@@ -12,6 +12,7 @@ import argparse
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -39,7 +40,7 @@ def cases(report: str) -> list[Case]:
     return found
 
 
-def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)

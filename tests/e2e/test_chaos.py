@@ -23,12 +23,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.store.db import libpq_url
 from tests.support.chaos_tools import CALLS_DDL, LEDGER_DDL
+from tests.support.cluster import Cluster
+from tests.support.factories import scripted_agent
 from tests.support.history import LEDGER_ROWS
-from tests.support.processes import ServerProcess, WorkerProcess
+from tests.support.processes import WorkerProcess
 
-pytestmark = pytest.mark.e2e
+# exclusive: random SIGKILLs against 2 s leases
+pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
 
-ROOT = Path(__file__).resolve().parents[2]
 RUNS = 120
 MAX_KILLS = 12  # every other one aimed at a worker in the middle of a side-effecting call
 SETTLE_TIMEOUT_S = 240  # from the workers' start; the test's own timeout is above it
@@ -101,40 +103,33 @@ def test_killed_workers_never_duplicate_a_side_effect_nor_lose_a_run(
     for ddl in (LEDGER_DDL, CALLS_DDL):
         asyncio.run(_sql(dsn, ddl))
     env = {
-        "DATABASE_URL": database_url,
         "CHAOS_LEDGER_DSN": dsn,
-        "PYTHONPATH": str(ROOT),
         "LOOPWRIGHT_TOOLS__PLUGINS": '["tests.support.chaos_tools:tools"]',
         "LOOPWRIGHT_WORKERS__CAPACITY": "4",
         "LOOPWRIGHT_WORKERS__LEASE_TTL_S": "2",
         "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2",
         "LOOPWRIGHT_RECONCILER__INTERVAL_S": "1",
     }
-    api = ServerProcess({**env, "LOOPWRIGHT_WORKERS__ENABLED": "false"}, tmp_path / "api.log")
-    workers = [WorkerProcess(env, tmp_path / f"worker{i}.log") for i in range(2)]
     rng = random.Random(20261121)
     kills: list[tuple[int, datetime]] = []  # (pid killed, when)
     aimed = 0  # kills of a worker seen in the middle of a side-effecting call
-    api.start()
-    try:
+    with Cluster(database_url, tmp_path, env) as cluster:
+        api = cluster.server()
         with httpx.Client(base_url=api.url, timeout=30) as http:
-            agent = http.post(
-                "/v1/agents",
-                json={
-                    "name": "cashier",
-                    "tools": ["look_up", "charge_card"],
-                    "auto_approve": ["charge_card"],  # this test is about crashes
-                    "model": {"provider": "scripted", "name": "s", "script": SCRIPT},
-                },
-            ).json()
+            agent = scripted_agent(
+                http,
+                "cashier",
+                SCRIPT,
+                tools=["look_up", "charge_card"],
+                auto_approve=["charge_card"],  # this test is about crashes
+            )
             acknowledged = [
                 http.post("/v1/runs", json={"agent_id": agent["id"], "input": f"pay {i}"})
                 for i in range(RUNS)
             ]
             assert all(r.status_code == 202 for r in acknowledged)
             run_ids = {r.json()["id"] for r in acknowledged}
-            for worker in workers:
-                worker.start()
+            workers = [cluster.worker(f"worker{i}") for i in range(2)]
 
             started = time.monotonic()
             deadline = started + SETTLE_TIMEOUT_S
@@ -161,11 +156,6 @@ def test_killed_workers_never_duplicate_a_side_effect_nor_lose_a_run(
                 victim.kill()
                 kills.append((pid, datetime.now(UTC)))
                 victim.spawn()
-    finally:
-        for worker in workers:
-            if worker.process is not None and worker.process.poll() is None:
-                worker.terminate_and_wait()
-        api.terminate_and_wait()
 
     assert len(kills) >= MAX_KILLS // 2, "the runs settled before the chaos could start"
     assert set(runs) >= run_ids  # every acknowledged run is still there

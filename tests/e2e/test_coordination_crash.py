@@ -14,11 +14,11 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.processes import ServerProcess, WorkerProcess
+from tests.support.cluster import Cluster
+from tests.support.factories import scripted_agent
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 PLAN = {
     "subtasks": [
         {"key": "a", "title": "Revenue", "acceptance_criteria": ["revenue by month"]},
@@ -35,10 +35,6 @@ POINTS = [
 ]
 
 
-def scripted(*turns: dict[str, Any]) -> dict[str, Any]:
-    return {"provider": "scripted", "name": "s", "script": list(turns)}
-
-
 def _settled(http: httpx.Client, coordination_id: str, timeout_s: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -53,26 +49,15 @@ def _settled(http: httpx.Client, coordination_id: str, timeout_s: float = 60) ->
 def test_a_coordinator_killed_in_a_phase_resumes_there_without_duplicates(
     point: str, database_url: str, clean_db: AsyncEngine, tmp_path: Path
 ) -> None:
-    env = {
-        "DATABASE_URL": database_url,
-        "PYTHONPATH": str(ROOT),
-        "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2",
-    }
-    serve = {**env, "LOOPWRIGHT_WORKERS__ENABLED": "false"}
-    doomed = ServerProcess({**serve, "LOOPWRIGHT_CRASH_AT": point}, tmp_path / "doomed.log")
-    healthy = ServerProcess(serve, tmp_path / "healthy.log")
-    worker = WorkerProcess(env, tmp_path / "worker.log")
-    doomed.start()
-    worker.start()
-    try:
+    env = {"LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2"}
+    with Cluster(database_url, tmp_path, env) as cluster:
+        doomed = cluster.server("doomed", {"LOOPWRIGHT_CRASH_AT": point})
+        cluster.worker()
         with httpx.Client(base_url=doomed.url, timeout=30) as http:
             for name in ("ann", "bob", "lead"):
-                made = http.post(
-                    "/v1/agents", json={"name": name, "model": scripted({"text": name})}
-                )
-                assert made.status_code == 201, made.text
-            decomposer = scripted({"tool_calls": [{"name": "submit_decomposition", "input": PLAN}]})
-            assert http.post("/v1/agents", json={"name": "planner", "model": decomposer}).is_success
+                scripted_agent(http, name, [{"text": name}])
+            decomposition = {"name": "submit_decomposition", "input": PLAN}
+            scripted_agent(http, "planner", [{"tool_calls": [decomposition]}])
             parent = http.post(
                 "/v1/tasks", json={"title": "Quarterly numbers", "task_structure": "parallel"}
             ).json()
@@ -88,9 +73,8 @@ def test_a_coordinator_killed_in_a_phase_resumes_there_without_duplicates(
             )
             assert started.status_code == 202, started.text
             coordination = started.json()
-        assert doomed.process is not None
-        assert doomed.process.wait(timeout=60) == -9, f"{point} was not reached:\n{doomed.log()}"
-        healthy.start()
+        assert doomed.wait() == -9, f"{point} was not reached:\n{doomed.log()}"
+        healthy = cluster.server("healthy")
         with httpx.Client(base_url=healthy.url, timeout=30) as http:
             done = _settled(http, coordination["id"])
             assert (done["status"], done["outcome"]) == ("completed", "completed"), done
@@ -115,7 +99,3 @@ def test_a_coordinator_killed_in_a_phase_resumes_there_without_duplicates(
             assert [r["status"] for r in synthesis["items"]] == ["completed"]
             assert [r["run_id"] for r in done["runs"]] == [synthesis["items"][0]["id"]]
             assert http.get(f"/v1/tasks/{parent['id']}").json()["status"] == "completed"
-    finally:
-        for process in (doomed, healthy, worker):
-            if process.process is not None and process.process.poll() is None:
-                process.terminate_and_wait()

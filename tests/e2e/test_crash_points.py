@@ -17,11 +17,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.store.db import libpq_url
 from tests.support.chaos_tools import LEDGER_DDL
-from tests.support.processes import ServerProcess, WorkerProcess
+from tests.support.cluster import Cluster
+from tests.support.factories import scripted_agent
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = [{"tool_calls": [{"name": "charge_card", "input": {"amount": 5}}]}, {"text": "paid"}]
 
 # point -> (status after the resume, times the side effect ran)
@@ -101,45 +101,33 @@ def test_a_crash_at_each_boundary_resumes_to_the_right_outcome(
     asyncio.run(_fetch(dsn, LEDGER_DDL))
     asyncio.run(_fetch(dsn, "TRUNCATE chaos_ledger"))
     env = {
-        "DATABASE_URL": database_url,
         "CHAOS_LEDGER_DSN": dsn,
-        "PYTHONPATH": str(ROOT),
         "LOOPWRIGHT_TOOLS__PLUGINS": '["tests.support.chaos_tools:tools"]',
         "LOOPWRIGHT_WORKERS__LEASE_TTL_S": "1",
         "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2",
         "LOOPWRIGHT_RECONCILER__INTERVAL_S": "0.5",
     }
-    api = ServerProcess({**env, "LOOPWRIGHT_WORKERS__ENABLED": "false"}, tmp_path / "api.log")
-    doomed = WorkerProcess({**env, "LOOPWRIGHT_CRASH_AT": point}, tmp_path / "doomed.log")
-    healthy = WorkerProcess(env, tmp_path / "healthy.log")
-    api.start()
-    try:
+    with Cluster(database_url, tmp_path, env) as cluster:
+        api = cluster.server()
         with httpx.Client(base_url=api.url, timeout=30) as http:
-            agent = http.post(
-                "/v1/agents",
-                json={
-                    "name": "payer",
-                    "tools": ["charge_card"],
-                    "auto_approve": ["charge_card"],  # this test is about crashes
-                    "model": {"provider": "scripted", "name": "s", "script": SCRIPT},
-                },
-            ).json()
+            agent = scripted_agent(
+                http,
+                "payer",
+                SCRIPT,
+                tools=["charge_card"],
+                auto_approve=["charge_card"],  # this test is about crashes
+            )
             run = http.post("/v1/runs", json={"agent_id": agent["id"], "input": "pay"}).json()
             # Spawned, not started: with the run already queued it may claim and die before
             # a readiness check could see it up.
-            doomed.spawn()
-            assert doomed.process is not None
-            assert doomed.process.wait(timeout=60) == -9, "the crash point was not reached"
-            healthy.start()
+            doomed = cluster.worker("doomed", {"LOOPWRIGHT_CRASH_AT": point}, await_ready=False)
+            assert doomed.wait() == -9, "the crash point was not reached"
+            cluster.worker("healthy")
             expected_status, expected_effects = OUTCOMES[point]
             final = _wait(http, run["id"], {expected_status})
             waited = http.get(f"/v1/runs/{run['id']}/wait", params={"timeout_s": 30}).json()
             halted = expected_status == "waiting_on_human"
             events = _events(http, run["id"], until=EVENTS[point][-1] if halted else None)
-    finally:
-        doomed.terminate_and_wait()
-        healthy.terminate_and_wait()
-        api.terminate_and_wait()
 
     # What a client waiting on the run, or following its stream, is told.
     assert waited["status"] == expected_status and waited["version"] == final["version"]

@@ -22,12 +22,13 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.store.db import libpq_url
+from tests.support.cluster import Cluster
+from tests.support.factories import scripted_agent
 from tests.support.outage_tools import EFFECTS_DDL, LEDGER_APPLICATION, OUTAGE_ON
-from tests.support.processes import ServerProcess, WorkerProcess
 
-pytestmark = pytest.mark.e2e
+# exclusive: connections cut again and again for seconds
+pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
 
-ROOT = Path(__file__).resolve().parents[2]
 RUNS = 32
 CAPACITY = 8
 STEPS = (1, 2)  # each run charges once per step
@@ -161,9 +162,7 @@ def test_a_short_database_outage_parks_no_run_and_repeats_no_effect(
     database = urlsplit(dsn).path.lstrip("/")
     asyncio.run(_execute_spared(dsn, EFFECTS_DDL))
     env = {
-        "DATABASE_URL": database_url,
         "OUTAGE_EFFECTS_DSN": dsn,
-        "PYTHONPATH": str(ROOT),
         "LOOPWRIGHT_TOOLS__PLUGINS": '["tests.support.outage_tools:tools"]',
         "LOOPWRIGHT_WORKERS__CAPACITY": str(CAPACITY),
         "LOOPWRIGHT_WORKERS__LEASE_TTL_S": "15",
@@ -172,27 +171,19 @@ def test_a_short_database_outage_parks_no_run_and_repeats_no_effect(
         "LOOPWRIGHT_RECONCILER__INTERVAL_S": "1",
         "LOOPWRIGHT_WORKERS__RETRY_BASE_DELAY_S": "0",
     }
-    api = ServerProcess({**env, "LOOPWRIGHT_WORKERS__ENABLED": "false"}, tmp_path / "api.log")
-    worker = WorkerProcess(env, tmp_path / "worker.log")
-    api.start()
-    try:
+    with Cluster(database_url, tmp_path, env) as cluster:
+        api = cluster.server()
         with httpx.Client(base_url=api.url, timeout=30) as http:
-            agent = http.post(
-                "/v1/agents",
-                json={
-                    "name": "cashier",
-                    "tools": ["look_up", "charge"],
-                    "auto_approve": ["charge"],
-                    "model": {"provider": "scripted", "name": "s", "script": SCRIPT},
-                },
-            ).json()
+            agent = scripted_agent(
+                http, "cashier", SCRIPT, tools=["look_up", "charge"], auto_approve=["charge"]
+            )
             started = [
                 http.post("/v1/runs", json={"agent_id": agent["id"], "input": f"pay {i}"})
                 for i in range(RUNS)
             ]
             assert all(r.status_code == 202 for r in started)
             run_ids = [r.json()["id"] for r in started]
-            worker.start()
+            worker = cluster.worker()
             deadline = time.monotonic() + SETTLE_TIMEOUT_S
             # Every slot holds a charge made and not yet answered.
             held = "SELECT count(*) AS n FROM outage_effects"
@@ -217,10 +208,6 @@ def test_a_short_database_outage_parks_no_run_and_repeats_no_effect(
                     break
                 assert time.monotonic() < deadline, Counter(r["status"] for r in runs.values())
                 time.sleep(0.2)  # polling another process's progress; no clock to inject
-    finally:
-        if worker.process is not None and worker.process.poll() is None:
-            worker.terminate_and_wait()
-        api.terminate_and_wait()
 
     assert terminated >= 10, "the outage never reached the app's connections"
     assert statuses[500] == 0, statuses
@@ -243,7 +230,7 @@ def test_a_short_database_outage_parks_no_run_and_repeats_no_effect(
         _fetch(dsn, "SELECT count(*) AS n FROM outage_effects WHERE at < $1", began)
     )[0]["n"]
     assert in_flight >= CAPACITY
-    assert "database connection lost" in (tmp_path / "worker.log").read_text()
+    assert "database connection lost" in worker.log_path.read_text()
     print(
         json.dumps({"terminated": terminated, "calls_in_flight": in_flight, "statuses": statuses})
     )

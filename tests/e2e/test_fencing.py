@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.store.db import libpq_url
 from tests.support.chaos_tools import CALLS_DDL, LEDGER_DDL
+from tests.support.cluster import Cluster
+from tests.support.factories import scripted_agent
 from tests.support.history import LEDGER_ROWS, RUN_EVENT_TYPES
-from tests.support.processes import ServerProcess, WorkerProcess
+from tests.support.processes import WorkerProcess
 
-pytestmark = pytest.mark.e2e
+# exclusive: a frozen worker and lease expiry measured in seconds
+pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
 
-ROOT = Path(__file__).resolve().parents[2]
 LEASE_TTL_S = 2
 # Frozen between boundaries: the first model call is slow, so the holder is frozen inside
 # it, before the call it asks for has started; the new owner's calls are as slow, so the
@@ -82,15 +84,13 @@ def _records(log_path: Path) -> list[dict[str, Any]]:
 
 
 @dataclass
-class Cluster:
-    """An API process and two workers on one database, a run of an agent with `script`."""
+class Takeover:
+    """A run of an agent with `script`, on two workers: one will take it from the other."""
 
     dsn: str
     http: httpx.Client
     workers: list[WorkerProcess]
-    logs: list[Path]
     run_id: str
-    frozen: set[int] = field(default_factory=set)
 
     def lease(self, *, boundary: str | None = None) -> tuple[str, int] | None:
         """(owner, token) of the run while it is running (and has written a checkpoint of
@@ -111,14 +111,6 @@ class Cluster:
         (worker,) = [w for w in self.workers if w.process is not None and w.process.pid == pid]
         return worker
 
-    def freeze(self, pid: int) -> None:
-        os.kill(pid, signal.SIGSTOP)
-        self.frozen.add(pid)
-
-    def thaw(self, pid: int) -> None:
-        os.kill(pid, signal.SIGCONT)
-        self.frozen.discard(pid)
-
     def taken_from(self, owner: str, token: int) -> None:
         """Waits for another worker to have claimed the run under a newer token: the frozen
         worker's lease expired and the reconciler requeued the run. (Only a claim bumps the
@@ -134,7 +126,7 @@ class Cluster:
 
     def refused(self, pid: int) -> list[dict[str, Any]]:
         """Waits for the worker `pid` to log that it lost the run's lease."""
-        log = self.logs[self.workers.index(self.worker(pid))]
+        log = self.worker(pid).log_path
         found: list[dict[str, Any]] = _poll(
             f"worker {pid} to find its lease lost",
             lambda: [
@@ -151,8 +143,8 @@ class Cluster:
         """The workers (pids) that logged the run's completion."""
         return [
             w.process.pid
-            for w, log in zip(self.workers, self.logs, strict=True)
-            for r in _records(log)
+            for w in self.workers
+            for r in _records(w.log_path)
             if w.process is not None
             and r.get("event") == "agent_run.completed"
             and r.get("run_id") == self.run_id
@@ -160,58 +152,44 @@ class Cluster:
 
 
 @contextmanager
-def _cluster(database_url: str, tmp_path: Path, script: list[dict[str, Any]]) -> Iterator[Cluster]:
+def _takeover(
+    database_url: str, tmp_path: Path, script: list[dict[str, Any]]
+) -> Iterator[Takeover]:
     dsn = libpq_url(database_url)
     for ddl in (LEDGER_DDL, CALLS_DDL):
         asyncio.run(_sql(dsn, ddl))
     env = {
-        "DATABASE_URL": database_url,
         "CHAOS_LEDGER_DSN": dsn,
-        "PYTHONPATH": str(ROOT),
         "LOOPWRIGHT_TOOLS__PLUGINS": '["tests.support.chaos_tools:tools"]',
         "LOOPWRIGHT_WORKERS__LEASE_TTL_S": str(LEASE_TTL_S),
         "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2",
         "LOOPWRIGHT_RECONCILER__INTERVAL_S": "0.5",
     }
-    api = ServerProcess({**env, "LOOPWRIGHT_WORKERS__ENABLED": "false"}, tmp_path / "api.log")
-    logs = [tmp_path / f"worker{i}.log" for i in range(2)]
-    workers = [WorkerProcess(env, log) for log in logs]
-    cluster: Cluster | None = None
-    api.start()
-    try:
-        for worker in workers:
-            worker.start()
+    # Leaving it lets a frozen worker go (SIGCONT) before stopping it.
+    with Cluster(database_url, tmp_path, env) as cluster:
+        api = cluster.server()
+        workers = [cluster.worker(f"worker{i}") for i in range(2)]
         with httpx.Client(base_url=api.url, timeout=30) as http:
-            agent = http.post(
-                "/v1/agents",
-                json={
-                    "name": "payer",
-                    "tools": ["charge_card", "look_up"],
-                    "auto_approve": ["charge_card"],  # this test is about leases
-                    "model": {"provider": "scripted", "name": "s", "script": script},
-                },
-            ).json()
+            agent = scripted_agent(
+                http,
+                "payer",
+                script,
+                tools=["charge_card", "look_up"],
+                auto_approve=["charge_card"],  # this test is about leases
+            )
             run = http.post("/v1/runs", json={"agent_id": agent["id"], "input": "pay"}).json()
-            cluster = Cluster(dsn, http, workers, logs, run["id"])
-            yield cluster
-    finally:
-        for pid in cluster.frozen if cluster is not None else ():
-            os.kill(pid, signal.SIGCONT)  # never leave a stopped process behind
-        for worker in workers:
-            if worker.process is not None and worker.process.poll() is None:
-                worker.terminate_and_wait()
-        api.terminate_and_wait()
+            yield Takeover(dsn, http, workers, run["id"])
 
 
 @pytest.mark.timeout(180)
 def test_a_worker_frozen_between_boundaries_loses_its_run_and_its_late_write_is_refused(
     database_url: str, clean_db: AsyncEngine, tmp_path: Path
 ) -> None:
-    with _cluster(database_url, tmp_path, MODEL_CALL_SCRIPT) as c:
+    with _takeover(database_url, tmp_path, MODEL_CALL_SCRIPT) as c:
         run_id = c.run_id
         owner, token = _poll("the run's first boundary", lambda: c.lease(boundary="input"))
         pid = int(owner.split(":")[1])  # host:pid:id
-        c.freeze(pid)
+        os.kill(pid, signal.SIGSTOP)
         # Frozen inside its first model call: the call it will ask for has not started.
         started = asyncio.run(
             _sql(c.dsn, f"SELECT 1 FROM {LEDGER_ROWS} AS c WHERE run_id = $1", run_id)
@@ -221,7 +199,7 @@ def test_a_worker_frozen_between_boundaries_loses_its_run_and_its_late_write_is_
         (other,) = [w.process.pid for w in c.workers if w.process and w.process.pid != pid]
         # Let go while the new owner is in its first model call: the frozen worker's model
         # call is over, and it writes its response (and would then start its call).
-        c.thaw(pid)
+        os.kill(pid, signal.SIGCONT)
         refused = c.refused(pid)
         final = c.http.get(f"/v1/runs/{run_id}/wait", params={"timeout_s": 60}).json()
         messages = c.http.get(f"/v1/conversations/{final['conversation_id']}/messages").json()
@@ -267,13 +245,14 @@ def test_a_worker_frozen_between_boundaries_loses_its_run_and_its_late_write_is_
 def test_a_worker_frozen_during_a_side_effecting_call_cannot_record_its_result(
     database_url: str, clean_db: AsyncEngine, tmp_path: Path
 ) -> None:
-    with _cluster(database_url, tmp_path, TOOL_CALL_SCRIPT) as c:
+    with _takeover(database_url, tmp_path, TOOL_CALL_SCRIPT) as c:
         run_id = c.run_id
         query = "SELECT pid FROM chaos_ledger WHERE run_id = $1"
         ((pid,),) = _poll("the effect", lambda: asyncio.run(_sql(c.dsn, query, run_id)))
         owner, token = _poll("the run's lease", c.lease)
         assert owner.split(":")[1] == str(pid)
-        c.freeze(pid)  # holding the call's result (the call holds 3 s after its effect)
+        # Frozen holding the call's result (the call holds 3 s after its effect).
+        os.kill(pid, signal.SIGSTOP)
         # The new owner finds a side-effecting call begun and unanswered: it may have taken
         # effect (it did), so it is not run again; the run waits for a person.
         c.taken_from(owner, token)
@@ -283,7 +262,7 @@ def test_a_worker_frozen_during_a_side_effecting_call_cannot_record_its_result(
                 (r := c.http.get(f"/v1/runs/{run_id}").json())["status"] == "waiting_on_human" and r
             ),
         )
-        c.thaw(pid)  # its call ends, and it tries to record the result
+        os.kill(pid, signal.SIGCONT)  # its call ends, and it tries to record the result
         refused = c.refused(pid)
         final = c.http.get(f"/v1/runs/{run_id}").json()
         messages = c.http.get(f"/v1/conversations/{final['conversation_id']}/messages").json()

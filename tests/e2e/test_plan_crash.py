@@ -16,11 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.store.db import libpq_url
 from tests.e2e.test_crash_points import _events, _fetch, _wait
 from tests.support.chaos_tools import LEDGER_DDL
-from tests.support.processes import ServerProcess, WorkerProcess
+from tests.support.cluster import Cluster
+from tests.support.factories import scripted_agent
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 # The goals of each kind's plan (hybrid's has 3 to 7 steps); the first charges the card.
 GOALS = {"plan_execute": ["pay", "report"], "hybrid": ["pay", "check", "report"]}
 
@@ -43,44 +43,31 @@ def test_a_crash_in_the_middle_of_a_step_resumes_in_that_step(
     asyncio.run(_fetch(dsn, LEDGER_DDL))
     asyncio.run(_fetch(dsn, "TRUNCATE chaos_ledger"))
     env = {
-        "DATABASE_URL": database_url,
         "CHAOS_LEDGER_DSN": dsn,
-        "PYTHONPATH": str(ROOT),
         "LOOPWRIGHT_TOOLS__PLUGINS": '["tests.support.chaos_tools:tools"]',
         "LOOPWRIGHT_WORKERS__LEASE_TTL_S": "1",
         "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2",
         "LOOPWRIGHT_RECONCILER__INTERVAL_S": "0.5",
     }
-    api = ServerProcess({**env, "LOOPWRIGHT_WORKERS__ENABLED": "false"}, tmp_path / "api.log")
-    doomed = WorkerProcess(
-        {**env, "LOOPWRIGHT_CRASH_AT": "after_tool_result"}, tmp_path / "doomed.log"
-    )
-    healthy = WorkerProcess(env, tmp_path / "healthy.log")
-    api.start()
-    try:
+    with Cluster(database_url, tmp_path, env) as cluster:
+        api = cluster.server()
         with httpx.Client(base_url=api.url, timeout=30) as http:
-            agent = http.post(
-                "/v1/agents",
-                json={
-                    "name": "payer",
-                    "tools": ["charge_card"],
-                    "auto_approve": ["charge_card"],
-                    "execution_loop": kind,
-                    "model": {"provider": "scripted", "name": "s", "script": _script(goals)},
-                },
-            ).json()
+            agent = scripted_agent(
+                http,
+                "payer",
+                _script(goals),
+                tools=["charge_card"],
+                auto_approve=["charge_card"],
+                execution_loop=kind,
+            )
             run = http.post("/v1/runs", json={"agent_id": agent["id"], "input": "pay"}).json()
-            doomed.spawn()
-            assert doomed.process is not None
-            assert doomed.process.wait(timeout=60) == -9, "the crash point was not reached"
+            crash = {"LOOPWRIGHT_CRASH_AT": "after_tool_result"}
+            doomed = cluster.worker("doomed", crash, await_ready=False)
+            assert doomed.wait() == -9, "the crash point was not reached"
             crashed = http.get(f"/v1/runs/{run['id']}").json()
-            healthy.start()
+            cluster.worker("healthy")
             final = _wait(http, run["id"], {"completed", "failed"})
             events = _events(http, run["id"], until=None)
-    finally:
-        doomed.terminate_and_wait()
-        healthy.terminate_and_wait()
-        api.terminate_and_wait()
 
     # The crash left the plan in its first step, running.
     assert crashed["plan"]["current_step"] == 0

@@ -15,9 +15,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.api.test_runs_api import make_agent, scripted
+from tests.support.cluster import Cluster
 from tests.support.processes import ServerProcess
 
-pytestmark = pytest.mark.e2e
+# exclusive: two schedulers racing every 50 ms
+pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
 
 SCHEDULES = 10
 MISSED = 5  # fire times passed per schedule (its `max_catchup`: all are fired)
@@ -39,15 +41,10 @@ async def _started(process: ServerProcess) -> float:
 async def test_two_serve_processes_make_one_run_per_fire_time(
     database_url: str, clean_db: AsyncEngine, tmp_path: Path
 ) -> None:
-    env = {
-        "DATABASE_URL": database_url,
-        "LOOPWRIGHT_WORKERS__ENABLED": "false",  # the runs stay queued: counted, not run
-        "LOOPWRIGHT_TRIGGERS__SCHEDULER_INTERVAL_S": "0.05",
-    }
-    servers = [ServerProcess(env, tmp_path / f"serve{i}.log") for i in range(2)]
-    for server in servers:
-        server.start()
-    try:
+    env = {"LOOPWRIGHT_TRIGGERS__SCHEDULER_INTERVAL_S": "0.05"}
+    with Cluster(database_url, tmp_path, env) as cluster:
+        # API only, no worker anywhere: the runs stay queued, counted, not run.
+        servers = [cluster.server(f"serve{i}") for i in range(2)]
         async with httpx.AsyncClient(base_url=servers[0].url, timeout=10) as http:
             agent_id = await make_agent(http, scripted({"text": "done"}))
             ids = []
@@ -104,6 +101,3 @@ async def test_two_serve_processes_make_one_run_per_fire_time(
         assert sum([await _started(server) for server in servers]) == SCHEDULES * MISSED
         for server in servers:
             assert "did not fire" not in server.log() and "a pass failed" not in server.log()
-    finally:
-        for server in servers:
-            server.terminate_and_wait()

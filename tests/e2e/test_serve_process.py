@@ -9,6 +9,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.support.cluster import Cluster
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.e2e
@@ -26,20 +27,20 @@ def _acknowledged_writes(url: str) -> tuple[dict[str, object], list[dict[str, ob
 def test_acknowledged_writes_survive_sigkill_and_sigterm_exits_cleanly(
     database_url: str, clean_db: AsyncEngine, tmp_path: Path
 ) -> None:
-    server = ServerProcess({"DATABASE_URL": database_url}, tmp_path / "serve.log")
-    server.start()
-    task, trail = _acknowledged_writes(server.url)
-    server.kill()
+    with Cluster(database_url, tmp_path) as cluster:
+        server = cluster.server("serve", workers=True)
+        task, trail = _acknowledged_writes(server.url)
+        server.kill()
 
-    server.start()
-    with httpx.Client(base_url=server.url, timeout=10) as http:
-        assert http.get(f"/v1/tasks/{task['id']}").json() == task
-        assert http.get(f"/v1/tasks/{task['id']}/transitions").json() == trail
-        again = http.patch(
-            f"/v1/tasks/{task['id']}", json={"title": "still here"}, headers={"If-Match": '"2"'}
-        )
-        assert again.status_code == 200 and again.json()["version"] == 3
-    assert server.terminate(), server.log()
+        server.start()
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            assert http.get(f"/v1/tasks/{task['id']}").json() == task
+            assert http.get(f"/v1/tasks/{task['id']}/transitions").json() == trail
+            again = http.patch(
+                f"/v1/tasks/{task['id']}", json={"title": "still here"}, headers={"If-Match": '"2"'}
+            )
+            assert again.status_code == 200 and again.json()["version"] == 3
+        assert server.terminate(), server.log()
 
 
 def test_without_database_url_it_runs_on_the_embedded_postgres(tmp_path: Path) -> None:

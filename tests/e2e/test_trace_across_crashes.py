@@ -15,12 +15,12 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.support.cluster import Cluster
+from tests.support.factories import scripted_agent
 from tests.support.otlp import ExportedSpan, collector
-from tests.support.processes import ServerProcess, WorkerProcess
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
 
@@ -44,8 +44,6 @@ def test_a_resumed_run_joins_the_trace_of_the_request_that_created_it(
 ) -> None:
     with collector() as otlp:
         env = {
-            "DATABASE_URL": database_url,
-            "PYTHONPATH": str(ROOT),
             "LOOPWRIGHT_WORKERS__LEASE_TTL_S": "1",
             "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2",
             "LOOPWRIGHT_RECONCILER__INTERVAL_S": "0.5",
@@ -54,46 +52,28 @@ def test_a_resumed_run_joins_the_trace_of_the_request_that_created_it(
             "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url,
             "OTEL_BSP_SCHEDULE_DELAY": "100",  # ms: spans leave soon after they end
         }
-        api = ServerProcess(
-            {**env, "LOOPWRIGHT_WORKERS__ENABLED": "false", "OTEL_SERVICE_NAME": "lw-api"},
-            tmp_path / "api.log",
-        )
-        worker = {**env, "OTEL_SERVICE_NAME": "lw-worker"}
-        doomed = WorkerProcess(
-            {**worker, "LOOPWRIGHT_CRASH_AT": "after_tool_result"}, tmp_path / "doomed.log"
-        )
-        healthy = WorkerProcess(worker, tmp_path / "healthy.log")
-        api.start()
-        try:
+        with Cluster(database_url, tmp_path, env) as cluster:
+            api = cluster.server(env={"OTEL_SERVICE_NAME": "lw-api"})
+            worker = {"OTEL_SERVICE_NAME": "lw-worker"}
             with httpx.Client(base_url=api.url, timeout=30) as http:
                 call = {"url": f"{otlp.url}/hook", "method": "POST"}
                 script = [{"tool_calls": [{"name": "http_request", "input": call}]}, {"text": "ok"}]
-                agent = http.post(
-                    "/v1/agents",
-                    json={
-                        "name": "traced",
-                        "tools": ["http_request"],
-                        "auto_approve": ["http_request"],
-                        "model": {"provider": "scripted", "name": "s", "script": script},
-                    },
-                ).json()
+                agent = scripted_agent(
+                    http, "traced", script, tools=["http_request"], auto_approve=["http_request"]
+                )
                 run = http.post(
                     "/v1/runs",
                     json={"agent_id": agent["id"], "input": "go"},
                     headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
                 ).json()
-                doomed.spawn()
-                assert doomed.process is not None
-                assert doomed.process.wait(timeout=60) == -9, "the crash point was not reached"
-                healthy.start()
+                crash = {**worker, "LOOPWRIGHT_CRASH_AT": "after_tool_result"}
+                doomed = cluster.worker("doomed", crash, await_ready=False)
+                assert doomed.wait() == -9, "the crash point was not reached"
+                healthy = cluster.worker("healthy", worker)
                 final = _wait(http, run["id"], "completed")
             # A worker stopped with SIGTERM exports what it still holds before it exits.
             assert healthy.terminate_and_wait() == 0, healthy.log()
             spans = otlp.wait_for(lambda found: bool(_executions(found)))
-        finally:
-            doomed.terminate_and_wait()
-            healthy.terminate_and_wait()
-            api.terminate_and_wait()
         spans = otlp.wait_for(lambda found: any(s.name == "POST /v1/runs" for s in found))
 
     [request] = [s for s in spans if s.name == "POST /v1/runs"]

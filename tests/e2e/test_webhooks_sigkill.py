@@ -14,10 +14,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.api.test_webhooks_out import settled_log
-from tests.support.processes import ServerProcess
+from tests.support.cluster import Cluster
 from tests.support.receiver import Answer, receiver
 
-pytestmark = pytest.mark.e2e
+# exclusive: an attempt's lease running out after a SIGKILL
+pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
 
 LEASE_S = 3
 
@@ -26,16 +27,14 @@ async def test_a_delivery_cut_short_by_sigkill_is_sent_after_the_restart(
     database_url: str, clean_db: AsyncEngine, tmp_path: Path
 ) -> None:
     env = {
-        "DATABASE_URL": database_url,
         "LOOPWRIGHT_WEBHOOKS__ALLOWED_NETWORKS": '["127.0.0.0/8"]',
         "LOOPWRIGHT_WEBHOOKS__TIMEOUT_S": "2",
         "LOOPWRIGHT_WEBHOOKS__LEASE_S": str(LEASE_S),
     }
-    server = ServerProcess(env, tmp_path / "serve.log")
     async with receiver() as hooks:
         hooks.plan(Answer(hold=asyncio.Event()))  # never answered: the process dies first
-        server.start()
-        try:
+        with Cluster(database_url, tmp_path, env) as cluster:
+            server = cluster.server("serve", workers=True)
             async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
                 webhook = (
                     await http.post(
@@ -75,5 +74,3 @@ async def test_a_delivery_cut_short_by_sigkill_is_sent_after_the_restart(
                 delivery = (await http.get(path)).json()
             assert (delivery["status"], delivery["attempts"]) == ("succeeded", 2)
             assert [a["attempt"] for a in delivery["attempt_log"]] == [2]
-        finally:
-            server.terminate_and_wait()

@@ -14,9 +14,11 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.processes import ServerProcess, WorkerProcess
+from tests.support.cluster import Cluster
+from tests.support.factories import scripted_agent
 
-pytestmark = pytest.mark.e2e
+# exclusive: lanes overlapping or not, seen in time
+pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
 
 TURNS = [{"tool_calls": [{"name": "echo", "input": {"i": i}}], "latency_ms": 40} for i in range(4)]
 
@@ -51,26 +53,12 @@ def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def test_two_worker_processes_share_lanes_without_overlap(
     database_url: str, clean_db: AsyncEngine, tmp_path: Path
 ) -> None:
-    env = {"DATABASE_URL": database_url, "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2"}
-    api = ServerProcess({**env, "LOOPWRIGHT_WORKERS__ENABLED": "false"}, tmp_path / "api.log")
-    workers = [WorkerProcess(env, tmp_path / f"worker{i}.log") for i in range(2)]
-    api.start()
-    for worker in workers:
-        worker.start()
-    try:
+    env = {"LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2"}
+    with Cluster(database_url, tmp_path, env) as cluster:
+        api = cluster.server()
+        workers = [cluster.worker(f"worker{i}") for i in range(2)]
         with httpx.Client(base_url=api.url, timeout=10) as http:
-            agent = http.post(
-                "/v1/agents",
-                json={
-                    "name": "steady",
-                    "tools": ["echo"],
-                    "model": {
-                        "provider": "scripted",
-                        "name": "s",
-                        "script": [*TURNS, {"text": "done"}],
-                    },
-                },
-            ).json()
+            agent = scripted_agent(http, "steady", [*TURNS, {"text": "done"}], tools=["echo"])
             same_lane = [
                 http.post(
                     "/v1/runs", json={"agent_id": agent["id"], "input": f"s{i}", "lane": "shared"}
@@ -83,16 +71,12 @@ def test_two_worker_processes_share_lanes_without_overlap(
             ]
             shared = _wait_all(http, same_lane)
             others = _wait_all(http, other_lanes)
-    finally:
-        for worker in workers:
-            worker.terminate_and_wait()
-        api.terminate_and_wait()
     # Which worker ran a run is in that worker's log (clients never see a worker's name).
     ours = set(same_lane + other_lanes)
     owners = {
         record["worker"]
-        for i in range(2)
-        for record in _records(tmp_path / f"worker{i}.log")
+        for worker in workers
+        for record in _records(worker.log_path)
         if record.get("event") == "agent_run.started" and record.get("run_id") in ours
     }
 

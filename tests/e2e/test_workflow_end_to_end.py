@@ -32,6 +32,8 @@ from tests.api.test_workflows_api import create
 from tests.support.server import make_settings
 from tests.support.sse import SseMessage, SseReader
 
+pytestmark = pytest.mark.own_server  # settings of its own (`settings` below)
+
 TIMEOUT_S = 20
 SETTLED = {"completed", "failed", "cancelled", "timed_out", "dead_letter"}
 LaneRuns = dict[str, list[dict[str, Any]]]  # task id -> the runs of its lane, oldest first

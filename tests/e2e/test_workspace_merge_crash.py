@@ -20,13 +20,13 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.processes import ServerProcess
+from tests.support.cluster import Cluster
+from tests.support.factories import scripted_agent
 from tests.support.sse import SseReader
 from tests.workspaces.conftest import assert_consistent, commit_file, make_repo, sh_git
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 TITLE = "Add the feature"
 FEATURE = "def feature():\n    return 42\n"
 # point -> whether the base branch holds the merge when the process dies
@@ -95,17 +95,9 @@ def _start_merging(http: httpx.Client, repo: Path) -> tuple[str, dict[str, Any],
         {"tool_calls": [write]},
         {"text": "the feature is written"},
     ]
-    agent = http.post(
-        "/v1/agents",
-        json={
-            "name": "ann",
-            "tools": ["write_file"],
-            "model": {"provider": "scripted", "name": "s", "script": script},
-        },
-    )
-    assert agent.status_code == 201, agent.text
+    agent = scripted_agent(http, "ann", script, tools=["write_file"])
     task = http.post(
-        "/v1/tasks", json={"title": TITLE, "project": "atlas", "assigned_to": agent.json()["id"]}
+        "/v1/tasks", json={"title": TITLE, "project": "atlas", "assigned_to": agent["id"]}
     )
     assert task.status_code == 201, task.text
     task_id = str(task.json()["id"])
@@ -135,19 +127,12 @@ def test_a_merge_killed_midway_leaves_a_consistent_repository_and_completes_afte
     repo = make_repo(tmp_path / "repo")
     if not checked_out:  # then the base moves by `update-ref` alone
         sh_git(repo, "checkout", "-q", "--detach")
-    env = {
-        "DATABASE_URL": database_url,
-        "PYTHONPATH": str(ROOT),
-        "LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2",
-    }
-    doomed = ServerProcess({**env, "LOOPWRIGHT_CRASH_AT": point}, tmp_path / "doomed.log")
-    healthy = ServerProcess(env, tmp_path / "healthy.log")
-    doomed.start()
-    try:
+    env = {"LOOPWRIGHT_WORKERS__POLL_INTERVAL_S": "0.2"}
+    with Cluster(database_url, tmp_path, env) as cluster:
+        doomed = cluster.server("doomed", {"LOOPWRIGHT_CRASH_AT": point}, workers=True)
         with httpx.Client(base_url=doomed.url, timeout=30) as http:
             task_id, worktree, base_before = _start_merging(http, repo)
-        assert doomed.process is not None
-        assert doomed.process.wait(timeout=60) == -9, f"{point} was not reached:\n{doomed.log()}"
+        assert doomed.wait() == -9, f"{point} was not reached:\n{doomed.log()}"
 
         # What the kill left: a consistent repository, the base old or merged, never half.
         assert_consistent(repo, Path(worktree["path"]))
@@ -159,16 +144,12 @@ def test_a_merge_killed_midway_leaves_a_consistent_repository_and_completes_afte
         else:
             assert base_now == base_before
 
-        healthy.start()
+        healthy = cluster.server("healthy", workers=True)
         with httpx.Client(base_url=healthy.url, timeout=30) as http:
             merged = _worktree(http, task_id, "merged", removed=True)
             assert http.get(f"/v1/tasks/{task_id}").json()["status"] == "completed"
             metrics = http.get("/metrics").text
         statuses = _statuses(healthy.url, merged["id"])
-    finally:
-        for process in (doomed, healthy):
-            if process.process is not None and process.process.poll() is None:
-                process.terminate_and_wait()
 
     head = sh_git(repo, "rev-parse", "main")
     assert merged["merge"]["outcome"] == "merged"
@@ -197,27 +178,19 @@ def test_a_repository_gone_at_restart_does_not_hold_back_the_others_recovery(
     database_url: str, clean_db: AsyncEngine, tmp_path: Path
 ) -> None:
     repo, gone = make_repo(tmp_path / "repo"), make_repo(tmp_path / "gone")
-    env = {"DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
-    doomed = ServerProcess({**env, "LOOPWRIGHT_CRASH_AT": "merge_publishing"}, tmp_path / "d.log")
-    healthy = ServerProcess(env, tmp_path / "healthy.log")
-    doomed.start()
-    try:
+    with Cluster(database_url, tmp_path) as cluster:
+        doomed = cluster.server("doomed", {"LOOPWRIGHT_CRASH_AT": "merge_publishing"}, workers=True)
         with httpx.Client(base_url=doomed.url, timeout=30) as http:
             # A project recovered before atlas (by name), whose repository goes away.
             other = {"repository": str(gone), "base_branch": "main"}
             assert http.put("/v1/projects/apollo/workspace", json=other).status_code == 201
             task_id, _, base_before = _start_merging(http, repo)
-        assert doomed.process is not None
-        assert doomed.process.wait(timeout=60) == -9, doomed.log()
+        assert doomed.wait() == -9, doomed.log()
         shutil.rmtree(gone)
 
-        healthy.start()
+        healthy = cluster.server("healthy", workers=True)
         with httpx.Client(base_url=healthy.url, timeout=30) as http:
             merged = _worktree(http, task_id, "merged", removed=True)
-    finally:
-        for process in (doomed, healthy):
-            if process.process is not None and process.process.poll() is None:
-                process.terminate_and_wait()
 
     assert merged["merge"]["merged_sha"] == sh_git(repo, "rev-parse", "main")
     assert sh_git(repo, "rev-parse", "main^1") == base_before

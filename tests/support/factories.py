@@ -9,6 +9,7 @@ by a filter on its project or agent), never a whole list."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -38,6 +39,16 @@ async def make_agent(
 ) -> dict[str, Any]:
     """A scripted agent, created; its representation."""
     response = await client.post("/v1/agents", json=agent_body(*turns, name=name, **fields))
+    assert response.status_code == 201, response.text
+    agent: dict[str, Any] = response.json()
+    return agent
+
+
+def scripted_agent(
+    http: httpx.Client, name: str, script: Sequence[Any], **fields: Any
+) -> dict[str, Any]:
+    """`make_agent` for sync tests (those that drive real processes)."""
+    response = http.post("/v1/agents", json=agent_body(*script, name=name, **fields))
     assert response.status_code == 201, response.text
     agent: dict[str, Any] = response.json()
     return agent

@@ -44,7 +44,7 @@ class ServerProcess:
             **coverage_env(),
             **env,
         }
-        self._log_path = log_path
+        self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, ready_timeout_s: float = 60.0) -> None:
@@ -52,7 +52,7 @@ class ServerProcess:
         self._await_ready(ready_timeout_s)
 
     def spawn(self) -> None:
-        with self._log_path.open("ab") as log:  # the child keeps its own descriptor
+        with self.log_path.open("ab") as log:  # the child keeps its own descriptor
             self.process = subprocess.Popen(
                 [LOOPWRIGHT, self.command], env=self._env, stdout=log, stderr=subprocess.STDOUT
             )
@@ -87,14 +87,20 @@ class ServerProcess:
 
     def terminate_and_wait(self, timeout_s: float = 30.0) -> int | None:
         """Stops it (None when it was never spawned, so a clean-up after an early failure
-        does not hide that failure)."""
+        does not hide that failure); its exit status when it had ended already."""
         if self.process is None:
             return None
+        self.process.send_signal(signal.SIGCONT)  # a frozen process would not act on SIGTERM
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=timeout_s)
 
+    def wait(self, timeout_s: float = 60.0) -> int:
+        """Its exit status once it ends by itself (-9: SIGKILLed, as at a crash point)."""
+        assert self.process is not None
+        return self.process.wait(timeout=timeout_s)
+
     def log(self) -> str:
-        return self._log_path.read_text(errors="replace")[-4000:]
+        return self.log_path.read_text(errors="replace")[-4000:]
 
 
 class WorkerProcess(ServerProcess):
@@ -104,7 +110,7 @@ class WorkerProcess(ServerProcess):
     _boots_before = 0  # times "worker running" was in the log when the process was spawned
 
     def _boots(self) -> int:
-        return self._log_path.read_text().count("worker running") if self._log_path.exists() else 0
+        return self.log_path.read_text().count("worker running") if self.log_path.exists() else 0
 
     def spawn(self) -> None:
         self._boots_before = self._boots()
