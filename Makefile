@@ -9,7 +9,7 @@ PIP := $(BIN)/pip install --quiet -c constraints.txt
 RUNTIME := $(VENV)/.runtime-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: serve test lint openapi sdk bench fuzz lock browser screenshots
+.PHONY: serve test test-times lint openapi sdk bench fuzz fuzz-deep lock browser screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +34,9 @@ lint: $(DEV)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The suite under coverage (see [tool.coverage] in pyproject.toml), then its report in
-# coverage-report/: html, and the total as the last line printed (and in total.txt). Under
-# the floor (`fail_under`) the run fails.
+# The suite under coverage (see [tool.coverage] in pyproject.toml), on two workers a core
+# (pytest-xdist; docs/testing.md), then its report in coverage-report/: html, and the total
+# as the last line printed (and in total.txt). Under the floor (`fail_under`) the run fails.
 test: lint
 	rm -rf coverage-report
 	$(BIN)/coverage run -m pytest
@@ -47,6 +47,13 @@ test: lint
 	  | tee coverage-report/total.txt && \
 	$(BIN)/coverage report --format=total >/dev/null || \
 	{ echo "Coverage failure: $$total% is under fail_under in pyproject.toml"; exit 2; }
+
+# Where the suite's time goes: the suite as `make test` runs it, without coverage, then a
+# table per tier and the slowest files and tests (docs/testing.md keeps one).
+test-times: $(DEV) browser
+	mkdir -p build
+	$(BIN)/pytest -q --junitxml=build/test-times.xml || true
+	$(BIN)/python bench/test_times.py build/test-times.xml
 
 # Debian's Chromium, which the browser tests (tests/ui) drive through Playwright (whose own
 # browser download is not used). Needs root (CI runs as root) unless it is installed.
@@ -73,9 +80,13 @@ bench: $(DEV)
 	$(BIN)/python bench/budget_reserve.py
 
 # Schemathesis against a live server on a scratch database: fails on any server error.
-# Bounded (fixed seed, examples per operation, a time limit); not part of `make test`.
+# Bounded (fixed seed, examples per operation, six minutes); not part of `make test`.
+# `fuzz-deep` adds the stateful phase and undocumented methods, 50 examples per operation.
 fuzz: $(DEV)
 	$(BIN)/python bench/fuzz.py
+
+fuzz-deep: $(DEV)
+	$(BIN)/python bench/fuzz.py --deep
 
 # Resolve pyproject.toml's dependencies afresh (newest versions allowed) in a throwaway venv
 # and pin what was installed: runtime and dev dependencies, without the project itself.

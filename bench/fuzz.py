@@ -21,6 +21,14 @@ A failure is any of (schemathesis's checks):
   adding tasks to a sprint on the tasks being stored (of its project, still open),
   instantiating a template on its own variables, and setting a workspace on a git
   repository existing on the server's disk.
+Two depths. `make fuzz` (CI) is bounded to six minutes: the schema's examples, the
+coverage phase (every boundary and every invalid value each keyword of the schema allows,
+for every operation: deterministic) without its probes of undocumented HTTP methods
+(`tests/guards/test_openapi.py` proves those are a 405 problem document, in a second), and
+the fuzzing phase at 8 examples per operation; two schemathesis workers keep both the
+server's core and the fuzzer's busy. `make fuzz-deep` (`--deep`) adds the undocumented
+methods and the stateful phase (sequences of calls linked by the schema), at 50 examples
+per operation, within an hour: for people, before a release or after a schema change.
 `FUZZ_PHASES=examples` runs one phase of schemathesis's (a check of the schema's
 examples in seconds). Strings are generated without NUL characters, which the API
 refuses everywhere (Postgres cannot store them; the README says so). The report names
@@ -58,6 +66,8 @@ CHECKS = (
     "response_schema_conformance",
     "positive_data_acceptance",
 )
+# The undocumented-methods probes of the coverage phase are left to `--deep`.
+BOUNDED = "[phases.coverage]\nunexpected-methods = []\n"
 # The checks are chosen here, not with --checks: a check named on the command line would
 # win over an operation's own setting below.
 # Operations whose documented answer to a schema-valid request may depend on stored state
@@ -109,10 +119,12 @@ async def _migrated_database(server_url: str, name: str) -> str:
     return url
 
 
-def _write_config(report_dir: Path) -> Path:
+def _write_config(report_dir: Path, deep: bool) -> Path:
     report_dir.mkdir(parents=True, exist_ok=True)
     config = report_dir / "schemathesis.toml"
-    config.write_text(CONFIG)
+    # Global phase settings go before the [[operations]] tables (TOML: after a table
+    # header, keys belong to it).
+    config.write_text(CONFIG if deep else BOUNDED + CONFIG)
     return config
 
 
@@ -126,18 +138,19 @@ async def _tool_names(base_url: str) -> str:
 
 async def _fuzz(base_url: str, args: argparse.Namespace) -> int:
     schemathesis = Path(sys.executable).with_name("schemathesis")
-    config = await asyncio.to_thread(_write_config, Path(args.report_dir))
+    config = await asyncio.to_thread(_write_config, Path(args.report_dir), args.deep)
+    phases = "examples,coverage,fuzzing" + (",stateful" if args.deep else "")
     command = [
         str(schemathesis),
         f"--config-file={config}",
         "run",
         f"{base_url}/openapi.json",
         "--generation-allow-x00=false",
-        f"--phases={os.environ.get('FUZZ_PHASES', 'examples,coverage,fuzzing')}",
+        f"--phases={os.environ.get('FUZZ_PHASES', phases)}",
         f"--seed={args.seed}",
-        f"--max-examples={args.max_examples}",
+        f"--max-examples={args.max_examples or (50 if args.deep else 8)}",
         "--generation-database=none",
-        "--workers=1",
+        "--workers=2",
         "--request-timeout=15",
         f"--exclude-path-regex={EXCLUDED_PATHS}",
         "--report=junit",
@@ -150,13 +163,14 @@ async def _fuzz(base_url: str, args: argparse.Namespace) -> int:
         "SCHEMATHESIS_HOOKS": str(HOOKS),
         "LOOPWRIGHT_FUZZ_TOOLS": await _tool_names(base_url),
     }
+    time_limit_s = args.time_limit_s or (3_600.0 if args.deep else 360.0)
     process = await asyncio.create_subprocess_exec(*command, env=env)
     try:
-        return await asyncio.wait_for(process.wait(), timeout=args.time_limit_s)
+        return await asyncio.wait_for(process.wait(), timeout=time_limit_s)
     except TimeoutError:
         process.kill()
         await process.wait()
-        log(f"fuzz: stopped at the time limit ({args.time_limit_s:.0f} s); counted as failed")
+        log(f"fuzz: stopped at the time limit ({time_limit_s:.0f} s); counted as failed")
         return 1
 
 
@@ -192,10 +206,9 @@ async def main(args: argparse.Namespace) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=20261123)
-    parser.add_argument("--max-examples", type=int, default=8, help="per operation")
-    # 8,400 cases took 415 s before agents grew three model shapes, cross-provider fallbacks
-    # and two kinds of MCP server (each a union schemathesis covers variant by variant).
-    parser.add_argument("--time-limit-s", type=float, default=900.0)
+    parser.add_argument("--deep", action="store_true", help="`make fuzz-deep` (see above)")
+    parser.add_argument("--max-examples", type=int, help="per operation (8; 50 with --deep)")
+    parser.add_argument("--time-limit-s", type=float, help="failed past it (360; 3,600 --deep)")
     parser.add_argument("--report-dir", default="fuzz-report")
     parser.add_argument(
         "schemathesis_args", nargs="*", help="more options for `schemathesis run`, after `--`"

@@ -65,7 +65,7 @@ def serving_in_thread(settings: Settings) -> Iterator[str]:
     one test: each test's coroutines run in a loop of their own, and reach it over HTTP
     only. Yields its base URL; stops it gracefully on exit."""
     started: queue.Queue[str | BaseException] = queue.Queue()
-    loop = asyncio.new_event_loop()
+    loops: queue.Queue[asyncio.AbstractEventLoop] = queue.Queue()
     stop = asyncio.Event()
 
     async def serve() -> None:
@@ -77,10 +77,15 @@ def serving_in_thread(settings: Settings) -> Iterator[str]:
             started.put(error)
             raise
 
-    thread = threading.Thread(
-        target=loop.run_until_complete, args=(serve(),), name="shared-server", daemon=True
-    )
+    def run() -> None:
+        # A Runner cancels what the app left pending (streams' waits) when it closes.
+        with asyncio.Runner() as runner:
+            loops.put(runner.get_loop())
+            runner.run(serve())
+
+    thread = threading.Thread(target=run, name="shared-server", daemon=True)
     thread.start()
+    loop = loops.get(timeout=60)
     outcome = started.get(timeout=60)
     if isinstance(outcome, BaseException):
         thread.join()
@@ -90,5 +95,3 @@ def serving_in_thread(settings: Settings) -> Iterator[str]:
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join(timeout=30)
-        if not thread.is_alive():
-            loop.close()
