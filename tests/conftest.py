@@ -170,7 +170,8 @@ def base_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def client(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+    # Longer than the 20 s a `/wait` is asked to hold (`factories.settle`).
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
         yield http
 
 
