@@ -4,6 +4,8 @@ lane waits); it asks for the API key when keys are configured."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -37,13 +39,13 @@ def grown(before: Samples, after: Samples, name: str, **labels: str) -> float:
     return value(after, name, **labels) - before.get((name, frozenset(labels.items())), 0.0)
 
 
-ASKS = (
+ASKS: tuple[dict[str, Any], ...] = (
     {"tool_calls": [{"name": "ask_human", "input": {"question": "ok?"}}]},
     {"text": "thanks"},
 )
 
 
-async def _agent(client: httpx.AsyncClient, *turns: dict[str, object], **fields: object) -> str:
+async def _agent(client: httpx.AsyncClient, *turns: dict[str, Any], **fields: Any) -> str:
     return str((await make_agent(client, *turns, **fields))["id"])
 
 

@@ -39,6 +39,7 @@ async def make_agent(client: httpx.AsyncClient, body: dict[str, Any]) -> str:
 
 
 start = start_run
+__all__ = ["make_agent", "scripted", "settle", "start"]
 
 
 async def test_a_scripted_run_completes_with_its_transcript(client: httpx.AsyncClient) -> None:
