@@ -11,24 +11,22 @@ import asyncio
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.anthropic_wire import Reply, Text, ToolUse, anthropic_wire
 from tests.support.api import assert_problem
-from tests.support.factories import create_task
+from tests.support.factories import agent_body, create_task, create_workflow, unique
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseMessage, SseReader
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 TIMEOUT_S = 20
 
 
 async def in_review(client: httpx.AsyncClient, title: str) -> dict[str, Any]:
-    """A person's task, worked and handed in for review through the task API."""
-    task = await create_task(client, title=title, assigned_to="ann")
+    """A person's task (a name no agent has), worked and handed in for review through the
+    task API."""
+    task = await create_task(client, title=title, assigned_to=unique("ann"))
     for status in ("in_progress", "in_review"):
         moved = await client.post(f"/v1/tasks/{task['id']}/transitions", json={"to": status})
         assert moved.status_code == 200, moved.text
@@ -55,6 +53,23 @@ async def requested(
                 return approval
 
 
+async def _events_of(
+    client: httpx.AsyncClient, task_id: str, count: int, **resume: Any
+) -> list[SseMessage]:
+    """The next `count` events of the approvals stream about the task's approvals (the
+    stream is the whole server's), from the resume point (`last_event_id`), else from the
+    start."""
+    params = {"last_event_id": resume.get("last_event_id", "0")}
+    async with client.stream("GET", "/v1/approvals/events", params=params) as stream:
+        reader = SseReader(stream)
+        mine: list[SseMessage] = []
+        while len(mine) < count:
+            [message] = await reader.take(1)
+            if message.data["approval"]["task_id"] == task_id:
+                mine.append(message)
+    return mine
+
+
 async def task_status(client: httpx.AsyncClient, task_id: str) -> str:
     return str((await client.get(f"/v1/tasks/{task_id}")).json()["status"])
 
@@ -70,7 +85,8 @@ async def test_a_review_is_listed_read_and_approved_once(client: httpx.AsyncClie
         "Result: (no agent run: the task was handed in by a person)"
     )
 
-    inbox = (await client.get("/v1/approvals", params={"status": "pending"})).json()
+    pending = {"status": "pending", "task_id": task["id"]}  # the inbox, for this task
+    inbox = (await client.get("/v1/approvals", params=pending)).json()
     assert [a["id"] for a in inbox["items"]] == [review["id"]]
     got = await client.get(f"/v1/approvals/{review['id']}")
     assert got.status_code == 200 and got.headers["ETag"] == '"1"'
@@ -92,7 +108,7 @@ async def test_a_review_is_listed_read_and_approved_once(client: httpx.AsyncClie
     )
     assert body["decided_at"] is not None
     assert await task_status(client, task["id"]) == "completed"
-    assert (await client.get("/v1/approvals", params={"status": "pending"})).json()["items"] == []
+    assert (await client.get("/v1/approvals", params=pending)).json()["items"] == []
 
     again = await client.post(f"/v1/approvals/{review['id']}/approve")
     problem = assert_problem(again, 409, "invalid_transition")
@@ -146,17 +162,28 @@ async def test_unknown_approvals_are_404_and_filters_page_by_cursor(
     ):
         assert assert_problem(response, 404, "not_found")["resource"] == "approval"
 
+    # The first task is reviewed twice (rejected, handed in again): its two approvals are
+    # paged one at a time under the task's filter.
     first = await in_review(client, "One")
     second = await in_review(client, "Two")
-    ids = [(await requested(client, t["id"]))["id"] for t in (first, second)]
-    page = (await client.get("/v1/approvals", params={"limit": 1})).json()
+    once = await requested(client, first["id"])
+    rejected = await client.post(f"/v1/approvals/{once['id']}/reject", json={"reason": "Again."})
+    assert rejected.status_code == 200, rejected.text
+    await client.post(f"/v1/tasks/{first['id']}/transitions", json={"to": "in_review"})
+    ids = [once["id"], (await requested(client, first["id"], review_round=2))["id"]]
+    mine = {"task_id": first["id"]}
+    page = (await client.get("/v1/approvals", params={**mine, "limit": 1})).json()
     assert [a["id"] for a in page["items"]] == sorted(ids)[:1]
-    rest = (await client.get("/v1/approvals", params={"cursor": page["next_cursor"]})).json()
+    params = {**mine, "cursor": page["next_cursor"]}
+    rest = (await client.get("/v1/approvals", params=params)).json()
     assert [a["id"] for a in rest["items"]] == sorted(ids)[1:] and rest["next_cursor"] is None
+    await requested(client, second["id"])
     by_task = (await client.get("/v1/approvals", params={"task_id": second["id"]})).json()
     assert [a["task_id"] for a in by_task["items"]] == [second["id"]]
-    tools = (await client.get("/v1/approvals", params={"kind": "tool_call"})).json()
+    tools = (await client.get("/v1/approvals", params={**mine, "kind": "tool_call"})).json()
     assert tools["items"] == []
+    reviews = (await client.get("/v1/approvals", params={**mine, "kind": "task_review"})).json()
+    assert sorted(a["id"] for a in reviews["items"]) == sorted(ids)
     for bad in ({"status": "maybe"}, {"decision": "expired"}):
         assert_problem(await client.get("/v1/approvals", params=bad), 422, "validation_error")
 
@@ -167,23 +194,20 @@ async def test_the_approvals_stream_replays_what_a_client_missed(
     task = await in_review(client, "Publish the post")
     review = await requested(client, task["id"])
     async with asyncio.timeout(TIMEOUT_S):
-        async with client.stream(
-            "GET", "/v1/approvals/events", headers={"Last-Event-ID": "0"}
-        ) as stream:
-            [seen] = await SseReader(stream).take(1)
-        assert (seen.event, seen.id) == ("approval.requested", "1")
+        [seen] = await _events_of(client, task["id"], 1)
+        assert seen.event == "approval.requested" and seen.id is not None
+        assert seen.data["approval"]["id"] == review["id"]
 
         # While nobody listens: the review is rejected, the task handed in again.
         await client.post(f"/v1/approvals/{review['id']}/reject", json={"reason": "Typos."})
         await client.post(f"/v1/tasks/{task['id']}/transitions", json={"to": "in_review"})
-        async with client.stream(
-            "GET", "/v1/approvals/events", params={"last_event_id": seen.id}
-        ) as resumed:
-            missed: list[SseMessage] = await SseReader(resumed).take(2)
-    assert [(m.id, m.event) for m in missed] == [
-        ("2", "approval.rejected"),
-        ("3", "approval.requested"),
-    ]
+        missed = await _events_of(client, task["id"], 2, last_event_id=seen.id)
+    # The stream is the server's: other events may come between this task's, never one
+    # before the resume point nor one twice.
+    numbers = [int(seen.id), *(int(m.id or 0) for m in missed)]
+    assert numbers == sorted(set(numbers))
+    assert [m.event for m in missed] == ["approval.rejected", "approval.requested"]
+    assert missed[0].data["approval"]["id"] == review["id"]
     assert missed[0].data["approval"]["reason"] == "Typos."
     assert missed[1].data["approval"]["review_round"] == 2
 
@@ -191,20 +215,10 @@ async def test_the_approvals_stream_replays_what_a_client_missed(
 async def test_an_agent_reworks_a_rejected_task_with_the_reason(
     client: httpx.AsyncClient,
 ) -> None:
-    agent = await client.post(
-        "/v1/agents",
-        json={
-            "name": "drafter",
-            "tools": ["echo"],
-            "model": {
-                "provider": "scripted",
-                "name": "scripted",
-                "script": [{"text": "Here is the draft."}],
-            },
-        },
-    )
+    body = agent_body({"text": "Here is the draft."}, name=unique("drafter"), tools=["echo"])
+    agent = await client.post("/v1/agents", json=body)
     assert agent.status_code == 201, agent.text
-    task = await create_task(client, title="Draft the memo", assigned_to="drafter")
+    task = await create_task(client, title="Draft the memo", assigned_to=body["name"])
     review = await requested(client, task["id"])
     rejected = await client.post(
         f"/v1/approvals/{review['id']}/reject", json={"reason": "Cite the budget."}
@@ -224,25 +238,22 @@ async def test_an_agent_reworks_a_rejected_task_with_the_reason(
 async def test_a_workflow_s_review_timeout_and_policy_win_over_the_defaults(
     client: httpx.AsyncClient,
 ) -> None:
-    workflow = await client.post(
-        "/v1/workflows",
-        json={
-            "name": "Reviewed",
-            "review_timeout_s": 120,
-            "review_timeout_policy": "auto_deny",
-            "nodes": [
-                {"id": "s", "type": "start"},
-                {"id": "t", "type": "task", "config": {"title": "Check", "assigned_to": "ann"}},
-                {"id": "e", "type": "end"},
-            ],
-            "edges": [
-                {"id": "e1", "source": "s", "target": "t"},
-                {"id": "e2", "source": "t", "target": "e"},
-            ],
-        },
+    workflow = await create_workflow(
+        client,
+        name=unique("Reviewed"),
+        review_timeout_s=120,
+        review_timeout_policy="auto_deny",
+        nodes=[
+            {"id": "s", "type": "start"},
+            {"id": "t", "type": "task", "config": {"title": "Check", "assigned_to": unique("ann")}},
+            {"id": "e", "type": "end"},
+        ],
+        edges=[
+            {"id": "e1", "source": "s", "target": "t"},
+            {"id": "e2", "source": "t", "target": "e"},
+        ],
     )
-    assert workflow.status_code == 201, workflow.text
-    execution = await client.post(f"/v1/workflow-executions/activate/{workflow.json()['id']}")
+    execution = await client.post(f"/v1/workflow-executions/activate/{workflow['id']}")
     assert execution.status_code == 201, execution.text
     task_id = execution.json()["node_tasks"]["t"]
     for status in ("in_progress", "in_review"):
@@ -259,7 +270,7 @@ async def reviewed_by_workflow(client: httpx.AsyncClient, policy: str) -> tuple[
     workflow = await client.post(
         "/v1/workflows",
         json={
-            "name": f"Reviewed, {policy}",
+            "name": unique(f"Reviewed, {policy}"),
             "review_timeout_s": 120,
             "review_timeout_policy": policy,
             "nodes": [
@@ -269,7 +280,7 @@ async def reviewed_by_workflow(client: httpx.AsyncClient, policy: str) -> tuple[
                     "type": "task",
                     "config": {
                         "title": "Renew the certificate",
-                        "assigned_to": "ann",
+                        "assigned_to": unique("ann"),
                         "acceptance_criteria": ["Valid for a year"],
                     },
                 },
@@ -292,7 +303,7 @@ async def reviewed_by_workflow(client: httpx.AsyncClient, policy: str) -> tuple[
 
 
 async def test_a_review_past_its_deadline_is_expired_and_refuses_answers(
-    client: httpx.AsyncClient, clean_db: AsyncEngine
+    client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     task_id, _ = await reviewed_by_workflow(client, "auto_deny")
     review = await requested(client, task_id)
@@ -300,7 +311,7 @@ async def test_a_review_past_its_deadline_is_expired_and_refuses_answers(
         "Task: Renew the certificate\nAcceptance criteria:\n- Valid for a year\n"
     )
     # The server's clock is the real one: the deadline moves into the past instead.
-    async with clean_db.begin() as conn:
+    async with db_engine.begin() as conn:
         await conn.execute(
             text("UPDATE approvals SET expires_at = now() - interval '1 hour' WHERE id = :id"),
             {"id": review["id"]},
@@ -332,11 +343,12 @@ async def test_a_review_past_its_deadline_is_expired_and_refuses_answers(
     def ids(response: httpx.Response) -> list[str]:
         return [a["id"] for a in response.json()["items"]]
 
+    mine = {"task_id": task_id}
     listed = {
-        "expired": ids(await client.get("/v1/approvals", params={"status": "expired"})),
-        "denied": ids(await client.get("/v1/approvals", params={"decision": "rejected"})),
-        "pending": ids(await client.get("/v1/approvals", params={"status": "pending"})),
-        "approved": ids(await client.get("/v1/approvals", params={"decision": "approved"})),
+        "expired": ids(await client.get("/v1/approvals", params={**mine, "status": "expired"})),
+        "denied": ids(await client.get("/v1/approvals", params={**mine, "decision": "rejected"})),
+        "pending": ids(await client.get("/v1/approvals", params={**mine, "status": "pending"})),
+        "approved": ids(await client.get("/v1/approvals", params={**mine, "decision": "approved"})),
     }
     assert listed == {
         "expired": [review["id"]],
@@ -345,11 +357,8 @@ async def test_a_review_past_its_deadline_is_expired_and_refuses_answers(
         "approved": [],
     }
 
-    async with (
-        asyncio.timeout(TIMEOUT_S),
-        client.stream("GET", "/v1/approvals/events", headers={"Last-Event-ID": "0"}) as stream,
-    ):
-        seen = await SseReader(stream).take(2)
+    async with asyncio.timeout(TIMEOUT_S):
+        seen = await _events_of(client, task_id, 2)
     assert [(m.event, m.data["decision"]) for m in seen] == [
         ("approval.requested", None),
         ("approval.expired", "rejected"),
@@ -371,7 +380,11 @@ async def test_a_gated_tool_call_is_summarised_with_what_the_model_said(
         settings = make_settings(
             database_url, llm={"anthropic": {"api_key": "sk-test", "base_url": wire.url}}
         )
-        async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
+        # The client waits as long as the `/wait` it asks for (httpx's default is 5 s).
+        async with (
+            running_server(settings) as url,
+            httpx.AsyncClient(base_url=url, timeout=TIMEOUT_S + 5) as http,
+        ):
             agent = await http.post(
                 "/v1/agents",
                 json={

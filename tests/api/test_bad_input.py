@@ -8,22 +8,25 @@ import httpx
 import pytest
 
 from tests.support.api import assert_problem
-from tests.support.factories import create_task
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import create_task, project
 
 
-async def _task_count(client: httpx.AsyncClient) -> int:
-    return len((await client.get("/v1/tasks", params={"limit": 200})).json()["items"])
+async def _task_count(client: httpx.AsyncClient, mine: str) -> int:
+    """The tasks of the project `mine` (each refused body here names a project of the
+    test's own: nothing may be stored in it)."""
+    return len((await client.get("/v1/tasks", params={"project": mine})).json()["items"])
 
 
 async def test_malformed_json_is_a_validation_error_on_the_body(client: httpx.AsyncClient) -> None:
+    mine = project()
     response = await client.post(
-        "/v1/tasks", content=b'{"title": ', headers={"content-type": "application/json"}
+        "/v1/tasks",
+        content=b'{"project": "%s", "title": ' % mine.encode(),
+        headers={"content-type": "application/json"},
     )
     problem = assert_problem(response, 422, "validation_error")
     assert problem["errors"][0]["field"] == "body"
-    assert await _task_count(client) == 0
+    assert await _task_count(client, mine) == 0
 
 
 @pytest.mark.parametrize(
@@ -44,10 +47,11 @@ async def test_malformed_json_is_a_validation_error_on_the_body(client: httpx.As
 async def test_invalid_create_bodies_name_the_field(
     client: httpx.AsyncClient, body: dict[str, object], field: str
 ) -> None:
-    response = await client.post("/v1/tasks", json=body)
+    mine = project()
+    response = await client.post("/v1/tasks", json={"project": mine, **body})
     problem = assert_problem(response, 422, "validation_error")
     assert field in [e["field"] for e in problem["errors"]]
-    assert await _task_count(client) == 0
+    assert await _task_count(client, mine) == 0
 
 
 async def test_unknown_ids_are_not_found(client: httpx.AsyncClient) -> None:
@@ -66,7 +70,8 @@ async def test_unknown_ids_are_not_found(client: httpx.AsyncClient) -> None:
 async def test_oversized_bodies_are_refused_with_or_without_content_length(
     client: httpx.AsyncClient,
 ) -> None:
-    huge = b'{"title": "' + b"x" * 2_000_000 + b'"}'
+    mine = project()
+    huge = b'{"project": "%s", "title": "' % mine.encode() + b"x" * 2_000_000 + b'"}'
     declared = await client.post(
         "/v1/tasks", content=huge, headers={"content-type": "application/json"}
     )
@@ -80,7 +85,7 @@ async def test_oversized_bodies_are_refused_with_or_without_content_length(
         "/v1/tasks", content=chunks(), headers={"content-type": "application/json"}
     )
     assert_problem(streamed, 413, "payload_too_large")
-    assert await _task_count(client) == 0
+    assert await _task_count(client, mine) == 0
 
 
 @pytest.mark.parametrize(

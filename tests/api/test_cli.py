@@ -5,29 +5,35 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.api.test_runs_api import make_agent, settle, start
 from tests.support.cli import at_terminal, cli
+from tests.support.factories import make_agent, settle, start_run, unique
 from tests.support.server import make_settings, running_server
 
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+ASKS = (
+    {"tool_calls": [{"name": "ask_human", "input": {"question": "Which colour?"}}]},
+    {"text": "Blue it is."},
+)
+POSTS = {"method": "POST", "url": "https://example.com/orders", "body": "{}"}
 
-ASKER = {
-    "name": "asker",
-    "tools": ["ask_human"],
-    "model": {
-        "provider": "scripted",
-        "name": "s",
-        "script": [
-            {"tool_calls": [{"name": "ask_human", "input": {"question": "Which colour?"}}]},
-            {"text": "Blue it is."},
-        ],
-    },
-}
+
+async def _asker(client: httpx.AsyncClient) -> dict[str, Any]:
+    """An agent that asks which colour, then answers: its representation (a unique name)."""
+    return await make_agent(client, *ASKS, name=unique("asker"), tools=["ask_human"])
+
+
+async def _poster(client: httpx.AsyncClient, then: str) -> dict[str, Any]:
+    """An agent whose first call POSTs an order (a call that needs an approval), then says
+    `then`."""
+    call = {"tool_calls": [{"name": "http_request", "input": POSTS}]}
+    return await make_agent(
+        client, call, {"text": then}, name=unique("poster"), tools=["http_request"]
+    )
 
 
 async def test_run_prints_every_step_and_exits_0_when_it_completes(
@@ -47,33 +53,44 @@ async def test_run_prints_every_step_and_exits_0_when_it_completes(
 async def test_runs_lists_newest_first_with_agent_stop_and_error_and_pages(
     client: httpx.AsyncClient, base_url: str
 ) -> None:
-    agent_id = await make_agent(client, ASKER | {"name": "first"})
-    older = await start(client, agent_id=agent_id)
-    keyless = {"name": "keyless", "model": {"provider": "anthropic", "name": "claude-x"}}
-    newer = await start(client, agent_id=await make_agent(client, keyless))
+    # Each list is filtered to this test's agents: the server's other runs are not its own.
+    first = await _asker(client)
+    older = await start_run(client, first["id"])
+    keyless = await make_agent(
+        client, name=unique("keyless"), model={"provider": "anthropic", "name": "claude-x"}
+    )
+    earlier = await start_run(client, keyless["id"])
+    await settle(client, earlier["id"])
+    newer = await start_run(client, keyless["id"])
     await settle(client, newer["id"])
 
-    page = await cli(base_url, "runs", "--limit", "1")
+    page = await cli(base_url, "runs", "--agent", keyless["name"], "--limit", "1")
     assert page.code == 0, page
     header, row, more = page.out.splitlines()
     assert header.split() == ["RUN", "STATUS", "AGENT", "STOP", "CREATED", "(UTC)", "ERROR"]
-    assert row.split()[:4] == [newer["id"], "failed", "keyless", "provider_unavailable"]
+    assert row.split()[:4] == [newer["id"], "failed", keyless["name"], "provider_unavailable"]
     assert "no Anthropic API key" in row
     cursor = more.removeprefix("more: loopwright runs --cursor ")
-    rest = await cli(base_url, "runs", "--limit", "1", "--cursor", cursor)
-    assert rest.out.splitlines()[1].split()[:3] == [older["id"], "waiting_on_human", "first"]
+    rest = await cli(
+        base_url, "runs", "--agent", keyless["name"], "--limit", "1", "--cursor", cursor
+    )
+    assert rest.out.splitlines()[1].split()[:3] == [earlier["id"], "failed", keyless["name"]]
 
-    oldest = await cli(base_url, "runs", "--oldest", "--agent", "first")
-    assert [line.split()[0] for line in oldest.out.splitlines()[1:]] == [older["id"]]
-    by_id = await cli(base_url, "runs", "--oldest", "--agent", agent_id)  # an id as well
+    oldest = await cli(base_url, "runs", "--oldest", "--agent", first["name"])
+    assert [line.split()[:3] for line in oldest.out.splitlines()[1:]] == [
+        [older["id"], "waiting_on_human", first["name"]]
+    ]
+    by_id = await cli(base_url, "runs", "--oldest", "--agent", first["id"])  # an id as well
     assert by_id.out == oldest.out
 
 
 async def test_a_question_is_asked_at_a_terminal_and_the_answer_sent(
     client: httpx.AsyncClient, base_url: str
 ) -> None:
-    await make_agent(client, ASKER)
-    done = await at_terminal(base_url, "run", "--agent", "asker", "go", answers=[("> ", "blue")])
+    asker = await _asker(client)
+    done = await at_terminal(
+        base_url, "run", "--agent", asker["name"], "go", answers=[("> ", "blue")]
+    )
     assert done.code == 0, done.out
     assert "? Which colour?" in done.out and "Blue it is." in done.out
     run_id = done.out.split()[1]
@@ -86,8 +103,8 @@ async def test_a_question_is_asked_at_a_terminal_and_the_answer_sent(
 async def test_without_a_terminal_a_waiting_run_exits_5_and_says_how_to_answer(
     client: httpx.AsyncClient, base_url: str
 ) -> None:
-    await make_agent(client, ASKER)
-    waiting = await cli(base_url, "run", "--agent", "asker", "go")
+    asker = await _asker(client)
+    waiting = await cli(base_url, "run", "--agent", asker["name"], "go")
     assert waiting.code == 5, waiting
     run_id = waiting.out.split()[1]
     assert f"answer it with: loopwright answer {run_id} 'your answer'" in waiting.out
@@ -100,9 +117,8 @@ async def test_without_a_terminal_a_waiting_run_exits_5_and_says_how_to_answer(
 async def test_cancel_and_the_exit_code_of_a_cancelled_run(
     client: httpx.AsyncClient, base_url: str
 ) -> None:
-    slow = {"provider": "scripted", "name": "s", "script": [{"text": "late", "latency_ms": 30_000}]}
-    agent_id = await make_agent(client, {"name": "slow", "model": slow})
-    run = await start(client, agent_id=agent_id)
+    slow = await make_agent(client, {"text": "late", "latency_ms": 30_000})
+    run = await start_run(client, slow["id"])
     cancelled = await cli(base_url, "cancel", run["id"])
     assert cancelled.code == 0, cancelled
     followed = await cli(base_url, "follow", run["id"], timeout_s=20)
@@ -113,23 +129,16 @@ async def test_cancel_and_the_exit_code_of_a_cancelled_run(
 async def test_approvals_are_listed_and_rejected_from_the_command_line(
     client: httpx.AsyncClient, base_url: str
 ) -> None:
-    post = {"method": "POST", "url": "https://example.com/orders", "body": "{}"}
-    script = [{"tool_calls": [{"name": "http_request", "input": post}]}, {"text": "ok, not sent"}]
-    model = {"provider": "scripted", "name": "s", "script": script}
-    agent_id = await make_agent(
-        client, {"name": "poster", "tools": ["http_request"], "model": model}
-    )
-    run = await start(client, agent_id=agent_id)
-    waiting = await client.get(f"/v1/runs/{run['id']}/wait", params={"timeout_s": 20})
-    approval_id = waiting.json()["waiting_for"]["approval_id"]
+    poster = await _poster(client, "ok, not sent")
+    run = await start_run(client, poster["id"])
+    approval_id = (await settle(client, run["id"]))["waiting_for"]["approval_id"]
 
+    # Every pending approval is listed: this test's is the one for its run.
     listed = await cli(base_url, "approvals")
-    assert listed.out.splitlines()[1].split()[:4] == [
-        approval_id,
-        "tool_call",
-        "pending",
-        run["id"],
-    ], listed
+    assert listed.code == 0, listed
+    rows = listed.out.splitlines()[1:]
+    mine = [row.split()[:4] for row in rows if run["id"] in row.split()]
+    assert mine == [[approval_id, "tool_call", "pending", run["id"]]], listed
     refused = await cli(base_url, "approvals", "reject", approval_id)
     assert refused.code == 2 and "--reason" in refused.err
     rejected = await cli(base_url, "approvals", "reject", approval_id, "--reason", "not today")
@@ -140,15 +149,12 @@ async def test_approvals_are_listed_and_rejected_from_the_command_line(
 async def test_an_approval_is_decided_at_a_terminal(
     client: httpx.AsyncClient, base_url: str
 ) -> None:
-    post = {"method": "POST", "url": "https://example.com/orders", "body": "{}"}
-    script = [{"tool_calls": [{"name": "http_request", "input": post}]}, {"text": "done"}]
-    model = {"provider": "scripted", "name": "s", "script": script}
-    await make_agent(client, {"name": "poster", "tools": ["http_request"], "model": model})
+    poster = await _poster(client, "done")
     done = await at_terminal(
         base_url,
         "run",
         "--agent",
-        "poster",
+        poster["name"],
         "go",
         answers=[("Approve this call? [y/n] ", "n"), ("Why not? ", "wrong shop")],
     )
@@ -162,8 +168,10 @@ async def test_agents_are_created_from_yaml_with_mistakes_caught_at_once(
     client: httpx.AsyncClient, base_url: str, tmp_path: Path
 ) -> None:
     spec = tmp_path / "agent.yaml"
+    name = unique("claude")
     spec.write_text(
-        "name: claude\nmodel: {provider: anthropic, name: claude-x}\ntools: [http_request, nope]\n"
+        f"name: {name}\nmodel: {{provider: anthropic, name: claude-x}}\n"
+        "tools: [http_request, nope]\n"
     )
     refused = await cli(base_url, "agents", "create", str(spec))
     assert refused.code == 6
@@ -177,14 +185,11 @@ async def test_agents_are_created_from_yaml_with_mistakes_caught_at_once(
         "warning: no Anthropic API key is configured: set LOOPWRIGHT_LLM__ANTHROPIC__API_KEY"
         in (created.out)
     )
-    listed = await cli(base_url, "agents")
-    assert listed.out.splitlines()[1].split()[1:] == [
-        "claude",
-        "anthropic/claude-x",
-        "http_request",
-    ]
+    listed = await cli(base_url, "agents")  # every agent: this test's is the one named so
+    mine = [line.split()[1:] for line in listed.out.splitlines()[1:] if name in line.split()]
+    assert mine == [[name, "anthropic/claude-x", "http_request"]]
 
-    failed = await cli(base_url, "run", "--agent", "claude", "hi", timeout_s=20)
+    failed = await cli(base_url, "run", "--agent", name, "hi", timeout_s=20)
     assert failed.code == 1, failed  # at once: a missing key is not retried with backoff
     assert "LOOPWRIGHT_LLM__ANTHROPIC__API_KEY" in failed.out
 
@@ -312,27 +317,14 @@ async def test_a_plan_execute_run_prints_its_plan_as_it_moves_and_show_lists_it(
     }
     agent = await make_agent(
         client,
-        {
-            "name": "planner",
-            "execution_loop": "plan_execute",
-            "model": {
-                "provider": "scripted",
-                "name": "s",
-                "script": [
-                    {"tool_calls": [{"name": "submit_plan", "input": plan}]},
-                    {"text": "/tmp/a"},
-                    {"tool_calls": [{"name": "step_failed", "input": {"reason": "unreadable"}}]},
-                    {
-                        "tool_calls": [
-                            {"name": "submit_plan", "input": {"steps": plan["steps"][1:]}}
-                        ]
-                    },
-                    {"text": "hello"},
-                ],
-            },
-        },
+        {"tool_calls": [{"name": "submit_plan", "input": plan}]},
+        {"text": "/tmp/a"},
+        {"tool_calls": [{"name": "step_failed", "input": {"reason": "unreadable"}}]},
+        {"tool_calls": [{"name": "submit_plan", "input": {"steps": plan["steps"][1:]}}]},
+        {"text": "hello"},
+        execution_loop="plan_execute",
     )
-    done = await cli(base_url, "run", "--agent", agent, "go")
+    done = await cli(base_url, "run", "--agent", agent["id"], "go")
     assert done.code == 0, done
     lines = done.out.splitlines()
     moves = [line for line in lines if line[:1] in "▤▸✓✗"]

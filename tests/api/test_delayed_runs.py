@@ -7,13 +7,10 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import httpx
-import pytest
 
-from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
+from tests.support.factories import make_agent, settle, start_run, unique
 from tests.support.sse import messages
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 def _at(run: dict[str, str]) -> datetime:
@@ -21,10 +18,10 @@ def _at(run: dict[str, str]) -> datetime:
 
 
 async def test_a_delayed_run_starts_no_sooner_than_asked(client: httpx.AsyncClient) -> None:
-    agent_id = await make_agent(client, scripted({"text": "on time"}))
+    agent_id = (await make_agent(client, {"text": "on time"}))["id"]
     # The database's clock decides when a run is due; this machine's is the same clock.
     not_before = datetime.now(UTC) + timedelta(seconds=1.5)
-    run = await start(client, agent_id=agent_id, not_before=not_before.isoformat())
+    run = await start_run(client, agent_id=agent_id, not_before=not_before.isoformat())
     assert run["status"] == "queued" and _at(run) == not_before
     final = await settle(client, run["id"])
     assert final["status"] == "completed" and final["result"] == "on time"
@@ -38,11 +35,12 @@ async def test_a_delayed_run_starts_no_sooner_than_asked(client: httpx.AsyncClie
 
 
 async def test_a_delayed_run_holds_its_lane_and_nothing_else(client: httpx.AsyncClient) -> None:
-    agent_id = await make_agent(client, scripted({"text": "done"}))
+    agent_id = (await make_agent(client, {"text": "done"}))["id"]
     later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
-    delayed = await start(client, agent_id=agent_id, lane="nightly", not_before=later)
-    behind = await start(client, agent_id=agent_id, lane="nightly")
-    elsewhere = await start(client, agent_id=agent_id)
+    nightly = unique("nightly")
+    delayed = await start_run(client, agent_id=agent_id, lane=nightly, not_before=later)
+    behind = await start_run(client, agent_id=agent_id, lane=nightly)
+    elsewhere = await start_run(client, agent_id=agent_id)
     # Workers claimed and finished the other lane's run, and passed the delayed one by.
     assert (await settle(client, elsewhere["id"]))["status"] == "completed"
     assert (await client.get(f"/v1/runs/{delayed['id']}")).json()["status"] == "queued"
@@ -53,14 +51,14 @@ async def test_a_delayed_run_holds_its_lane_and_nothing_else(client: httpx.Async
 
 
 async def test_a_time_already_past_starts_the_run_at_once(client: httpx.AsyncClient) -> None:
-    agent_id = await make_agent(client, scripted({"text": "late is now"}))
-    run = await start(client, agent_id=agent_id, not_before="2020-01-01T00:00:00Z")
+    agent_id = (await make_agent(client, {"text": "late is now"}))["id"]
+    run = await start_run(client, agent_id=agent_id, not_before="2020-01-01T00:00:00Z")
     assert (await settle(client, run["id"]))["result"] == "late is now"
 
 
 async def test_an_unstorable_time_is_a_422_naming_it(client: httpx.AsyncClient) -> None:
-    agent_id = await make_agent(client, scripted({"text": "x"}))
+    agent_id = (await make_agent(client, {"text": "x"}))["id"]
     body = {"agent_id": agent_id, "input": "go", "not_before": "2030-01-01T00:00:00-19:00"}
     problem = assert_problem(await client.post("/v1/runs", json=body), 422, "validation_error")
     assert [e["field"] for e in problem["errors"]] == ["not_before"]
-    assert (await client.get("/v1/runs")).json()["items"] == []
+    assert (await client.get("/v1/runs", params={"agent_id": agent_id})).json()["items"] == []

@@ -11,9 +11,14 @@ import pytest
 
 from app.schemas.bounds import EVENT_ID_MAX, POSITION_MAX, VERSION_MAX
 from tests.support.api import assert_problem
-from tests.support.factories import create_task
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import (
+    create_task,
+    create_workflow,
+    make_agent,
+    settle,
+    start_run,
+    unique,
+)
 
 # Header values go out as latin-1 bytes: '²' is b"\xb2", a digit to str.isdigit but not
 # to int(); the others overflow the BIGINT, the INTEGER, and int()'s 4,300-digit limit.
@@ -34,20 +39,10 @@ async def _status_and_problem(
 
 
 async def _scripted_run(client: httpx.AsyncClient) -> dict[str, Any]:
-    agent = await client.post(
-        "/v1/agents",
-        json={
-            "name": "bounds",
-            "model": {"provider": "scripted", "name": "s", "script": [{"text": "done"}]},
-        },
-    )
-    assert agent.status_code == 201, agent.text
-    run = await client.post("/v1/runs", json={"agent_id": agent.json()["id"], "input": "hi"})
-    assert run.status_code == 202, run.text
-    settled = await client.get(f"/v1/runs/{run.json()['id']}/wait", params={"timeout_s": 20})
-    assert settled.json()["status"] == "completed", settled.text
-    body: dict[str, Any] = settled.json()
-    return body
+    agent = await make_agent(client, {"text": "done"})
+    settled = await settle(client, (await start_run(client, agent["id"], input="hi"))["id"])
+    assert settled["status"] == "completed", settled
+    return settled
 
 
 @pytest.mark.parametrize(
@@ -111,22 +106,16 @@ async def test_an_if_match_past_the_integer_or_not_ascii_digits_is_a_422(
     client: httpx.AsyncClient, if_match: bytes
 ) -> None:
     task = await create_task(client)
-    workflow = await client.post("/v1/workflows", json={"name": "w"})
-    agent = await client.post(
-        "/v1/agents",
-        json={
-            "name": "a",
-            "model": {"provider": "scripted", "name": "s", "script": [{"text": "x"}]},
-        },
-    )
+    workflow = await create_workflow(client)
+    agent = await make_agent(client, {"text": "x"})
     headers = {b"If-Match": if_match}
     for method, url, body in [
         ("PATCH", f"/v1/tasks/{task['id']}", {"title": "x"}),
         ("DELETE", f"/v1/tasks/{task['id']}", None),
-        ("PATCH", f"/v1/workflows/{workflow.json()['id']}", {"name": "x"}),
-        ("DELETE", f"/v1/workflows/{workflow.json()['id']}", None),
-        ("PATCH", f"/v1/agents/{agent.json()['id']}", {"role": "x"}),
-        ("DELETE", f"/v1/agents/{agent.json()['id']}", None),
+        ("PATCH", f"/v1/workflows/{workflow['id']}", {"name": unique("x")}),
+        ("DELETE", f"/v1/workflows/{workflow['id']}", None),
+        ("PATCH", f"/v1/agents/{agent['id']}", {"role": "x"}),
+        ("DELETE", f"/v1/agents/{agent['id']}", None),
         ("POST", "/v1/approvals/apr_unknown/approve", None),
         ("POST", "/v1/approvals/apr_unknown/reject", {"reason": "no"}),
     ]:
@@ -150,8 +139,8 @@ async def test_an_if_match_at_the_bound_is_a_version_conflict_not_a_refusal(
 async def test_versions_in_bodies_past_the_integer_are_a_422(
     client: httpx.AsyncClient, version: int
 ) -> None:
-    task = await create_task(client, assigned_to="ann")
-    workflow = (await client.post("/v1/workflows", json={"name": "w"})).json()
+    task = await create_task(client, assigned_to=unique("ann"))
+    workflow = await create_workflow(client)
     for url, body, field in [
         (
             f"/v1/tasks/{task['id']}/transitions",
@@ -163,7 +152,7 @@ async def test_versions_in_bodies_past_the_integer_are_a_422(
         problem = assert_problem(await client.post(url, json=body), 422, "validation_error")
         assert problem["errors"][0]["field"] == field
     patched = await client.patch(
-        f"/v1/workflows/{workflow['id']}", json={"name": "x", "version": version}
+        f"/v1/workflows/{workflow['id']}", json={"name": unique("x"), "version": version}
     )
     assert assert_problem(patched, 422, "validation_error")["errors"][0]["field"] == "version"
     assert (await client.get(f"/v1/tasks/{task['id']}")).json() == task

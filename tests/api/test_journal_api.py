@@ -7,19 +7,16 @@ from __future__ import annotations
 import json
 
 import httpx
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.schemas.journal import Journal, JournalEntry
-from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import make_agent, settle, start_run
 
 
 async def test_a_new_conversation_has_an_empty_journal(client: httpx.AsyncClient) -> None:
-    run = await start(client, agent_id=await make_agent(client, scripted({"text": "hi"})))
+    run = await start_run(client, (await make_agent(client, {"text": "hi"}))["id"])
     await settle(client, run["id"])
     response = await client.get(f"/v1/conversations/{run['conversation_id']}/journal")
     assert response.status_code == 200, response.text
@@ -37,9 +34,9 @@ async def test_a_new_conversation_has_an_empty_journal(client: httpx.AsyncClient
 
 
 async def test_the_journal_reads_back_as_the_agent_wrote_it(
-    client: httpx.AsyncClient, clean_db: AsyncEngine
+    client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    run = await start(client, agent_id=await make_agent(client, scripted({"text": "hi"})))
+    run = await start_run(client, (await make_agent(client, {"text": "hi"}))["id"])
     await settle(client, run["id"])
     written = Journal(
         objective="Migrate the billing tables",
@@ -53,7 +50,7 @@ async def test_the_journal_reads_back_as_the_agent_wrote_it(
         ),
         handoff_next_action="Verify the row counts",
     )
-    async with clean_db.begin() as conn:  # as the journal tools store it
+    async with db_engine.begin() as conn:  # as the journal tools store it
         await conn.execute(
             text("UPDATE conversations SET journal = CAST(:doc AS jsonb) WHERE id = :id"),
             {"doc": json.dumps(written.model_dump(mode="json")), "id": run["conversation_id"]},

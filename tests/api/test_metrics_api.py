@@ -4,17 +4,16 @@ lane waits); it asks for the API key when keys are configured."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.states import RunStatus
-from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
+from tests.support.factories import make_agent, settle, start_run, unique
 from tests.support.server import make_settings, running_server
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -34,74 +33,84 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, frozenset(labels.items()))]
 
 
+def grown(before: Samples, after: Samples, name: str, **labels: str) -> float:
+    """How much a sample grew between two scrapes: the server is shared, so its figures
+    count other tests' runs too, and only the difference is this test's."""
+    return value(after, name, **labels) - before.get((name, frozenset(labels.items())), 0.0)
+
+
+ASKS: tuple[dict[str, Any], ...] = (
+    {"tool_calls": [{"name": "ask_human", "input": {"question": "ok?"}}]},
+    {"text": "thanks"},
+)
+
+
+async def _agent(client: httpx.AsyncClient, *turns: dict[str, Any], **fields: Any) -> str:
+    return str((await make_agent(client, *turns, **fields))["id"])
+
+
 async def test_a_scrape_counts_runs_by_status_and_the_queue_behind_a_held_lane(
     client: httpx.AsyncClient,
 ) -> None:
-    answers = await make_agent(client, scripted({"text": "done"}))
-    for run in [await start(client, agent_id=answers) for _ in range(3)]:
+    before = await scrape(client)
+    answers = await _agent(client, {"text": "done"})
+    for run in [await start_run(client, answers) for _ in range(3)]:
         assert (await settle(client, run["id"]))["status"] == "completed"
-    asks = await make_agent(
-        client,
-        scripted(
-            {"tool_calls": [{"name": "ask_human", "input": {"question": "ok?"}}]},
-            {"text": "thanks"},
-            tools=["ask_human"],
-        ),
-    )
-    holder = await start(client, agent_id=asks, lane="team:metrics")
+    asks = await _agent(client, *ASKS, tools=["ask_human"])
+    lane = unique("team:metrics")
+    holder = await start_run(client, asks, lane=lane)
     assert (await settle(client, holder["id"]))["status"] == "waiting_on_human"
     for _ in range(2):
-        await start(client, agent_id=asks, lane="team:metrics")
+        await start_run(client, asks, lane=lane)
 
     samples = await scrape(client)
 
-    by_status = {s.value: value(samples, "loopwright_runs", status=s.value) for s in RunStatus}
+    by_status = {
+        s.value: grown(before, samples, "loopwright_runs", status=s.value) for s in RunStatus
+    }
     expected = {"completed": 3.0, "waiting_on_human": 1.0, "queued": 2.0}
     assert by_status == {s.value: 0.0 for s in RunStatus} | expected
-    assert value(samples, "loopwright_queue_depth", queue="runs") == 2
-    assert value(samples, "loopwright_queue_depth", queue="task_engine") == 0
+    assert grown(before, samples, "loopwright_queue_depth", queue="runs") == 2
+    assert grown(before, samples, "loopwright_queue_depth", queue="task_engine") == 0
 
 
 async def test_a_scrape_shows_the_outcomes_and_lane_waits_of_this_processs_loops(
     client: httpx.AsyncClient,
 ) -> None:
-    agent_id = await make_agent(client, scripted({"text": "done"}))
-    first = await start(client, agent_id=agent_id, lane="team:waits")
-    second = await start(client, agent_id=agent_id, lane="team:waits")
+    before = await scrape(client)
+    agent_id = await _agent(client, {"text": "done"})
+    lane = unique("team:waits")
+    first = await start_run(client, agent_id, lane=lane)
+    second = await start_run(client, agent_id, lane=lane)
     for run in (first, second):
         assert (await settle(client, run["id"]))["status"] == "completed"
 
     samples = await scrape(client)
 
-    assert value(samples, "loopwright_run_outcomes_total", status="completed") == 2
-    assert value(samples, "loopwright_run_outcomes_total", status="failed") == 0
-    assert value(samples, "loopwright_lane_wait_seconds_count") == 2
-    waited_s = value(samples, "loopwright_lane_wait_seconds_sum")
+    assert grown(before, samples, "loopwright_run_outcomes_total", status="completed") == 2
+    assert grown(before, samples, "loopwright_run_outcomes_total", status="failed") == 0
+    assert grown(before, samples, "loopwright_lane_wait_seconds_count") == 2
+    waited_s = grown(before, samples, "loopwright_lane_wait_seconds_sum")
     assert 0 <= waited_s < 20  # the second run waited for the first to finish, briefly
-    assert value(samples, "loopwright_lane_wait_seconds_bucket", le="+Inf") == 2
+    assert grown(before, samples, "loopwright_lane_wait_seconds_bucket", le="+Inf") == 2
 
 
 async def test_runs_cancelled_before_any_loop_held_them_are_outcomes_too(
     client: httpx.AsyncClient,
 ) -> None:
-    asks = await make_agent(
-        client,
-        scripted(
-            {"tool_calls": [{"name": "ask_human", "input": {"question": "ok?"}}]},
-            {"text": "thanks"},
-            tools=["ask_human"],
-        ),
-    )
-    holder = await start(client, agent_id=asks, lane="team:cancels")
+    before = await scrape(client)
+    asks = await _agent(client, *ASKS, tools=["ask_human"])
+    lane = unique("team:cancels")
+    holder = await start_run(client, asks, lane=lane)
     assert (await settle(client, holder["id"]))["status"] == "waiting_on_human"
-    queued = await start(client, agent_id=asks, lane="team:cancels")
+    queued = await start_run(client, asks, lane=lane)
     for run in (queued, holder):  # one waits in the queue, one on a person
         response = await client.post(f"/v1/runs/{run['id']}/cancel")
         assert response.json()["status"] == "cancelled"
 
     samples = await scrape(client)
 
-    assert value(samples, "loopwright_run_outcomes_total", status="cancelled") == 2
+    assert grown(before, samples, "loopwright_run_outcomes_total", status="cancelled") == 2
 
 
 async def test_metrics_are_not_part_of_the_openapi_document(client: httpx.AsyncClient) -> None:

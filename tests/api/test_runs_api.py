@@ -10,50 +10,43 @@ import socket
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.support import factories
 from tests.support.api import assert_problem
+from tests.support.factories import agent_body, settle, start_run, unique
 from tests.support.server import make_settings, running_server
 from tests.support.sse import SseMessage, SseReader, messages
 
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
+async def _agent(
+    client: httpx.AsyncClient, *turns: dict[str, Any], tools: list[str] | None = None
+) -> str:
+    """A scripted agent with the `echo` tool (or `tools`): its id."""
+    agent = await factories.make_agent(client, *turns, tools=tools or ["echo"])
+    return str(agent["id"])
 
 
+# Still imported from here by other test modules (tests/support/factories.py has the
+# factories now): an agent body with the `echo` tool, made with a unique name, its id, and
+# a run started with the agent among the body's fields.
 def scripted(*turns: dict[str, Any], tools: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "name": "scripted-agent",
-        "tools": tools or ["echo"],
-        "model": {"provider": "scripted", "name": "scripted", "script": list(turns)},
-    }
+    return agent_body(*turns, tools=tools or ["echo"])
 
 
 async def make_agent(client: httpx.AsyncClient, body: dict[str, Any]) -> str:
-    response = await client.post("/v1/agents", json=body)
-    assert response.status_code == 201, response.text
-    return str(response.json()["id"])
+    return str((await factories.make_agent(client, **body))["id"])
 
 
-async def start(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
-    response = await client.post("/v1/runs", json={"input": "go", **body})
-    assert response.status_code == 202, response.text
-    run: dict[str, Any] = response.json()
-    return run
-
-
-async def settle(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    response = await client.get(f"/v1/runs/{run_id}/wait", params={"timeout_s": 20})
-    assert response.status_code == 200, response.text
-    run: dict[str, Any] = response.json()
-    return run
+start = start_run
+__all__ = ["make_agent", "scripted", "settle", "start"]
 
 
 async def test_a_scripted_run_completes_with_its_transcript(client: httpx.AsyncClient) -> None:
-    agent_id = await make_agent(
-        client,
-        scripted({"tool_calls": [{"name": "echo", "input": {"x": 1}}]}, {"text": "done"}),
+    agent_id = await _agent(
+        client, {"tool_calls": [{"name": "echo", "input": {"x": 1}}]}, {"text": "done"}
     )
-    run = await start(client, agent_id=agent_id, input="please echo")
+    run = await start_run(client, agent_id=agent_id, input="please echo")
     assert run["status"] == "queued" and run["lane"] == f"conversation:{run['conversation_id']}"
     final = await settle(client, run["id"])
     assert final["status"] == "completed" and final["result"] == "done"
@@ -71,25 +64,24 @@ async def test_a_scripted_run_completes_with_its_transcript(client: httpx.AsyncC
 
 
 async def test_a_lane_shows_its_holder_and_queue_in_order(client: httpx.AsyncClient) -> None:
-    agent_id = await make_agent(
+    agent_id = await _agent(
         client,
-        scripted(
-            {"tool_calls": [{"name": "ask_human", "input": {"question": "ok?"}}]},
-            {"text": "thanks"},
-            tools=["ask_human"],
-        ),
+        {"tool_calls": [{"name": "ask_human", "input": {"question": "ok?"}}]},
+        {"text": "thanks"},
+        tools=["ask_human"],
     )
-    first = await start(client, agent_id=agent_id, lane="team:a")
+    team = unique("team:a")
+    first = await start_run(client, agent_id=agent_id, lane=team)
     assert (await settle(client, first["id"]))["status"] == "waiting_on_human"
-    second = await start(client, agent_id=agent_id, lane="team:a")
-    third = await start(client, agent_id=agent_id, lane="team:a")
-    lane = (await client.get("/v1/lanes/team:a")).json()
+    second = await start_run(client, agent_id=agent_id, lane=team)
+    third = await start_run(client, agent_id=agent_id, lane=team)
+    lane = (await client.get(f"/v1/lanes/{team}")).json()
     assert lane["active"]["id"] == first["id"]
     assert [r["id"] for r in lane["queued"]] == [second["id"], third["id"]]
 
     rejected = await client.post(
         "/v1/runs",
-        json={"agent_id": agent_id, "input": "x", "lane": "team:a", "multitask": "reject"},
+        json={"agent_id": agent_id, "input": "x", "lane": team, "multitask": "reject"},
     )
     assert assert_problem(rejected, 409, "lane_busy")["holder"] == first["id"]
 
@@ -113,7 +105,7 @@ async def test_run_creation_is_validated_and_idempotent(client: httpx.AsyncClien
         "/v1/agents", json={"name": "x", "model": {"provider": "scripted", "name": "s"}}
     )
     assert assert_problem(bad_agent, 422, "validation_error")["errors"][0]["field"] == "model"
-    agent_id = await make_agent(client, scripted({"text": "hi"}))
+    agent_id = await _agent(client, {"text": "hi"})
     empty = await client.post("/v1/runs", json={"agent_id": agent_id, "input": ""})
     assert assert_problem(empty, 422, "validation_error")["errors"][0]["field"] == "input"
     policy = await client.post(
@@ -122,13 +114,12 @@ async def test_run_creation_is_validated_and_idempotent(client: httpx.AsyncClien
     assert assert_problem(policy, 422, "validation_error")["errors"][0]["field"] == "multitask"
 
     body = {"agent_id": agent_id, "input": "once"}
-    first = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": "r-1"})
-    again = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": "r-1"})
+    key = {"Idempotency-Key": unique("r")}
+    first = await client.post("/v1/runs", json=body, headers=key)
+    again = await client.post("/v1/runs", json=body, headers=key)
     assert first.json()["id"] == again.json()["id"]
     assert again.headers["idempotent-replayed"] == "true"
-    other = await client.post(
-        "/v1/runs", json={**body, "input": "twice"}, headers={"Idempotency-Key": "r-1"}
-    )
+    other = await client.post("/v1/runs", json={**body, "input": "twice"}, headers=key)
     assert_problem(other, 409, "idempotency_key_reused")
     assert_problem(await client.get("/v1/runs/run_nope"), 404, "not_found")
     done = await settle(client, first.json()["id"])
@@ -136,8 +127,8 @@ async def test_run_creation_is_validated_and_idempotent(client: httpx.AsyncClien
 
 
 async def test_a_run_that_cannot_be_resumed_says_what_it_is(client: httpx.AsyncClient) -> None:
-    agent_id = await make_agent(client, scripted({"text": "done"}))
-    run = await start(client, agent_id=agent_id)
+    agent_id = await _agent(client, {"text": "done"})
+    run = await start_run(client, agent_id=agent_id)
     assert (await settle(client, run["id"]))["status"] == "completed"
     refused = await client.post(f"/v1/runs/{run['id']}/resume")
     problem = assert_problem(refused, 409, "resume_unavailable")
@@ -146,15 +137,16 @@ async def test_a_run_that_cannot_be_resumed_says_what_it_is(client: httpx.AsyncC
 
 
 async def test_run_creates_racing_with_one_key_make_one_run(client: httpx.AsyncClient) -> None:
-    agent_id = await make_agent(client, scripted({"text": "hi"}))
-    body = {"agent_id": agent_id, "input": "once", "lane": "race"}
+    agent_id = await _agent(client, {"text": "hi"})
+    lane, key = unique("race"), unique("race")
+    body = {"agent_id": agent_id, "input": "once", "lane": lane}
     answers = await asyncio.gather(
-        *(client.post("/v1/runs", json=body, headers={"Idempotency-Key": "race"}) for _ in range(8))
+        *(client.post("/v1/runs", json=body, headers={"Idempotency-Key": key}) for _ in range(8))
     )
     assert [r.status_code for r in answers] == [202] * 8, [r.text for r in answers]
     assert len({r.json()["id"] for r in answers}) == 1
     assert sum("idempotent-replayed" not in r.headers for r in answers) == 1
-    listed = await client.get("/v1/runs", params={"lane": "race"})
+    listed = await client.get("/v1/runs", params={"lane": lane})
     assert len(listed.json()["items"]) == 1
 
 
@@ -164,8 +156,8 @@ async def test_run_events_replay_exactly_what_a_disconnected_client_missed(
     turns = [
         {"tool_calls": [{"name": "echo", "input": {"i": i}}], "latency_ms": 30} for i in range(6)
     ]
-    agent_id = await make_agent(client, scripted(*turns, {"text": "end"}))
-    run = await start(client, agent_id=agent_id)
+    agent_id = await _agent(client, *turns, {"text": "end"})
+    run = await start_run(client, agent_id=agent_id)
     path = f"/v1/runs/{run['id']}/events"
     async with asyncio.timeout(30):
         async with client.stream("GET", path) as first:
@@ -198,12 +190,12 @@ async def test_run_events_replay_exactly_what_a_disconnected_client_missed(
 async def test_no_worker_identity_reaches_clients(client: httpx.AsyncClient) -> None:
     """A worker's name carries its host and pid: logs and metrics keep it, clients never
     see it, in a run or in its events."""
-    agent_id = await make_agent(client, scripted({"text": "done"}))
-    run = await start(client, agent_id=agent_id, input="hello")
+    agent_id = await _agent(client, {"text": "done"})
+    run = await start_run(client, agent_id=agent_id, input="hello")
     final = await settle(client, run["id"])
     assert "lease_owner" not in final
-    listed = (await client.get("/v1/runs")).json()["items"]
-    assert all("lease_owner" not in item for item in listed)
+    listed = (await client.get("/v1/runs", params={"agent_id": agent_id})).json()["items"]
+    assert listed and all("lease_owner" not in item for item in listed)
     async with client.stream(
         "GET", f"/v1/runs/{run['id']}/events", headers={"Last-Event-ID": "0"}
     ) as stream:
@@ -224,10 +216,10 @@ async def test_a_cancel_during_a_long_model_call_ends_the_run_at_once(
 ) -> None:
     """A 20 s model turn: each cancel settles its run long before the turn would end.
     (`bench/cancel_latency.py` measures the latency's distribution.)"""
-    agent_id = await make_agent(client, scripted({"text": "too late", "latency_ms": 20_000}))
+    agent_id = await _agent(client, {"text": "too late", "latency_ms": 20_000})
     waited: list[float] = []
     for _ in range(5):
-        run = await start(client, agent_id=agent_id)
+        run = await start_run(client, agent_id=agent_id)
         async with client.stream("GET", f"/v1/runs/{run['id']}/events") as events:
             reader = SseReader(events)
             while (await reader.take(1, persisted_only=True))[0].event != "agent_run.started":
@@ -247,8 +239,8 @@ async def test_a_cancel_during_a_long_model_call_ends_the_run_at_once(
 async def test_a_runs_stream_ends_after_the_event_that_settled_it(
     client: httpx.AsyncClient,
 ) -> None:
-    agent_id = await make_agent(client, scripted({"text": "done"}))
-    run = await start(client, agent_id=agent_id)
+    agent_id = await _agent(client, {"text": "done"})
+    run = await start_run(client, agent_id=agent_id)
     async with asyncio.timeout(10), client.stream("GET", f"/v1/runs/{run['id']}/events") as sse:
         received = [m async for m in messages(sse) if m.id is not None]  # ends by itself
     assert received[-1].event == "agent_run.completed"
@@ -261,9 +253,9 @@ async def test_a_stream_kept_open_sees_a_settled_run_go_again(
 ) -> None:
     settings = make_settings(database_url, llm={"anthropic": {"api_key": None}})
     async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
-        keyless = {"name": "keyless", "model": {"provider": "anthropic", "name": "claude-x"}}
-        agent_id = await make_agent(http, keyless)
-        run = await start(http, agent_id=agent_id)  # fails at once: no key
+        keyless = {"provider": "anthropic", "name": "claude-x"}
+        agent = await factories.make_agent(http, model=keyless)
+        run = await start_run(http, agent_id=agent["id"])  # fails at once: no key
         path = f"/v1/runs/{run['id']}"
         async with (
             asyncio.timeout(20),
@@ -284,20 +276,21 @@ async def test_a_stream_kept_open_sees_a_settled_run_go_again(
 async def test_runs_are_listed_newest_first_when_asked_and_paged_that_way(
     client: httpx.AsyncClient,
 ) -> None:
-    agent_id = await make_agent(client, scripted({"text": "done"}))
-    ids = [(await start(client, agent_id=agent_id))["id"] for _ in range(3)]
-    first = (await client.get("/v1/runs", params={"order": "newest", "limit": 2})).json()
+    agent_id = await _agent(client, {"text": "done"})
+    ids = [(await start_run(client, agent_id=agent_id))["id"] for _ in range(3)]
+    mine = {"agent_id": agent_id}
+    first = (await client.get("/v1/runs", params={**mine, "order": "newest", "limit": 2})).json()
     assert [r["id"] for r in first["items"]] == ids[::-1][:2]
-    params = {"order": "newest", "limit": 2, "cursor": first["next_cursor"]}
+    params = {**mine, "order": "newest", "limit": 2, "cursor": first["next_cursor"]}
     rest = (await client.get("/v1/runs", params=params)).json()
     assert ([r["id"] for r in rest["items"]], rest["next_cursor"]) == ([ids[0]], None)
-    oldest = (await client.get("/v1/runs", params={"limit": 2})).json()
+    oldest = (await client.get("/v1/runs", params={**mine, "limit": 2})).json()
     assert [r["id"] for r in oldest["items"]] == ids[:2]
 
 
 async def test_a_reconnect_to_a_settled_runs_stream_ends_too(client: httpx.AsyncClient) -> None:
-    agent_id = await make_agent(client, scripted({"text": "done"}))
-    run = await start(client, agent_id=agent_id)
+    agent_id = await _agent(client, {"text": "done"})
+    run = await start_run(client, agent_id=agent_id)
     await settle(client, run["id"])
     path = f"/v1/runs/{run['id']}/events"
     async with asyncio.timeout(10), client.stream("GET", path) as sse:

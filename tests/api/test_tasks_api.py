@@ -5,12 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-import pytest
 
 from tests.support.api import assert_problem
-from tests.support.factories import create_task
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import create_task, project, unique
 
 
 async def test_create_returns_the_task_with_location_and_etag(client: httpx.AsyncClient) -> None:
@@ -21,9 +18,9 @@ async def test_create_returns_the_task_with_location_and_etag(client: httpx.Asyn
             "description": "Create REST endpoints for login",
             "type": "development",
             "priority": "high",
-            "project": "proj-456",
+            "project": project(),
             "created_by": "product_manager_1",
-            "assigned_to": "sarah_chen",
+            "assigned_to": unique("sarah_chen"),
             "reviewers": ["engineering_lead"],
             "dependencies": ["task-120"],
             "artifacts_expected": [{"type": "code", "path": "src/auth/"}],
@@ -60,16 +57,19 @@ async def test_a_task_without_assignee_starts_created_by_the_caller(
 
 
 async def test_list_filters_and_pages_with_a_cursor(client: httpx.AsyncClient) -> None:
+    # Three projects of this test's own; every list is read through them.
+    p1, p2, p3 = project(), project(), project()
     made = [
-        await create_task(client, title=f"t{i}", project="p1" if i % 2 else "p2", priority="low")
+        await create_task(client, title=f"t{i}", project=p1 if i % 2 else p2, priority="low")
         for i in range(7)
     ]
-    await create_task(client, title="other", assigned_to="bob", priority="high")
+    bob = unique("bob")
+    await create_task(client, title="other", project=p3, assigned_to=bob, priority="high")
 
     seen: list[str] = []
     cursor = None
     while True:
-        params: dict[str, str | int] = {"project": "p1", "limit": 2}
+        params: dict[str, str | int] = {"project": p1, "limit": 2}
         if cursor:
             params["cursor"] = cursor
         page = (await client.get("/v1/tasks", params=params)).json()
@@ -77,14 +77,20 @@ async def test_list_filters_and_pages_with_a_cursor(client: httpx.AsyncClient) -
         cursor = page["next_cursor"]
         if cursor is None:
             break
-    assert seen == [t["id"] for t in made if t["project"] == "p1"]
+    assert seen == [t["id"] for t in made if t["project"] == p1]
 
-    assigned = (await client.get("/v1/tasks", params={"status": "assigned"})).json()
-    assert [t["title"] for t in assigned["items"]] == ["other"]
-    by_person = (await client.get("/v1/tasks", params={"assigned_to": "bob"})).json()
+    async def titles(**params: str | int) -> list[str]:
+        pages = [
+            (await client.get("/v1/tasks", params={**params, "project": p})).json()
+            for p in (p1, p2, p3)
+        ]
+        assert all(page["next_cursor"] is None for page in pages)
+        return [t["title"] for page in pages for t in page["items"]]
+
+    assert await titles(status="assigned") == ["other"]
+    by_person = (await client.get("/v1/tasks", params={"assigned_to": bob})).json()
     assert [t["title"] for t in by_person["items"]] == ["other"]
-    low = (await client.get("/v1/tasks", params={"priority": "low", "limit": 200})).json()
-    assert len(low["items"]) == 7 and low["next_cursor"] is None
+    assert len(await titles(priority="low", limit=200)) == 7
 
 
 async def test_patch_with_if_match_bumps_the_version(client: httpx.AsyncClient) -> None:
@@ -152,8 +158,9 @@ async def test_transitions_follow_the_state_machine_and_are_audited(
     problem = assert_problem(refused, 409, "invalid_transition")
     assert problem["allowed"] == ["assigned"]
 
+    ann = unique("ann")
     steps = [
-        {"to": "assigned", "assigned_to": "ann", "expected_version": 1, "reason": "triage"},
+        {"to": "assigned", "assigned_to": ann, "expected_version": 1, "reason": "triage"},
         {"to": "in_progress", "expected_version": 2},
         {"to": "failed", "reason": "tool crashed"},
         {"to": "assigned", "reason": "retry"},
@@ -162,7 +169,7 @@ async def test_transitions_follow_the_state_machine_and_are_audited(
         response = await client.post(path, json=step)
         assert response.status_code == 200, response.text
     current = response.json()
-    assert current["status"] == "assigned" and current["assigned_to"] == "ann"
+    assert current["status"] == "assigned" and current["assigned_to"] == ann
     assert current["retry_count"] == 1 and current["version"] == 5
 
     await client.post(path, json={"to": "in_progress"})
@@ -188,7 +195,7 @@ async def test_transitions_follow_the_state_machine_and_are_audited(
 async def test_stale_expected_version_on_a_transition_is_a_conflict(
     client: httpx.AsyncClient,
 ) -> None:
-    task = await create_task(client, assigned_to="ann")
+    task = await create_task(client, assigned_to=unique("ann"))
     response = await client.post(
         f"/v1/tasks/{task['id']}/transitions", json={"to": "in_progress", "expected_version": 9}
     )
@@ -196,7 +203,7 @@ async def test_stale_expected_version_on_a_transition_is_a_conflict(
 
 
 async def test_cancel_and_delete(client: httpx.AsyncClient) -> None:
-    task = await create_task(client, assigned_to="ann")
+    task = await create_task(client, assigned_to=unique("ann"))
     cancelled = await client.post(f"/v1/tasks/{task['id']}/cancel", json={"reason": "dup"})
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     again = await client.post(f"/v1/tasks/{task['id']}/cancel")
@@ -211,19 +218,21 @@ async def test_cancel_and_delete(client: httpx.AsyncClient) -> None:
 
 
 async def test_idempotency_key_replays_the_first_response(client: httpx.AsyncClient) -> None:
-    body = {"title": "exactly once", "project": "p"}
-    headers = {"Idempotency-Key": "create-42"}
+    mine = project()
+    body = {"title": "exactly once", "project": mine}
+    headers = {"Idempotency-Key": unique("create")}
     first = await client.post("/v1/tasks", json=body, headers=headers)
     again = await client.post("/v1/tasks", json=body, headers=headers)
     assert first.status_code == again.status_code == 201
     assert again.json() == first.json()
     assert again.headers["idempotent-replayed"] == "true"
-    listed = (await client.get("/v1/tasks", params={"project": "p"})).json()
+    listed = (await client.get("/v1/tasks", params={"project": mine})).json()
     assert len(listed["items"]) == 1
 
     other = await client.post("/v1/tasks", json={**body, "title": "else"}, headers=headers)
     assert_problem(other, 409, "idempotency_key_reused")
+    racing = {"Idempotency-Key": unique("k2")}
     concurrent = await asyncio.gather(
-        *(client.post("/v1/tasks", json=body, headers={"Idempotency-Key": "k2"}) for _ in range(10))
+        *(client.post("/v1/tasks", json=body, headers=racing) for _ in range(10))
     )
     assert len({r.json()["id"] for r in concurrent}) == 1

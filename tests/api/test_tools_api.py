@@ -4,11 +4,11 @@ model provider cannot be called."""
 from __future__ import annotations
 
 import httpx
-import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.api import assert_problem
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import unique
 
 SCRIPTED = {"provider": "scripted", "name": "s", "script": [{"text": "hi"}]}
 
@@ -29,17 +29,22 @@ async def test_tools_are_listed_with_their_input_schema_idempotency_and_approval
 
 
 async def test_an_agent_naming_an_unknown_tool_is_refused_listing_the_known_ones(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    body = {"name": "a", "model": SCRIPTED, "tools": ["echo", "nope"], "auto_approve": ["nah"]}
+    name = unique("a")
+    body = {"name": name, "model": SCRIPTED, "tools": ["echo", "nope"], "auto_approve": ["nah"]}
     problem = assert_problem(await client.post("/v1/agents", json=body), 422, "validation_error")
     fields = {error["field"]: error["message"] for error in problem["errors"]}
     assert set(fields) == {"body.tools[1]", "body.auto_approve[0]"}
     assert fields["body.tools[1]"].startswith("no tool is named 'nope'; known: ")
     assert "ask_human" in fields["body.tools[1]"]
-    assert (await client.get("/v1/agents")).json()["items"] == []  # nothing was stored
+    async with db_engine.connect() as conn:  # nothing was stored under its name
+        stored = await conn.scalar(
+            text("SELECT count(*) FROM agents WHERE name = :name"), {"name": name}
+        )
+    assert stored == 0
 
-    created = await client.post("/v1/agents", json={"name": "a", "model": SCRIPTED})
+    created = await client.post("/v1/agents", json={"name": name, "model": SCRIPTED})
     agent = created.json()
     patch = await client.patch(f"/v1/agents/{agent['id']}", json={"tools": ["gone"]})
     assert_problem(patch, 422, "validation_error")
@@ -49,7 +54,7 @@ async def test_an_agent_naming_an_unknown_tool_is_refused_listing_the_known_ones
 async def test_an_agent_whose_provider_has_no_credentials_carries_a_warning(
     client: httpx.AsyncClient,
 ) -> None:
-    body = {"name": "c", "model": {"provider": "anthropic", "name": "claude-x"}}
+    body = {"name": unique("c"), "model": {"provider": "anthropic", "name": "claude-x"}}
     created = await client.post("/v1/agents", json=body)
     assert created.status_code == 201
     (warning,) = created.json()["warnings"]

@@ -5,18 +5,20 @@ escaping, and the security headers."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import pytest
 
+from app.core.ids import id_floor
 from app.ui import approvals as approvals_page
 from app.ui import runs as runs_page
-from tests.api.test_runs_api import make_agent, settle, start
+from tests.support import factories
+from tests.support.factories import settle, start_run
 
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
-
-ASKER = {
-    "name": "asker",
+# Agent bodies without a name: each agent made of one gets a unique name (`make_agent`).
+ASKER: dict[str, Any] = {
     "tools": ["ask_human"],
     "model": {
         "provider": "scripted",
@@ -27,10 +29,17 @@ ASKER = {
         ],
     },
 }
-QUICK = {
-    "name": "quick",
+QUICK: dict[str, Any] = {
     "model": {"provider": "scripted", "name": "s", "script": [{"text": "ok"}]},
 }
+
+
+async def make_agent(client: httpx.AsyncClient, body: dict[str, Any]) -> str:
+    """An agent of `body` (ASKER, QUICK, …), named uniquely: its id."""
+    return str((await factories.make_agent(client, **body))["id"])
+
+
+start = start_run
 
 
 def _ids(html: str, prefix: str) -> list[str]:
@@ -46,18 +55,21 @@ async def test_the_board_pages_newest_first_and_filters(
     for run_id in runs:
         await settle(client, run_id)
 
-    first = await client.get("/ui/runs")
+    # The board is the server's: it is read through the filter on this test's agent.
+    first = await client.get("/ui/runs", params={"agent": quick})
     assert first.status_code == 200
     assert _ids(first.text, "run") == [runs[2], runs[1]]
-    older = re.search(r'href="/ui/runs\?(before=[^"]+)" rel="next"', first.text)
-    assert older, "a link to the older runs"
-    second = await client.get(f"/ui/runs?{older[1]}")
+    older = re.search(r'href="/ui/runs\?(agent=\w+&amp;before=[^"]+)" rel="next"', first.text)
+    assert older, "a link to the older runs, with the filter"
+    second = await client.get(f"/ui/runs?{older[1].replace('&amp;', '&')}")
     assert _ids(second.text, "run") == [runs[0]]
     assert 'rel="next"' not in second.text and "Newest runs" in second.text
 
     filtered = await client.get("/ui/runs", params={"status": "queued", "agent": quick})
     assert _ids(filtered.text, "run") == [] and "No runs match these filters yet." in filtered.text
-    unknown = await client.get("/ui/runs", params={"status": "nonsense", "lane": ""})
+    unknown = await client.get(
+        "/ui/runs", params={"status": "nonsense", "lane": "", "agent": quick}
+    )
     assert _ids(unknown.text, "run") == [runs[2], runs[1]]  # an unknown status: every run
     assert 'data-stream="/v1/runs/events?last_event_id=' in first.text
 
@@ -148,12 +160,14 @@ async def test_the_inbox_pages_and_its_items_leave_once_settled(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(approvals_page, "INBOX_PAGE", 1)
+    # The inbox is the server's, oldest first: this test's page starts after every
+    # approval made before it (ids sort by creation time).
+    since = id_floor("apr", datetime.now(UTC))
     post = {"method": "POST", "url": "https://example.com/orders", "body": "{}"}
     script = [{"tool_calls": [{"name": "http_request", "input": post}]}, {"text": "no"}]
     poster = await make_agent(
         client,
         {
-            "name": "poster",
             "tools": ["http_request"],
             "model": {"provider": "scripted", "name": "s", "script": script},
         },
@@ -161,7 +175,7 @@ async def test_the_inbox_pages_and_its_items_leave_once_settled(
     waiting = [await settle(client, (await start(client, agent_id=poster))["id"]) for _ in range(2)]
     approval_ids = [run["waiting_for"]["approval_id"] for run in waiting]
 
-    first = await client.get("/ui/approvals")
+    first = await client.get("/ui/approvals", params={"after": since})
     assert _ids(first.text, "approval") == [approval_ids[0]]
     assert 'data-live-inserts="false"' in first.text
     second = await client.get(f"/ui/approvals?after={approval_ids[0]}")

@@ -10,27 +10,20 @@ import httpx
 import pytest
 
 from tests.support.api import assert_problem
-from tests.support.factories import create_task
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import create_task, create_workflow, make_agent, project
 
 JSON = {"content-type": "application/json"}
 
 
-async def _task_count(client: httpx.AsyncClient) -> int:
-    return len((await client.get("/v1/tasks", params={"limit": 200})).json()["items"])
+async def _task_count(client: httpx.AsyncClient, mine: str) -> int:
+    return len((await client.get("/v1/tasks", params={"project": mine})).json()["items"])
 
 
-async def _agent_id(client: httpx.AsyncClient) -> str:
-    response = await client.post(
-        "/v1/agents",
-        json={
-            "name": "a",
-            "model": {"provider": "scripted", "name": "s", "script": [{"text": "x"}]},
-        },
-    )
-    assert response.status_code == 201, response.text
-    return str(response.json()["id"])
+def _in_project(raw: bytes, mine: str) -> bytes:
+    """A refused task body naming the project `mine` first (nothing may be stored in it):
+    an object gets the field; anything else becomes its title."""
+    field = b'{"project": "%s", ' % mine.encode()
+    return field + raw[1:] if raw.startswith(b"{") else field + b'"title": ' + raw + b"}"
 
 
 def _fields(response: httpx.Response) -> list[str]:
@@ -80,8 +73,10 @@ async def test_a_forged_cursor_holding_a_nul_is_a_422(client: httpx.AsyncClient)
 async def test_unstorable_task_bodies_are_a_422_and_create_nothing(
     client: httpx.AsyncClient, raw: bytes, fields: list[str]
 ) -> None:
-    assert _fields(await client.post("/v1/tasks", content=raw, headers=JSON)) == fields
-    assert await _task_count(client) == 0
+    mine = project()
+    body = _in_project(raw, mine)
+    assert _fields(await client.post("/v1/tasks", content=body, headers=JSON)) == fields
+    assert await _task_count(client, mine) == 0
 
 
 @pytest.mark.parametrize(
@@ -96,14 +91,14 @@ async def test_unstorable_task_bodies_are_a_422_and_create_nothing(
 async def test_free_form_objects_are_checked_too(
     client: httpx.AsyncClient, metadata: bytes, fields: list[str]
 ) -> None:
-    agent_id = await _agent_id(client)
+    agent_id = (await make_agent(client, {"text": "x"}))["id"]
     raw = b'{"agent_id": "%s", "input": "hi", "metadata": %s}' % (agent_id.encode(), metadata)
     assert _fields(await client.post("/v1/runs", content=raw, headers=JSON)) == fields
-    assert (await client.get("/v1/runs")).json()["items"] == []
+    assert (await client.get("/v1/runs", params={"agent_id": agent_id})).json()["items"] == []
 
 
 async def test_an_activation_context_is_checked(client: httpx.AsyncClient) -> None:
-    workflow = (await client.post("/v1/workflows", json={"name": "w"})).json()
+    workflow = await create_workflow(client)
     response = await client.post(
         f"/v1/workflow-executions/activate/{workflow['id']}",
         content=b'{"context": {"env": NaN}}',
