@@ -1,7 +1,10 @@
 """Coordinations through the real service: `POST /v1/tasks/{id}/coordinate` with a
 client's DAG or a scripted decomposer, in each topology; waves and their concurrency;
 `fail_fast`; reviews by a person or accepted by the coordinator; the refusals; and the
-coordination's event stream."""
+coordination's event stream.
+
+Routing chooses from every agent of the (shared) server: a test's agents make a `Crew`,
+their names its own and a skill only they have, which each of its subtasks requires."""
 
 from __future__ import annotations
 
@@ -14,23 +17,47 @@ import httpx
 import pytest
 
 from tests.api.test_approvals_api import requested
-from tests.api.test_runs_api import make_agent
 from tests.support.api import assert_problem
-from tests.support.factories import create_task
+from tests.support.factories import (
+    create_task,
+    create_workflow,
+    make_agent,
+    project,
+    settle,
+    start_run,
+    unique,
+)
 from tests.support.sse import SseReader
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 TIMEOUT_S = 30
 
 
-def scripted(*turns: dict[str, Any]) -> dict[str, Any]:
-    return {"provider": "scripted", "name": "s", "script": list(turns)}
+class Crew:
+    """A test's own agents: each name given the crew's suffix, and each agent the crew's
+    skill, which the crew's subtasks require: routing then picks only among them."""
 
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+        self.skill = unique("crew")
 
-async def agent(client: httpx.AsyncClient, name: str, *turns: Any, **fields: Any) -> str:
-    script = scripted(*(turns or [{"text": f"{name} did it"}]))
-    return await make_agent(client, {"name": name, "model": script, **fields})
+    def name(self, name: str) -> str:
+        """The crew's agent called `name` (its name on the server)."""
+        return f"{name}-{self.skill}"
+
+    async def agent(self, name: str, *turns: Any, **fields: Any) -> str:
+        """A scripted agent of the crew (`<name> did it` when no turn is given); its id."""
+        made = await make_agent(
+            self.client,
+            *(turns or [{"text": f"{name} did it"}]),
+            name=self.name(name),
+            skills=[self.skill],
+            **fields,
+        )
+        return str(made["id"])
+
+    def subtask(self, title: str, *depends_on: int | str, **fields: Any) -> dict[str, Any]:
+        """A subtask only the crew's agents can take."""
+        return subtask(title, *depends_on, required_skills=[self.skill], **fields)
 
 
 def subtask(title: str, *depends_on: int | str, **fields: Any) -> dict[str, Any]:
@@ -108,9 +135,10 @@ async def lane_runs(client: httpx.AsyncClient, task_id: str) -> list[dict[str, A
 async def quarterly_report(client: httpx.AsyncClient) -> tuple[dict[str, Any], dict[str, Any]]:
     """A parallel parent and its coordination just started: two researchers for wave 0
     (revenue, costs), a summary of both in wave 1, and the lead's synthesis."""
-    await agent(client, "ann", role="researcher")
-    await agent(client, "bob", role="researcher")
-    await agent(client, "lead", {"text": "the synthesis"}, role="lead")
+    crew = Crew(client)
+    await crew.agent("ann", role="researcher")
+    await crew.agent("bob", role="researcher")
+    await crew.agent("lead", {"text": "the synthesis"}, role="lead")
     parent = await create_task(
         client,
         title="Quarterly report",
@@ -119,16 +147,16 @@ async def quarterly_report(client: httpx.AsyncClient) -> tuple[dict[str, Any], d
     )
     decomposition = {
         "subtasks": [
-            subtask("Revenue", role="researcher", key="revenue"),
-            subtask("Costs", role="researcher"),
-            subtask("Summary", "revenue", 1, role="researcher"),
+            crew.subtask("Revenue", role="researcher", key="revenue"),
+            crew.subtask("Costs", role="researcher"),
+            crew.subtask("Summary", "revenue", 1, role="researcher"),
         ]
     }
     made = await coordinate(
         client,
         parent["id"],
         decomposition=decomposition,
-        options={"orchestrator": "lead", "auto_accept": True},
+        options={"orchestrator": crew.name("lead"), "auto_accept": True},
     )
     return parent, made
 
@@ -192,10 +220,11 @@ async def test_a_centralized_coordination_runs_its_waves_then_synthesises(
 async def test_the_parent_waits_for_a_persons_review_without_auto_accept(
     client: httpx.AsyncClient,
 ) -> None:
-    await agent(client, "ann")
+    crew = Crew(client)
+    await crew.agent("ann")
     parent = await create_task(client, title="Fix the bug")
     made = await coordinate(
-        client, parent["id"], decomposition={"subtasks": [subtask("Reproduce")]}
+        client, parent["id"], decomposition={"subtasks": [crew.subtask("Reproduce")]}
     )
     child = f"task_{made['id'].removeprefix('coord_')}_0"
     review = await requested(client, child)  # its review, once asked
@@ -207,7 +236,8 @@ async def test_the_parent_waits_for_a_persons_review_without_auto_accept(
 
 
 async def test_refusals_name_the_field_and_leave_nothing(client: httpx.AsyncClient) -> None:
-    await agent(client, "ann")
+    crew = Crew(client)
+    await crew.agent("ann")
     parent = await create_task(client, title="Plan")
     cycle = {"subtasks": [subtask("A", 1), subtask("B", 0)]}
     problem = assert_problem(
@@ -226,22 +256,24 @@ async def test_refusals_name_the_field_and_leave_nothing(client: httpx.AsyncClie
     assert [e["field"] for e in problem["errors"]] == ["body.options.decomposer"]
     assert_problem(
         await client.post(
-            f"/v1/tasks/{parent['id']}/coordinate", json={"options": {"decomposer": "nobody"}}
+            f"/v1/tasks/{parent['id']}/coordinate",
+            json={"options": {"decomposer": unique("nobody")}},
         ),
         422,
         "validation_error",
     )
     assert_problem(
         await client.post(
-            "/v1/tasks/task_none/coordinate", json={"options": {"decomposer": "ann"}}
+            "/v1/tasks/task_none/coordinate", json={"options": {"decomposer": crew.name("ann")}}
         ),
         404,
         "not_found",
     )
-    assigned = await create_task(client, title="Mine", assigned_to="bob")
+    assigned = await create_task(client, title="Mine", assigned_to=crew.name("bob"))
     assert_problem(
         await client.post(
-            f"/v1/tasks/{assigned['id']}/coordinate", json={"options": {"decomposer": "ann"}}
+            f"/v1/tasks/{assigned['id']}/coordinate",
+            json={"options": {"decomposer": crew.name("ann")}},
         ),
         409,
         "invalid_transition",
@@ -262,17 +294,18 @@ async def transitions(client: httpx.AsyncClient, task_id: str) -> dict[str, str]
 async def test_decentralized_peers_revise_on_the_shared_thread_then_a_synthesis(
     client: httpx.AsyncClient,
 ) -> None:
-    await agent(client, "ann", {"text": "ann's view"})
-    await agent(client, "bob", {"text": "bob's view"})
-    await agent(client, "lead", {"text": "joined"})
+    crew = Crew(client)
+    await crew.agent("ann", {"text": "ann's view"})
+    await crew.agent("bob", {"text": "bob's view"})
+    await crew.agent("lead", {"text": "joined"})
     parent = await create_task(client, title="Pick a database")
     made = await coordinate(
         client,
         parent["id"],
-        decomposition={"subtasks": [subtask("Postgres case"), subtask("MySQL case")]},
+        decomposition={"subtasks": [crew.subtask("Postgres case"), crew.subtask("MySQL case")]},
         options={
             "topology": "decentralized",
-            "orchestrator": "lead",
+            "orchestrator": crew.name("lead"),
             "debate_rounds": 2,
             "auto_accept": True,
         },
@@ -307,18 +340,19 @@ async def test_decentralized_peers_revise_on_the_shared_thread_then_a_synthesis(
 async def test_context_dependent_runs_the_backbone_on_one_agent_and_fans_out_between(
     client: httpx.AsyncClient,
 ) -> None:
+    crew = Crew(client)
     for name in ("ann", "bob", "cid"):
-        await agent(client, name)
+        await crew.agent(name)
     parent = await create_task(client, title="Ship the feature", task_structure="mixed")
     made = await coordinate(
         client,
         parent["id"],
         decomposition={
             "subtasks": [
-                subtask("Design"),
-                subtask("Backend", 0),
-                subtask("Frontend", 0),
-                subtask("Test", 1, 2),
+                crew.subtask("Design"),
+                crew.subtask("Backend", 0),
+                crew.subtask("Frontend", 0),
+                crew.subtask("Test", 1, 2),
             ]
         },
         options={"auto_accept": True},
@@ -334,63 +368,78 @@ async def test_context_dependent_runs_the_backbone_on_one_agent_and_fans_out_bet
 
 
 async def test_a_scripted_decomposer_makes_the_dag(client: httpx.AsyncClient) -> None:
+    crew = Crew(client)
+    only_crew = {"required_skills": [crew.skill]}
     plan = {
         "subtasks": [
-            {"key": "a", "title": "Outline", "acceptance_criteria": ["an outline"]},
-            {"title": "Draft", "acceptance_criteria": ["a draft"], "depends_on": ["a"]},
+            {"key": "a", "title": "Outline", "acceptance_criteria": ["an outline"], **only_crew},
+            {
+                "title": "Draft",
+                "acceptance_criteria": ["a draft"],
+                "depends_on": ["a"],
+                **only_crew,
+            },
         ]
     }
-    await agent(
-        client,
+    planner = await crew.agent(
         "planner",
         {"tool_calls": [{"name": "submit_decomposition", "input": plan}]},
         role="planner",
     )
-    await agent(client, "writer", role="writer")
+    await crew.agent("writer", role="writer")
     parent = await create_task(client, title="Write the essay")
     made = await coordinate(
         client,
         parent["id"],
-        options={"decomposer": "planner", "orchestrator": "writer", "auto_accept": True},
+        options={
+            "decomposer": crew.name("planner"),
+            "orchestrator": crew.name("writer"),
+            "auto_accept": True,
+        },
     )
     done = await settled(client, made["id"])
     assert done["status"] == "completed", done
     assert done["phase_results"][0]["outcome"] == "ok"
-    assert "planner decomposed it into 2 subtasks" in done["phase_results"][0]["detail"]
+    detail = done["phase_results"][0]["detail"]
+    assert f"{crew.name('planner')} decomposed it into 2 subtasks" in detail
     assert [s["title"] for s in done["decomposition"]["subtasks"]] == ["Outline", "Draft"]
     costs = (await client.get("/v1/costs", params={"group_by": "agent"})).json()
-    assert await agent_id(client, "planner") in str(costs)  # the decomposition's call
-
-
-async def agent_id(client: httpx.AsyncClient, name: str) -> str:
-    agents = (await client.get("/v1/agents", params={"limit": 100})).json()["items"]
-    return str(next(a["id"] for a in agents if a["name"] == name))
+    assert planner in str(costs)  # the decomposition's call
 
 
 async def test_a_failing_decomposer_fails_the_coordination_and_leaves_the_parent(
     client: httpx.AsyncClient,
 ) -> None:
-    await agent(client, "planner", {"text": "I would rather not"}, {"text": "still no"})
-    parent = await create_task(client, title="Write the essay")
-    made = await coordinate(client, parent["id"], options={"decomposer": "planner"})
+    crew = Crew(client)
+    await crew.agent("planner", {"text": "I would rather not"}, {"text": "still no"})
+    own = project()
+    parent = await create_task(client, title="Write the essay", project=own)
+    made = await coordinate(client, parent["id"], options={"decomposer": crew.name("planner")})
     done = await settled(client, made["id"])
     assert (done["status"], done["phase"]) == ("failed", "decompose")
     assert done["reason"].startswith("decomposition failed")
     assert (await task(client, parent["id"]))["status"] == "created"
-    assert (await client.get("/v1/tasks", params={"limit": 100})).json()["items"] == [
+    # No subtask was made: the parent is its project's only task (a child is in its).
+    assert (await client.get("/v1/tasks", params={"project": own})).json()["items"] == [
         await task(client, parent["id"])
     ]
 
 
 async def test_a_wave_runs_at_most_its_concurrency_at_once(client: httpx.AsyncClient) -> None:
+    crew = Crew(client)
     for name in ("ann", "bob", "cid"):
-        await agent(client, name, {"text": "ok", "latency_ms": 300})
+        await crew.agent(name, {"text": "ok", "latency_ms": 300})
+    three = {"subtasks": [crew.subtask("One"), crew.subtask("Two"), crew.subtask("Three")]}
     parent = await create_task(client, title="Three reviews", task_structure="parallel")
     made = await coordinate(
         client,
         parent["id"],
-        decomposition={"subtasks": [subtask("One"), subtask("Two"), subtask("Three")]},
-        options={"max_concurrency_per_wave": 1, "auto_accept": True, "orchestrator": "ann"},
+        decomposition=three,
+        options={
+            "max_concurrency_per_wave": 1,
+            "auto_accept": True,
+            "orchestrator": crew.name("ann"),
+        },
     )
     done = await settled(client, made["id"])
     assert done["status"] == "completed"
@@ -403,8 +452,8 @@ async def test_a_wave_runs_at_most_its_concurrency_at_once(client: httpx.AsyncCl
     made = await coordinate(
         client,
         parent["id"],
-        decomposition={"subtasks": [subtask("One"), subtask("Two"), subtask("Three")]},
-        options={"auto_accept": True, "orchestrator": "ann"},
+        decomposition=three,
+        options={"auto_accept": True, "orchestrator": crew.name("ann")},
     )
     done = await settled(client, made["id"])
     trails = [await transitions(client, s["task_id"]) for s in done["subtasks"]]
@@ -420,21 +469,22 @@ REFUSED = {
 
 async def failing_subtask(client: httpx.AsyncClient, **options: Any) -> dict[str, Any]:
     """A fails at once (its run fails; no retry left), C depends on it, B is slow."""
-    await agent(client, "broken", REFUSED, role="broken")
-    await agent(client, "quick", {"text": "ok"}, role="quick")
-    await agent(client, "slow", {"text": "ok", "latency_ms": 1500}, role="slow")
+    crew = Crew(client)
+    await crew.agent("broken", REFUSED, role="broken")
+    await crew.agent("quick", {"text": "ok"}, role="quick")
+    await crew.agent("slow", {"text": "ok", "latency_ms": 1500}, role="slow")
     parent = await create_task(client, title="Migrate", max_retries=0, task_structure="parallel")
     return await coordinate(
         client,
         parent["id"],
         decomposition={
             "subtasks": [
-                subtask("A", role="broken"),
-                subtask("B", role="slow"),
-                subtask("C", 0, role="quick"),
+                crew.subtask("A", role="broken"),
+                crew.subtask("B", role="slow"),
+                crew.subtask("C", 0, role="quick"),
             ]
         },
-        options={"orchestrator": "quick", **options},
+        options={"orchestrator": crew.name("quick"), **options},
     )
 
 
@@ -460,10 +510,13 @@ async def test_without_fail_fast_the_others_run_on(client: httpx.AsyncClient) ->
 
 
 async def test_cancelling_the_parent_calls_the_coordination_off(client: httpx.AsyncClient) -> None:
-    await agent(client, "slow", {"text": "ok", "latency_ms": 3000})
+    crew = Crew(client)
+    await crew.agent("slow", {"text": "ok", "latency_ms": 3000})
     parent = await create_task(client, title="Long job")
     made = await coordinate(
-        client, parent["id"], decomposition={"subtasks": [subtask("One"), subtask("Two", 0)]}
+        client,
+        parent["id"],
+        decomposition={"subtasks": [crew.subtask("One"), crew.subtask("Two", 0)]},
     )
     child = f"task_{made['id'].removeprefix('coord_')}_0"
     for _ in range(TIMEOUT_S * 10):
@@ -484,14 +537,18 @@ async def test_cancelling_the_parent_calls_the_coordination_off(client: httpx.As
 
 
 async def test_an_agent_coordinates_a_task_with_its_tool(client: httpx.AsyncClient) -> None:
-    await agent(client, "ann")
-    await agent(client, "bob")
+    crew = Crew(client)
+    await crew.agent("ann")
+    await crew.agent("bob")
     parent = await create_task(client, title="Survey the market", task_structure="parallel")
-    plan = {"subtasks": [subtask("Europe"), subtask("Asia")]}
-    call = {"task_id": parent["id"], "decomposition": plan, "options": {"orchestrator": "ann"}}
+    plan = {"subtasks": [crew.subtask("Europe"), crew.subtask("Asia")]}
+    call = {
+        "task_id": parent["id"],
+        "decomposition": plan,
+        "options": {"orchestrator": crew.name("ann")},
+    }
     refused = {**call, "options": {"auto_accept": True}}
-    lead = await agent(
-        client,
+    lead = await crew.agent(
         "lead",
         {"tool_calls": [{"name": "coordinate_task", "input": refused}]},
         {"tool_calls": [{"name": "coordinate_task", "input": call}]},
@@ -499,10 +556,10 @@ async def test_an_agent_coordinates_a_task_with_its_tool(client: httpx.AsyncClie
         tools=["coordinate_task"],
         auto_approve=["coordinate_task"],
     )
-    started = await client.post("/v1/runs", json={"agent_id": lead, "input": "split it"})
-    done = await client.get(f"/v1/runs/{started.json()['id']}/wait", params={"timeout_s": 20})
-    assert done.json()["status"] == "completed", done.text
-    conversation = started.json()["conversation_id"]
+    started = await start_run(client, lead, input="split it")
+    done = await settle(client, started["id"])
+    assert done["status"] == "completed", done
+    conversation = started["conversation_id"]
     messages = (await client.get(f"/v1/conversations/{conversation}/messages")).json()
     results = [
         block
@@ -532,20 +589,22 @@ async def subtasks_of(client: httpx.AsyncClient, made: dict[str, Any]) -> list[d
 async def test_a_workflow_node_coordinates_its_task_once_its_dependencies_complete(
     client: httpx.AsyncClient,
 ) -> None:
-    await agent(client, "ann")
-    await agent(client, "bob")
+    crew = Crew(client)
+    await crew.agent("ann")
+    await crew.agent("bob")
     coordination = {
-        "decomposition": {"subtasks": [subtask("Draft"), subtask("Edit", 0)]},
+        "decomposition": {"subtasks": [crew.subtask("Draft"), crew.subtask("Edit", 0)]},
         "options": {"auto_accept": True},
     }
+    own = project()
     definition = {
-        "name": "Research then report",
+        "project": own,
         "nodes": [
             {"id": "s", "type": "start"},
             {
                 "id": "research",
                 "type": "task",
-                "config": {"title": "Research", "assigned_to": "ann"},
+                "config": {"title": "Research", "assigned_to": crew.name("ann")},
             },
             {
                 "id": "report",
@@ -560,13 +619,11 @@ async def test_a_workflow_node_coordinates_its_task_once_its_dependencies_comple
             {"id": "e3", "source": "report", "target": "e"},
         ],
     }
-    created = await client.post("/v1/workflows", json=definition)
-    assert created.status_code == 201, created.text
-    activated = await client.post(f"/v1/workflow-executions/activate/{created.json()['id']}")
+    created = await create_workflow(client, **definition)
+    activated = await client.post(f"/v1/workflow-executions/activate/{created['id']}")
     execution = activated.json()
-    tasks = {
-        t["title"]: t for t in (await client.get("/v1/tasks", params={"limit": 10})).json()["items"]
-    }
+    listed = (await client.get("/v1/tasks", params={"project": own, "limit": 10})).json()
+    tasks = {t["title"]: t for t in listed["items"]}
     report = tasks["Report"]
     assert report["status"] == "created" and report["coordination"]["options"]["auto_accept"]
     # Nothing is coordinated before the research is done; a person accepts it.
@@ -597,9 +654,10 @@ async def test_a_workflow_node_coordinates_its_task_once_its_dependencies_comple
 async def test_a_tasks_coordination_is_checked_when_it_is_made(
     client: httpx.AsyncClient,
 ) -> None:
+    own = project()
     cycle = {"decomposition": {"subtasks": [subtask("A", 1), subtask("B", 0)]}}
     problem = assert_problem(
-        await client.post("/v1/tasks", json={"title": "T", "coordination": cycle}),
+        await client.post("/v1/tasks", json={"title": "T", "project": own, "coordination": cycle}),
         422,
         "validation_error",
     )
@@ -609,13 +667,19 @@ async def test_a_tasks_coordination_is_checked_when_it_is_made(
     assert_problem(
         await client.post(
             "/v1/tasks",
-            json={"title": "T", "assigned_to": "ann", "coordination": {"options": {}}},
+            json={
+                "title": "T",
+                "project": own,
+                "assigned_to": unique("ann"),
+                "coordination": {"options": {}},
+            },
         ),
         422,
         "validation_error",
     )
     bad_node = {
-        "name": "Bad",
+        "name": unique("Bad"),
+        "project": own,
         "nodes": [
             {"id": "s", "type": "start"},
             {"id": "t", "type": "task", "config": {"title": "T", "coordination": cycle}},
@@ -630,19 +694,23 @@ async def test_a_tasks_coordination_is_checked_when_it_is_made(
         await client.post("/v1/workflows", json=bad_node), 422, "validation_error"
     )
     assert "config.coordination.decomposition.subtasks[1].depends_on[0]" in str(problem)
-    assert (await client.get("/v1/tasks")).json()["items"] == []
+    assert (await client.get("/v1/tasks", params={"project": own})).json()["items"] == []
 
 
 async def test_no_routable_subtask_fails_validation_and_cancels_the_subtasks(
     client: httpx.AsyncClient,
 ) -> None:
-    await agent(client, "ann", role="writer")
+    crew = Crew(client)
+    await crew.agent("ann", role="writer")
     parent = await create_task(client, title="Launch", task_structure="parallel")
     made = await coordinate(
         client,
         parent["id"],
         decomposition={
-            "subtasks": [subtask("Fly", role="astronaut"), subtask("Land", role="astronaut")]
+            "subtasks": [
+                crew.subtask("Fly", role="astronaut"),
+                crew.subtask("Land", role="astronaut"),
+            ]
         },
     )
     done = await settled(client, made["id"])
@@ -665,16 +733,23 @@ async def test_no_routable_subtask_fails_validation_and_cancels_the_subtasks(
 async def test_a_scripted_decomposers_dag_in_each_topology(
     client: httpx.AsyncClient, topology: str, waves: list[str], runs: list[str]
 ) -> None:
-    plan = {"subtasks": [subtask("Sources"), subtask("Figures"), subtask("Write-up", 0, 1)]}
+    crew = Crew(client)
+    plan = {
+        "subtasks": [
+            crew.subtask("Sources"),
+            crew.subtask("Figures"),
+            crew.subtask("Write-up", 0, 1),
+        ]
+    }
     submit = {"tool_calls": [{"name": "submit_decomposition", "input": plan}]}
-    await agent(client, "planner", submit)
+    await crew.agent("planner", submit)
     for name in ("ann", "bob"):
-        await agent(client, name)
+        await crew.agent(name)
     parent = await create_task(client, title="A study")
     made = await coordinate(
         client,
         parent["id"],
-        options={"topology": topology, "decomposer": "planner", "auto_accept": True},
+        options={"topology": topology, "decomposer": crew.name("planner"), "auto_accept": True},
     )
     done = await settled(client, made["id"])
     assert (done["status"], done["topology"]) == ("completed", topology)

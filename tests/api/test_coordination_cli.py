@@ -7,42 +7,45 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import httpx
-import pytest
 import yaml
 
-from tests.api.test_coordination_api import agent, settled, subtask
+from tests.api.test_coordination_api import Crew, settled, subtask
 from tests.support.cli import cli
-from tests.support.factories import create_task
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
-
-SUBTASKS = [
-    subtask("Revenue", role="researcher", key="revenue"),
-    subtask("Costs", role="researcher"),
-    subtask("Summary", "revenue", 1, role="researcher"),
-]
+from tests.support.factories import create_task, unique
 
 
-async def _team(client: httpx.AsyncClient) -> None:
-    await agent(client, "ann", role="researcher")
-    await agent(client, "bob", role="researcher")
-    await agent(client, "lead", {"text": "the synthesis"}, role="lead")
+def _subtasks(crew: Crew) -> list[dict[str, Any]]:
+    return [
+        crew.subtask("Revenue", role="researcher", key="revenue"),
+        crew.subtask("Costs", role="researcher"),
+        crew.subtask("Summary", "revenue", 1, role="researcher"),
+    ]
+
+
+async def _team(client: httpx.AsyncClient) -> Crew:
+    crew = Crew(client)
+    await crew.agent("ann", role="researcher")
+    await crew.agent("bob", role="researcher")
+    await crew.agent("lead", {"text": "the synthesis"}, role="lead")
+    return crew
 
 
 async def test_coordinate_follows_each_phase_and_exits_0_when_it_completes(
     client: httpx.AsyncClient, base_url: str, tmp_path: Path
 ) -> None:
-    await _team(client)
+    crew = await _team(client)
+    ann, bob, lead = (crew.name(name) for name in ("ann", "bob", "lead"))
     parent = await create_task(client, title="Quarterly report", task_structure="parallel")
     path = tmp_path / "subtasks.yaml"
-    path.write_text(yaml.safe_dump({"subtasks": SUBTASKS}))
+    path.write_text(yaml.safe_dump({"subtasks": _subtasks(crew)}))
 
     done = await cli(
         base_url,
         *("tasks", "coordinate", parent["id"], "--file", str(path)),
-        *("--orchestrator", "lead", "--auto-accept", "--follow"),
+        *("--orchestrator", lead, "--auto-accept", "--follow"),
     )
 
     assert done.code == 0, done
@@ -59,7 +62,7 @@ async def test_coordinate_follows_each_phase_and_exits_0_when_it_completes(
         ["1", "(wave", "0)"],
         ["2", "(wave", "1)"],
     ]
-    assert all(re.search(r" to (ann|bob): task_\w+_\d$", x) for x in started), started
+    assert all(re.search(rf" to ({ann}|{bob}): task_\w+_\d$", x) for x in started), started
     assert any(re.fullmatch(r"· synthesis run run_\w+", x) for x in lines)
     assert lines[-1].startswith("[completed] (task completed)")
 
@@ -73,7 +76,7 @@ async def test_coordinate_follows_each_phase_and_exits_0_when_it_completes(
     assert out[0] == (
         f"coordination {coordination_id}  completed  of task {parent['id']} (Quarterly report)"
     )
-    assert out[1] == "phase update_parent  topology centralized  orchestrator lead"
+    assert out[1] == f"phase update_parent  topology centralized  orchestrator {lead}"
     assert out[2].startswith("outcome completed: ")
     assert out[3] == "phases:" and out[5].startswith("  route ok ") and len(out[4:11]) == 7
     header = out[11].split()
@@ -84,7 +87,7 @@ async def test_coordinate_follows_each_phase_and_exits_0_when_it_completes(
         ("1", "0", "completed", "Costs"),
         ("2", "1", "completed", "Summary"),
     ]
-    assert {r[3] for r in rows} <= {"ann", "bob"} and rows[0][4].endswith("_0")
+    assert {r[3] for r in rows} <= {ann, bob} and rows[0][4].endswith("_0")
     assert re.fullmatch(r"synthesis run run_\w+", out[15])
 
 
@@ -93,7 +96,8 @@ async def test_a_coordination_that_fails_exits_1_and_options_reach_the_server(
 ) -> None:
     parent = await create_task(client, title="Alone")
     path = tmp_path / "subtasks.json"
-    path.write_text(json.dumps([subtask("Nobody can", role="astronaut")]))  # a list will do
+    role = unique("astronaut")  # no agent's
+    path.write_text(json.dumps([subtask("Nobody can", role=role)]))  # a list will do
 
     failed = await cli(
         base_url,
@@ -119,14 +123,15 @@ async def test_a_coordination_that_fails_exits_1_and_options_reach_the_server(
         "auto_accept": False,
     }
     shown = await cli(base_url, "coordinations", "show", coordination_id)
-    assert "none: no agent is of role 'astronaut'" in shown.out
+    assert f"none: no agent is of role '{role}'" in shown.out
     assert (await cli(base_url, "coordinations", "follow", coordination_id)).code == 1
 
 
 async def test_without_follow_it_prints_how_to_follow_and_refusals_are_one_line(
     client: httpx.AsyncClient, base_url: str, tmp_path: Path
 ) -> None:
-    await agent(client, "ann")
+    crew = Crew(client)
+    await crew.agent("ann")
     parent = await create_task(client, title="Plan")
     path = tmp_path / "subtasks.yaml"
     path.write_text(yaml.safe_dump({"subtasks": [subtask("A", 1), subtask("B", 0)]}))
@@ -134,7 +139,7 @@ async def test_without_follow_it_prints_how_to_follow_and_refusals_are_one_line(
     assert cycle.code == 6 and cycle.err.startswith("loopwright: 422 validation_error"), cycle
     assert "subtasks[1].depends_on[0]" in cycle.err
 
-    path.write_text(yaml.safe_dump({"subtasks": [subtask("A")]}))
+    path.write_text(yaml.safe_dump({"subtasks": [crew.subtask("A")]}))
     detached = await cli(
         base_url, "tasks", "coordinate", parent["id"], "--file", str(path), "--auto-accept"
     )

@@ -1,7 +1,8 @@
 """`POST /v1/hooks/{trigger_id}` through real HTTP: a signed delivery starts its target
 with the payload rendered in, a bad, stale, missing or replayed signature is refused, a
 delivery id makes deliveries idempotent (also twenty at once), the payload schema and the
-body limit apply, and the route needs no API key."""
+body limit apply, and the route needs no API key. On the shared server a test counts the
+rows of its own trigger and agent, and reads its own trigger's events from the stream."""
 
 from __future__ import annotations
 
@@ -11,32 +12,30 @@ import time
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.signatures import signature_header
 from app.models import HookSignature, Run, TriggerFire
-from tests.api.test_runs_api import make_agent, scripted
 from tests.api.test_triggers_api import create
-from tests.api.test_workflows_api import create as create_workflow
 from tests.engine.test_workflow_observer import LINE
 from tests.support.api import assert_problem
+from tests.support.factories import create_workflow, make_agent, unique
 from tests.support.server import make_settings, running_server
-from tests.support.sse import SseReader
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.sse import SseMessage, SseReader
 
 
 async def webhook_trigger(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
-    agent_id = await make_agent(client, scripted({"text": "done"}))
+    agent_id = (await make_agent(client))["id"]
     target = {
         "kind": "run",
         "agent_id": agent_id,
         "input": "New issue #{{ payload.issue.number }}: {{ payload.issue.title }}",
         "metadata": {"labels": "{{ payload.issue.labels }}", "sender": "{{ headers.x_sender }}"},
     }
-    return await create(client, {"kind": "webhook", "name": "issues", "target": target, **fields})
+    return await create(
+        client, {"kind": "webhook", "name": unique("issues"), "target": target, **fields}
+    )
 
 
 def body_of(payload: Any) -> bytes:
@@ -64,14 +63,35 @@ async def deliver(
 ISSUE = {"issue": {"number": 7, "title": "Crash on save", "labels": ["bug"]}}
 
 
-async def count(db: AsyncEngine, model: Any) -> int:
+async def count(db: AsyncEngine, model: Any, trigger: dict[str, Any]) -> int:
+    """The trigger's rows of `model` (runs: of its target's agent, its own for each test)."""
+    mine = (
+        Run.agent_id == trigger["target"]["agent_id"]
+        if model is Run
+        else model.trigger_id == trigger["id"]
+    )
     async with db.connect() as conn:
-        return int((await conn.execute(select(func.count()).select_from(model))).scalar_one())
+        stmt = select(func.count()).select_from(model).where(mine)
+        return int((await conn.execute(stmt)).scalar_one())
 
 
-async def test_a_signed_delivery_starts_its_run(
-    client: httpx.AsyncClient, clean_db: AsyncEngine
-) -> None:
+async def trigger_events(
+    client: httpx.AsyncClient, trigger_id: str, wanted: int
+) -> tuple[list[SseMessage], list[SseMessage]]:
+    """The triggers stream from its start until the trigger's `wanted`-th event: every
+    event read, and the trigger's own."""
+    seen: list[SseMessage] = []
+    async with (
+        asyncio.timeout(20),
+        client.stream("GET", "/v1/triggers/events", headers={"Last-Event-ID": "0"}) as stream,
+    ):
+        reader = SseReader(stream)
+        while len(own := [e for e in seen if e.data["trigger_id"] == trigger_id]) < wanted:
+            seen += await reader.take(1)
+    return seen, own
+
+
+async def test_a_signed_delivery_starts_its_run(client: httpx.AsyncClient) -> None:
     trigger = await webhook_trigger(client)
 
     response = await deliver(client, trigger, body_of(ISSUE), headers={"X-Sender": "tracker"})
@@ -94,17 +114,16 @@ async def test_a_signed_delivery_starts_its_run(
     assert fire["status"] == "started" and fire["scheduled_for"] is None
     assert (await client.get(f"/v1/triggers/{trigger['id']}")).json()["last_fired_at"]
 
-    async with client.stream(
-        "GET", "/v1/triggers/events", headers={"Last-Event-ID": "0"}
-    ) as stream:
-        (event,) = await SseReader(stream).take(1)
-    assert event.event == "trigger.fired" and event.id == "1"
+    seen, (event,) = await trigger_events(client, trigger["id"], 1)
+    # Its id is its place in the stream: the events before it numbered from 1, no gap.
+    assert [e.id for e in seen] == [str(n) for n in range(1, len(seen) + 1)]
+    assert event.event == "trigger.fired" and event.id == seen[-1].id
     assert event.data["fire_id"] == answer["fire_id"] and event.data["run_id"] == run["id"]
     assert event.data["kind"] == "webhook" and event.data["trigger_id"] == trigger["id"]
 
 
 async def test_bad_stale_and_missing_signatures_are_refused(
-    client: httpx.AsyncClient, clean_db: AsyncEngine
+    client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     trigger = await webhook_trigger(client)
     body = body_of(ISSUE)
@@ -126,11 +145,12 @@ async def test_bad_stale_and_missing_signatures_are_refused(
         await client.post(f"/v1/hooks/{trigger['id']}", content=b"]["), 401, "signature_missing"
     )
 
-    assert await count(clean_db, TriggerFire) == 0 and await count(clean_db, Run) == 0
+    assert await count(db_engine, TriggerFire, trigger) == 0
+    assert await count(db_engine, Run, trigger) == 0
 
 
 async def test_a_replayed_signature_is_refused(
-    client: httpx.AsyncClient, clean_db: AsyncEngine
+    client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     trigger = await webhook_trigger(client)
     body = body_of(ISSUE)
@@ -145,11 +165,12 @@ async def test_a_replayed_signature_is_refused(
     assert first.status_code == 202
     assert_problem(again, 409, "signature_reused")
     assert_problem(disguised, 409, "signature_reused")
-    assert await count(clean_db, Run) == 1 and await count(clean_db, HookSignature) == 1
+    assert await count(db_engine, Run, trigger) == 1
+    assert await count(db_engine, HookSignature, trigger) == 1
 
 
 async def test_a_delivery_id_answers_a_retry_with_the_first_answer(
-    client: httpx.AsyncClient, clean_db: AsyncEngine
+    client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     trigger = await webhook_trigger(client)
     body = body_of(ISSUE)
@@ -167,7 +188,7 @@ async def test_a_delivery_id_answers_a_retry_with_the_first_answer(
     assert retry.json() == first.json() == github.json()
     assert "Idempotent-Replayed" not in first.headers
     assert retry.headers["Idempotent-Replayed"] == "true"
-    assert await count(clean_db, Run) == 1
+    assert await count(db_engine, Run, trigger) == 1
     fires = (await client.get(f"/v1/triggers/{trigger['id']}/fires")).json()["items"]
     assert [f["fire_key"] for f in fires] == ["delivery:evt_1"]
     second = await deliver(
@@ -187,7 +208,7 @@ async def test_a_delivery_id_answers_a_retry_with_the_first_answer(
 
 
 async def test_twenty_identical_deliveries_at_once_make_one_run(
-    client: httpx.AsyncClient, clean_db: AsyncEngine
+    client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     trigger = await webhook_trigger(client)
     body = body_of(ISSUE)
@@ -204,11 +225,12 @@ async def test_twenty_identical_deliveries_at_once_make_one_run(
     assert {r.status_code for r in responses} == {202}, [r.text for r in responses]
     assert len({r.text for r in responses}) == 1
     assert sum(r.headers.get("Idempotent-Replayed") == "true" for r in responses) == 19
-    assert await count(clean_db, Run) == 1 and await count(clean_db, TriggerFire) == 1
+    assert await count(db_engine, Run, trigger) == 1
+    assert await count(db_engine, TriggerFire, trigger) == 1
 
 
 async def test_the_payload_must_match_its_schema(
-    client: httpx.AsyncClient, clean_db: AsyncEngine
+    client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     schema = {
         "type": "object",
@@ -228,8 +250,10 @@ async def test_the_payload_must_match_its_schema(
     problem = assert_problem(wrong, 422, "validation_error")
     assert [e["field"] for e in problem["errors"]] == ["body.issue.number", "body.issue.title"]
     assert "5 is not of type 'string'" in problem["errors"][1]["message"]
-    assert await count(clean_db, TriggerFire) == 0 and await count(clean_db, Run) == 0
-    assert await count(clean_db, HookSignature) == 0  # the sender may fix it and sign again
+    assert await count(db_engine, TriggerFire, trigger) == 0
+    assert await count(db_engine, Run, trigger) == 0
+    # the sender may fix it and sign again
+    assert await count(db_engine, HookSignature, trigger) == 0
     assert (await deliver(client, trigger, body_of(ISSUE))).status_code == 202
 
 
@@ -261,23 +285,25 @@ async def test_disabled_unknown_and_other_kinds(client: httpx.AsyncClient) -> No
         client,
         {
             "kind": "schedule",
-            "name": "timer",
+            "name": unique("timer"),
             "config": {"interval_s": 60},
             "target": {"kind": "run", "agent_id": agent_id, "input": "tick"},
         },
     )
     assert_problem(await deliver(client, timer, body, secret="x"), 404, "not_found")
+    # Paused: on the shared server it would fire every minute after the test.
+    assert (await client.post(f"/v1/triggers/{timer['id']}/disable")).status_code == 200
 
 
 async def test_a_workflow_target_gets_its_context_and_a_failed_fire_is_answered(
     client: httpx.AsyncClient,
 ) -> None:
-    workflow = await create_workflow(client, LINE.model_dump(mode="json"))
+    workflow = await create_workflow(client, **own_line())
     trigger = await create(
         client,
         {
             "kind": "webhook",
-            "name": "deploys",
+            "name": unique("deploys"),
             "target": {
                 "kind": "workflow",
                 "workflow_id": workflow["id"],
@@ -302,11 +328,20 @@ async def test_a_workflow_target_gets_its_context_and_a_failed_fire_is_answered(
     assert failed.status_code == 202
     assert failed.json()["status"] == "failed"
     assert "does not exist" in failed.json()["error"]
-    async with client.stream(
-        "GET", "/v1/triggers/events", headers={"Last-Event-ID": "1"}
-    ) as stream:
-        (event,) = await SseReader(stream).take(1)
+    _, (first, event) = await trigger_events(client, trigger["id"], 2)
+    assert first.event == "trigger.fired"
     assert event.event == "trigger.fire_failed" and event.data["error"] == failed.json()["error"]
+
+
+def own_line() -> dict[str, Any]:
+    """`LINE` with a name and an assignee of its own (a name another test's agent could
+    have would give it the tasks)."""
+    definition = LINE.model_dump(mode="json")
+    assignee = unique("ann")
+    for node in definition["nodes"]:
+        if node["type"] == "task":
+            node["config"]["assigned_to"] = assignee
+    return {**definition, "name": unique("line")}
 
 
 async def test_the_route_needs_no_api_key_and_the_body_limit_applies(

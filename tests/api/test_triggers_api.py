@@ -1,7 +1,10 @@
 """`/v1/triggers` through real HTTP: create (the secret once), list, get, patch with
 If-Match, delete, enable and disable (a schedule armed and disarmed), a schedule's next
 fire times, rotate a secret, idempotent creates, and every refusal at save naming its
-field."""
+field.
+
+The server is shared: a test lists the triggers it made (from `since`, a cursor before
+them), and pauses the schedules it armed (`pause_schedules`) once they have been checked."""
 
 from __future__ import annotations
 
@@ -11,24 +14,50 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
-import pytest
 
+from app.api.pagination import encode_cursor
+from app.core.ids import id_floor
 from app.engine.triggers.schedule_times import next_fires
 from app.schemas.triggers import ScheduleConfig
-from tests.api.test_runs_api import make_agent, scripted
 from tests.support.api import assert_problem
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import make_agent, unique
 
 
 async def agent(client: httpx.AsyncClient) -> str:
-    return await make_agent(client, scripted({"text": "done"}))
+    return str((await make_agent(client))["id"])
+
+
+def since(moment: datetime) -> str:
+    """A list cursor just before every trigger made from `moment` on (ids sort by their
+    creation time): the triggers a test made, when `moment` is before its first."""
+    return encode_cursor(id_floor("trg", moment))
+
+
+async def made_since(
+    client: httpx.AsyncClient, moment: datetime, **params: Any
+) -> list[dict[str, Any]]:
+    """The triggers made from `moment` on (every page), with the list's filters."""
+    found: list[dict[str, Any]] = []
+    cursor: str | None = since(moment)
+    while cursor is not None:
+        page = (await client.get("/v1/triggers", params={**params, "cursor": cursor})).json()
+        found += page["items"]
+        cursor = page["next_cursor"]
+    return found
+
+
+async def pause_schedules(client: httpx.AsyncClient, moment: datetime) -> None:
+    """Disarm the schedules made from `moment` on: the shared server would fire them
+    after the test (a run of its agent, an event in the triggers stream)."""
+    for trigger in await made_since(client, moment, kind="schedule", enabled="true"):
+        paused = await client.post(f"/v1/triggers/{trigger['id']}/disable")
+        assert paused.status_code == 200, paused.text
 
 
 def webhook(agent_id: str, **fields: Any) -> dict[str, Any]:
     return {
         "kind": "webhook",
-        "name": "issues",
+        "name": unique("issues"),
         "target": {"kind": "run", "agent_id": agent_id, "input": "New: {{ payload.title }}"},
         **fields,
     }
@@ -37,7 +66,7 @@ def webhook(agent_id: str, **fields: Any) -> dict[str, Any]:
 def schedule(agent_id: str, **config: Any) -> dict[str, Any]:
     return {
         "kind": "schedule",
-        "name": "nightly",
+        "name": unique("nightly"),
         "config": {"cron": "0 3 * * *", "timezone": "Europe/Berlin", **config},
         "target": {"kind": "run", "agent_id": agent_id, "input": "Report for {{ fire_time }}"},
     }
@@ -70,19 +99,22 @@ async def test_a_webhook_trigger_shows_its_secret_once(client: httpx.AsyncClient
 
 async def test_list_filters_and_pages(client: httpx.AsyncClient) -> None:
     agent_id = await agent(client)
+    start = datetime.now(UTC)
     first = await create(client, webhook(agent_id))
     second = await create(client, schedule(agent_id))
     third = await create(client, webhook(agent_id, enabled=False))
+    mine = since(start)  # the list from just before this test's triggers
 
-    page = (await client.get("/v1/triggers", params={"limit": 2})).json()
+    page = (await client.get("/v1/triggers", params={"limit": 2, "cursor": mine})).json()
     assert [t["id"] for t in page["items"]] == [first["id"], second["id"]]
     rest = (await client.get("/v1/triggers", params={"cursor": page["next_cursor"]})).json()
     assert [t["id"] for t in rest["items"]] == [third["id"]] and rest["next_cursor"] is None
-    webhooks = (await client.get("/v1/triggers", params={"kind": "webhook"})).json()
+    webhooks = (await client.get("/v1/triggers", params={"kind": "webhook", "cursor": mine})).json()
     assert [t["id"] for t in webhooks["items"]] == [first["id"], third["id"]]
-    off = (await client.get("/v1/triggers", params={"enabled": "false"})).json()
+    off = (await client.get("/v1/triggers", params={"enabled": "false", "cursor": mine})).json()
     assert [t["id"] for t in off["items"]] == [third["id"]]
     assert all(t["secret"] is None for t in webhooks["items"])
+    await pause_schedules(client, start)
 
 
 async def test_patch_with_if_match(client: httpx.AsyncClient) -> None:
@@ -150,6 +182,7 @@ async def test_enable_and_disable_arm_and_disarm_a_schedule(client: httpx.AsyncC
     problem = assert_problem(await client.post(f"{url}/rotate-secret"), 409, "conflict")
     assert "no secret" in problem["detail"]
     assert_problem(await client.post("/v1/triggers/trg_missing/enable"), 404, "not_found")
+    assert (await client.post(f"{url}/disable")).status_code == 200  # it would fire every 2 min
 
 
 async def read_between(
@@ -174,6 +207,7 @@ def expected_times(config: dict[str, Any], before: datetime, after: datetime) ->
 
 async def test_a_schedule_shows_its_next_fire_times(client: httpx.AsyncClient) -> None:
     agent_id = await agent(client)
+    start = datetime.now(UTC)
     created, before, after = await read_between(
         client, "POST", "/v1/triggers", json=schedule(agent_id, cron="30 2 * * *")
     )
@@ -186,7 +220,7 @@ async def test_a_schedule_shows_its_next_fire_times(client: httpx.AsyncClient) -
 
     got, before, after = await read_between(client, "GET", url)
     assert shown_times(got) in expected_times(got["config"], before, after)
-    listed = (await client.get("/v1/triggers", params={"kind": "schedule"})).json()["items"]
+    listed = await made_since(client, start, kind="schedule")
     assert [len(t["next_fire_times"]) for t in listed] == [5]
 
     paused = (await client.post(f"{url}/disable")).json()
@@ -204,11 +238,13 @@ async def test_a_schedule_shows_its_next_fire_times(client: httpx.AsyncClient) -
     hook = await create(client, webhook(agent_id))
     assert hook["next_fire_times"] is None
     assert (await client.get(f"/v1/triggers/{hook['id']}")).json()["next_fire_times"] is None
+    await pause_schedules(client, start)
 
 
 async def test_an_idempotent_create_replays_the_trigger(client: httpx.AsyncClient) -> None:
     body = webhook(await agent(client))
-    headers = {"Idempotency-Key": "create-1"}
+    headers = {"Idempotency-Key": unique("create")}
+    start = datetime.now(UTC)
     first = await client.post("/v1/triggers", json=body, headers=headers)
     second = await client.post("/v1/triggers", json=body, headers=headers)
     assert first.status_code == second.status_code == 201
@@ -216,7 +252,7 @@ async def test_an_idempotent_create_replays_the_trigger(client: httpx.AsyncClien
     assert second.json() == first.json()  # the secret included: the client may have lost it
     other = await client.post("/v1/triggers", json={**body, "name": "x"}, headers=headers)
     assert_problem(other, 409, "idempotency_key_reused")
-    assert len((await client.get("/v1/triggers")).json()["items"]) == 1
+    assert len(await made_since(client, start)) == 1
     # Once the trigger is gone, its key has nothing to replay.
     await client.delete(f"/v1/triggers/{first.json()['id']}")
     gone = await client.post("/v1/triggers", json=body, headers=headers)
@@ -269,6 +305,7 @@ async def test_bad_configs_are_refused_naming_the_field(client: httpx.AsyncClien
 
 
 async def test_the_target_must_exist(client: httpx.AsyncClient) -> None:
+    start = datetime.now(UTC)
     problem = assert_problem(
         await client.post("/v1/triggers", json=webhook("agent_missing")), 404, "not_found"
     )
@@ -280,7 +317,7 @@ async def test_the_target_must_exist(client: httpx.AsyncClient) -> None:
     body["target"] = {"kind": "workflow", "workflow_id": "wf_missing"}
     problem = assert_problem(await client.post("/v1/triggers", json=body), 404, "not_found")
     assert problem["resource"] == "workflow"
-    assert (await client.get("/v1/triggers")).json()["items"] == []
+    assert await made_since(client, start) == []
 
 
 def chain(source: str, target: str, **fields: Any) -> dict[str, Any]:

@@ -10,19 +10,16 @@ import re
 from typing import Any
 
 import httpx
-import pytest
 
 from app.ui import events
 from tests.api.test_coordination_api import (
-    agent,
+    Crew,
     coordinate,
     quarterly_report,
     settled,
     subtask,
 )
-from tests.support.factories import create_task
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import create_task, unique
 
 
 def _attribute(html: str, name: str) -> str:
@@ -124,10 +121,11 @@ async def test_a_refused_coordination_shows_why_and_its_unroutable_subtask(
     client: httpx.AsyncClient,
 ) -> None:
     parent = await create_task(client, title="Alone")
+    role = unique("astronaut")  # no agent's
     made = await coordinate(
         client,
         parent["id"],
-        decomposition={"subtasks": [subtask("Nobody can", role="<b>astronaut</b>")]},
+        decomposition={"subtasks": [subtask("Nobody can", role=f"<b>{role}</b>")]},
     )
     done = await settled(client, made["id"])
     assert done["status"] == "failed"
@@ -136,7 +134,7 @@ async def test_a_refused_coordination_shows_why_and_its_unroutable_subtask(
     assert 'class="error-box coordination-reason"' in page.text
     assert "status-failed" in page.text and "<b>astronaut" not in page.text
     row = re.search(r'<tr id="subtask-0".*?</tr>', page.text, re.S)
-    assert row and "no agent is of role &#39;&lt;b&gt;astronaut&lt;/b&gt;&#39;" in row[0]
+    assert row and f"no agent is of role &#39;&lt;b&gt;{role}&lt;/b&gt;&#39;" in row[0]
     assert re.findall(r'<li data-phase="(\w+)">', page.text)[-1] == "validate"
 
 
@@ -149,12 +147,13 @@ async def test_missing_coordinations_are_a_404_page_and_an_empty_fragment(
 
 
 async def test_titles_are_escaped(client: httpx.AsyncClient) -> None:
-    await agent(client, "ann")
+    crew = Crew(client)
+    await crew.agent("ann")
     parent = await create_task(client, title="<i>parent</i>")
     made = await coordinate(
         client,
         parent["id"],
-        decomposition={"subtasks": [subtask("<script>alert(1)</script>")]},
+        decomposition={"subtasks": [crew.subtask("<script>alert(1)</script>")]},
         options={"auto_accept": True},
     )
     done = await settled(client, made["id"])

@@ -3,7 +3,8 @@ drives a worktree's page in a browser): the workspaces with their settings and w
 use; the worktrees by project and status; a worktree's page with its diff (lines coloured
 by class), its held merge's semantic issues and the forms to decide its escalation, a
 conflict's marked hunks, "Merge now" for a queued one, a merged one's diff; the task page's
-worktree, the inbox's merge approvals; live fragments, streams, 404s and escaping."""
+worktree, the inbox's merge approvals; live fragments, streams, 404s and escaping. On the
+shared server each test's workspace is its own project's, and it reads the rows of its own."""
 
 from __future__ import annotations
 
@@ -28,9 +29,8 @@ from tests.api.test_workspaces_api import (
     writer,
 )
 from tests.api.test_worktree_diff_api import committed
+from tests.support.factories import project
 from tests.workspaces.conftest import commit_file, make_repo, sh_git
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 def _attribute(html: str, name: str) -> str:
@@ -44,15 +44,30 @@ def _spans(html: str, kind: str) -> list[str]:
     return re.findall(rf'<span class="{kind}">(.*?)\n</span>', html)
 
 
-async def held_merge(client: httpx.AsyncClient, repo: Path) -> tuple[str, dict[str, Any]]:
-    """A task whose merge breaks a call site another task's merge changed: held, with a
-    person's approval asked for. Its task id and worktree."""
+async def inbox_with(client: httpx.AsyncClient, approval_id: str) -> str:
+    """The inbox's page that lists the approval (following its "More" links: the pending
+    approvals of other tests come first)."""
+    url = "/ui/approvals"
+    while True:
+        html = (await client.get(url)).text
+        if f'id="approval-{approval_id}"' in html:
+            return html
+        more = re.search(r'<a href="(/ui/approvals\?after=[^"]+)" rel="next">', html)
+        assert more, f"approval {approval_id} is not in the inbox"
+        url = more[1]
+
+
+async def held_merge(client: httpx.AsyncClient, repo: Path, own: str) -> tuple[str, dict[str, Any]]:
+    """A task of the project `own` whose merge breaks a call site another task's merge
+    changed: held, with a person's approval asked for. Its task id and worktree."""
     commit_file(repo, "util.py", "def parse(text):\n    return text.split()\n")
-    await workspace(client, repo)
+    await workspace(client, repo, project=own)
     changed = "def parse(text, sep):\n    return text.split(sep)\n"
-    first = await task_for(client, writer("ann", write("util.py", changed)), "Separator")
+    first = await task_for(
+        client, writer("ann", write("util.py", changed)), "Separator", project=own
+    )
     caller = "import util\n\nWORDS = util.parse('a b')\n"
-    second = await task_for(client, writer("bob", write("words.py", caller)), "Words")
+    second = await task_for(client, writer("bob", write("words.py", caller)), "Words", project=own)
     await approve_review(client, first)
     await until_status(client, first, "merged")
     await approve_review(client, second)
@@ -62,7 +77,8 @@ async def held_merge(client: httpx.AsyncClient, repo: Path) -> tuple[str, dict[s
 async def test_a_held_merge_shows_its_issues_diff_and_the_decision(
     client: httpx.AsyncClient, tmp_path: Path
 ) -> None:
-    task_id, held = await held_merge(client, make_repo(tmp_path / "repo"))
+    own = project()
+    task_id, held = await held_merge(client, make_repo(tmp_path / "repo"), own)
     page = await client.get(f"/ui/worktrees/{held['id']}")
     assert page.status_code == 200
     html = page.text
@@ -102,22 +118,22 @@ async def test_a_held_merge_shows_its_issues_diff_and_the_decision(
     assert "<html" not in live.text and 'class="issues"' in live.text
 
     # The list, by status; the task's page; the inbox links the merge's worktree.
-    listed = await client.get("/ui/worktrees", params={"status": "held", "project": "atlas"})
+    listed = await client.get("/ui/worktrees", params={"status": "held", "project": own})
     [row] = _rows(listed.text, "worktrees")
-    assert row[:5] == [held["id"], "Words", "atlas", f"loopwright/{task_id}", "held escalated"]
+    assert row[:5] == [held["id"], "Words", own, f"loopwright/{task_id}", "held escalated"]
     assert row[5].split() == ["+3", "\N{MINUS SIGN}0", "1", "file"]
     assert (
-        _attribute(listed.text, "data-live") == "/ui/worktrees/rows?project=atlas&amp;status=held"
+        _attribute(listed.text, "data-live") == f"/ui/worktrees/rows?project={own}&amp;status=held"
     )
-    rows = await client.get("/ui/worktrees/rows", params={"status": "merged"})
+    rows = await client.get("/ui/worktrees/rows", params={"status": "merged", "project": own})
     assert [r[1] for r in _rows(rows.text, "worktrees")] == ["Separator"]
-    none = await client.get("/ui/worktrees", params={"status": "rejected"})
+    none = await client.get("/ui/worktrees", params={"status": "rejected", "project": own})
     assert "No worktree matches." in none.text
     task_page = (await client.get(f"/ui/tasks/{task_id}")).text
     assert (
         f'<a href="/ui/worktrees/{held["id"]}"><code>loopwright/{task_id}</code></a>' in task_page
     )
-    inbox = (await client.get("/ui/approvals")).text
+    inbox = await inbox_with(client, approval)
     assert f'<a class="worktree-link" href="/ui/worktrees/{held["id"]}">' in inbox
     item = (await client.get(f"/ui/approvals/{approval}/item")).text
     assert f'href="/ui/worktrees/{held["id"]}"' in item and f'href="/ui/tasks/{task_id}"' in item
@@ -127,8 +143,11 @@ async def test_a_conflict_shows_its_marked_hunks_escaped(
     client: httpx.AsyncClient, tmp_path: Path
 ) -> None:
     repo = make_repo(tmp_path / "repo")
-    await workspace(client, repo)
-    _, conflict = await conflicting_edits(client, repo, "<b>ann</b>", "<script>bob</script>")
+    own = project()
+    await workspace(client, repo, project=own)
+    _, conflict = await conflicting_edits(
+        client, repo, "<b>ann</b>", "<script>bob</script>", project=own
+    )
 
     html = (await client.get(f"/ui/worktrees/{conflict['id']}")).text
     assert "<script>bob" not in html and "<b>ann" not in html
@@ -150,8 +169,11 @@ async def test_a_queued_worktree_can_be_merged_now_and_then_shows_its_merge(
     client: httpx.AsyncClient, tmp_path: Path
 ) -> None:
     repo = make_repo(tmp_path / "repo")
-    await workspace(client, repo, merge_order="manual", cleanup_after_merge=False)
-    task_id = await task_for(client, writer("ann", write("new.txt", "new\n")), "New file")
+    own = project()
+    await workspace(client, repo, project=own, merge_order="manual", cleanup_after_merge=False)
+    task_id = await task_for(
+        client, writer("ann", write("new.txt", "new\n")), "New file", project=own
+    )
     await approve_review(client, task_id)
     queued = await until_status(client, task_id, "queued")
     html = (await client.get(f"/ui/worktrees/{queued['id']}")).text
@@ -169,26 +191,33 @@ async def test_a_queued_worktree_can_be_merged_now_and_then_shows_its_merge(
     assert _spans(html, "d-add") == ["+new"]
 
 
-async def test_the_workspaces_page_and_what_is_missing(
-    client: httpx.AsyncClient, tmp_path: Path
-) -> None:
+@pytest.mark.own_server  # the page lists every project's workspaces: empty on no server but its own
+async def test_the_workspaces_page_says_when_there_is_none(client: httpx.AsyncClient) -> None:
     empty = await client.get("/ui/workspaces")
     assert empty.status_code == 200 and "No workspace yet" in empty.text
     assert '<a href="/ui/workspaces" aria-current="page">Workspaces</a>' in empty.text
+
+
+async def test_the_workspaces_page_and_what_is_missing(
+    client: httpx.AsyncClient, tmp_path: Path
+) -> None:
     repo = make_repo(tmp_path / "repo")
-    await workspace(client, repo, commands=["pytest", "ruff"], max_worktrees=3)
-    task_id = await task_for(client, writer("ann", write("x.txt", "x\n")), "X")
+    own = project()
+    await workspace(client, repo, project=own, commands=["pytest", "ruff"], max_worktrees=3)
+    task_id = await task_for(client, writer("ann", write("x.txt", "x\n")), "X", project=own)
     worktree = await committed(client, task_id)
 
     html = (await client.get("/ui/workspaces")).text
-    [row] = _rows(html, "workspaces")
-    assert row[:6] == ["atlas", str(repo), "main", "completion", "a person", "1 / 3"]
+    assert '<a href="/ui/workspaces" aria-current="page">Workspaces</a>' in html
+    [row] = [r for r in _rows(html, "workspaces") if r[0] == own]
+    assert row[:6] == [own, str(repo), "main", "completion", "a person", "1 / 3"]
     assert row[6] == "semantic checks; cleanup after merge" and row[7] == "pytestruff"
-    assert '<a href="/ui/worktrees?project=atlas">atlas</a>' in html
+    assert f'<a href="/ui/worktrees?project={own}">{own}</a>' in html
     assert _attribute(html, "data-live") == "/ui/workspaces/table"
     assert json.loads(_attribute(html, "data-events")) == events.WORKTREES
     table = await client.get("/ui/workspaces/table")
-    assert "<html" not in table.text and _rows(table.text, "workspaces") == [row]
+    assert "<html" not in table.text
+    assert [r for r in _rows(table.text, "workspaces") if r[0] == own] == [row]
 
     missing = await client.get("/ui/worktrees/wt_nope")
     assert missing.status_code == 404 and "There is no worktree wt_nope." in missing.text

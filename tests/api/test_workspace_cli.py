@@ -9,13 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.api.test_workspaces_api import approve_review, task_for, until_status, write, writer
 from tests.support.cli import cli
+from tests.support.factories import project
 from tests.workspaces.conftest import commit_file, make_repo, sh_git
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def test_a_workspace_and_its_worktrees_from_the_command_line(
@@ -23,50 +21,53 @@ async def test_a_workspace_and_its_worktrees_from_the_command_line(
 ) -> None:
     repo = make_repo(tmp_path / "repo")
     commit_file(repo, "util.py", "def parse(text):\n    return text.split()\n")
+    own = project()
 
-    none = await cli(base_url, "workspace", "atlas")
+    none = await cli(base_url, "workspace", own)
     assert none.code == 6 and none.err == (
-        "loopwright: project 'atlas' has no workspace (loopwright workspace atlas --repo PATH)\n"
+        f"loopwright: project '{own}' has no workspace (loopwright workspace {own} --repo PATH)\n"
     )
     made = await cli(
         base_url,
-        *("workspace", "atlas", "--repo", str(repo), "--order", "manual"),
+        *("workspace", own, "--repo", str(repo), "--order", "manual"),
         *("--command", "pytest", "ruff", "--no-cleanup"),
     )
     assert made.code == 0, made
     assert made.out.splitlines() == [
-        "workspace atlas",
+        f"workspace {own}",
         f"repository {repo}, base branch main",
         "worktrees: 0 in use of 4 at most",
         "merge order: manual; conflicts go to a person; no cleanup after a merge; semantic checks",
         "commands: pytest, ruff (each up to 120 s, 65536 bytes of output)",
     ]
-    changed = await cli(base_url, "workspace", "atlas", "--max", "2")
+    changed = await cli(base_url, "workspace", own, "--max", "2")
     assert changed.code == 0, changed
     assert "worktrees: 0 in use of 2 at most" in changed.out
     assert "merge order: manual" in changed.out and "commands: pytest, ruff" in changed.out
-    got = (await client.get("/v1/projects/atlas/workspace")).json()
+    got = (await client.get(f"/v1/projects/{own}/workspace")).json()
     assert (got["version"], got["max_worktrees"], got["cleanup_after_merge"]) == (2, 2, False)
 
     # Two tasks approved under the manual order: both wait to be merged by hand.
     changed_util = "def parse(text, sep):\n    return text.split(sep)\n"
-    first = await task_for(client, writer("ann", write("util.py", changed_util)), "Separator")
+    first = await task_for(
+        client, writer("ann", write("util.py", changed_util)), "Separator", project=own
+    )
     caller = "import util\n\nWORDS = util.parse('a b')\n"
-    second = await task_for(client, writer("bob", write("words.py", caller)), "Words")
+    second = await task_for(client, writer("bob", write("words.py", caller)), "Words", project=own)
     await approve_review(client, first)
     await approve_review(client, second)
     ann = await until_status(client, first, "queued")
     bob = await until_status(client, second, "queued")
 
-    listed = await cli(base_url, "worktrees", "--project", "atlas", "--status", "queued")
+    listed = await cli(base_url, "worktrees", "--project", own, "--status", "queued")
     assert listed.code == 0, listed
     header, *rows = listed.out.splitlines()
     assert header.split() == ["WORKTREE", "PROJECT", "TASK", "STATUS", "CHANGES", "BRANCH"]
     assert [row.split() for row in rows] == [
-        [bob["id"], "atlas", second, "queued", "+3", "-0", "in", "1", "file", bob["branch"]],
-        [ann["id"], "atlas", first, "queued", "+2", "-2", "in", "1", "file", ann["branch"]],
+        [bob["id"], own, second, "queued", "+3", "-0", "in", "1", "file", bob["branch"]],
+        [ann["id"], own, first, "queued", "+2", "-2", "in", "1", "file", ann["branch"]],
     ]
-    nothing = await cli(base_url, "worktrees", "--status", "merged")
+    nothing = await cli(base_url, "worktrees", "--project", own, "--status", "merged")
     assert nothing.out.startswith("no worktrees (")
 
     shown = await cli(base_url, "worktrees", "show", ann["id"])
@@ -74,7 +75,7 @@ async def test_a_workspace_and_its_worktrees_from_the_command_line(
     lines = shown.out.splitlines()
     assert lines[:3] == [
         f"worktree {ann['id']}  [queued]",
-        f"project atlas, task {first}, branch {ann['branch']}",
+        f"project {own}, task {first}, branch {ann['branch']}",
         f"directory {ann['path']}",
     ]
     assert lines[5].split() == ["FILE", "ADDED", "REMOVED"]
@@ -105,16 +106,17 @@ async def test_a_workspace_and_its_worktrees_from_the_command_line(
     detail = await cli(base_url, "worktrees", "show", bob["id"])
     assert f"escalated to a person: approval {approval} (loopwright approvals" in detail.out
 
-    in_use = await cli(base_url, "workspace", "atlas", "--remove")
+    in_use = await cli(base_url, "workspace", own, "--remove")
     assert in_use.code == 6 and "409 workspace_in_use" in in_use.err
 
 
 async def test_the_refusals_exit_with_the_problem(base_url: str, tmp_path: Path) -> None:
+    own = project()  # no workspace
     for wrong in (
-        ["workspace", "atlas", "--max", "0"],
-        ["workspace", "atlas", "--order", "alphabetical"],
-        ["workspace", "atlas", "--remove", "--max", "2"],
-        ["workspace", "atlas", "--max", "2"],  # a new workspace needs its repository
+        ["workspace", own, "--max", "0"],
+        ["workspace", own, "--order", "alphabetical"],
+        ["workspace", own, "--remove", "--max", "2"],
+        ["workspace", own, "--max", "2"],  # a new workspace needs its repository
         ["worktrees", "show"],
         ["worktrees", "list", "wt_x"],
         ["worktrees", "--status", "sleeping"],
@@ -122,12 +124,12 @@ async def test_the_refusals_exit_with_the_problem(base_url: str, tmp_path: Path)
     ):
         refused = await cli(base_url, *wrong)
         assert refused.code == 2, (wrong, refused)
-    norepo = await cli(base_url, "workspace", "atlas", "--max", "2")
+    norepo = await cli(base_url, "workspace", own, "--max", "2")
     assert norepo.err == "loopwright: --repo PATH is needed to make a workspace\n"
 
     plain = tmp_path / "plain"
     plain.mkdir()
-    not_git = await cli(base_url, "workspace", "atlas", "--repo", str(plain))
+    not_git = await cli(base_url, "workspace", own, "--repo", str(plain))
     assert not_git.code == 6 and not_git.err.startswith(
         "loopwright: 422 validation_error: repository: is not a git repository"
     )
@@ -136,5 +138,5 @@ async def test_the_refusals_exit_with_the_problem(base_url: str, tmp_path: Path)
     assert missing.err == "loopwright: 404 not_found: worktree 'wt_nope' does not exist\n"
     gone = await cli(base_url, "worktrees", "diff", "wt_nope")
     assert gone.code == 6 and "404 not_found" in gone.err
-    nothing = await cli(base_url, "workspace", "atlas", "--remove")
+    nothing = await cli(base_url, "workspace", own, "--remove")
     assert nothing.code == 6 and "404 not_found" in nothing.err

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.api.test_workspaces_api import (
     TIMEOUT_S,
@@ -21,9 +20,8 @@ from tests.api.test_workspaces_api import (
     writer,
 )
 from tests.support.api import assert_problem
+from tests.support.factories import project
 from tests.workspaces.conftest import commit_file, make_repo, sh_git
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def committed(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
@@ -40,11 +38,12 @@ async def test_the_diff_of_a_task_in_review_then_of_its_merge(
     client: httpx.AsyncClient, tmp_path: Path
 ) -> None:
     repo = make_repo(tmp_path / "repo")
-    await workspace(client, repo)
+    own = project()
+    await workspace(client, repo, project=own)
     lines = (repo / "a.txt").read_text().splitlines(keepends=True)
     edited = "".join(["a new first line\n", *lines[1:]])
     calls = [write("a.txt", edited), write("notes/new.md", "# New\n\nA note.\n")]
-    task_id = await task_for(client, writer("ann", *calls), "Edit")
+    task_id = await task_for(client, writer("ann", *calls), "Edit", project=own)
     worktree = await committed(client, task_id)
     commit_file(repo, "b.txt", "the base moved on\n")  # not the task's: not in its diff
 
@@ -93,10 +92,11 @@ async def test_a_diff_over_the_limit_is_cut_on_a_line(
     client: httpx.AsyncClient, tmp_path: Path
 ) -> None:
     repo = make_repo(tmp_path / "repo")
-    await workspace(client, repo)
+    own = project()
+    await workspace(client, repo, project=own)
     big = "".join(f"line {n} of a long file\n" for n in range(200))
     worktree = await committed(
-        client, await task_for(client, writer("ann", write("big.txt", big)), "Big")
+        client, await task_for(client, writer("ann", write("big.txt", big)), "Big", project=own)
     )
     url = f"/v1/worktrees/{worktree['id']}/diff"
     cut = (await client.get(url, params={"limit_bytes": 1024})).json()
@@ -113,8 +113,9 @@ async def test_a_diff_with_nothing_to_read_it_from_is_a_problem(
 ) -> None:
     assert_problem(await client.get("/v1/worktrees/wt_nope/diff"), 404, "not_found")
     repo = make_repo(tmp_path / "repo")
-    await workspace(client, repo)
-    task_id = await task_for(client, writer("ann", write("x.txt", "x\n")), "X")
+    own = project()
+    await workspace(client, repo, project=own)
+    task_id = await task_for(client, writer("ann", write("x.txt", "x\n")), "X", project=own)
     worktree = await committed(client, task_id)
     url = f"/v1/worktrees/{worktree['id']}/diff"
     await approve_review(client, task_id)
@@ -125,6 +126,6 @@ async def test_a_diff_with_nothing_to_read_it_from_is_a_problem(
     assert (gone["reason"], gone["branch"]) == ("branch_gone", worktree["branch"])
     assert worktree["branch"] in gone["detail"]
 
-    assert (await client.delete("/v1/projects/atlas/workspace")).status_code == 204
+    assert (await client.delete(f"/v1/projects/{own}/workspace")).status_code == 204
     unknown = assert_problem(await client.get(url), 409, "worktree_diff_unavailable")
     assert unknown["reason"] == "workspace_gone"
