@@ -25,6 +25,7 @@ from app.client import workflows as workflow_verbs
 from app.client.exits import Exit
 from app.client.http import DEFAULT_URL, Client, ClientError
 from app.client.verbs import Verb
+from app.core.net import listening_socket
 from app.core.process import tune_gc
 from app.core.vocabulary import AssignmentStrategy, CoordinationTopology
 from app.telemetry.logs import configure_logging
@@ -107,9 +108,8 @@ def _serve(args: argparse.Namespace) -> None:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, port), family=family)
+        return listening_socket(host, port)
     except OSError as exc:
         sys.stderr.write(
             f"loopwright: cannot listen on {host}:{port} ({os.strerror(exc.errno or 0)}); another "

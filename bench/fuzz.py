@@ -44,7 +44,6 @@ import asyncio
 import contextlib
 import os
 import secrets
-import socket
 import sys
 import time
 from pathlib import Path
@@ -54,6 +53,7 @@ import uvicorn
 from common import admin, log, with_database
 
 from app.core.config import Settings
+from app.core.net import listening_socket
 from app.main import create_app
 from app.store import migrate
 from app.store.db import make_engine
@@ -190,8 +190,7 @@ async def main(args: argparse.Namespace) -> int:
     server_url = os.environ.get("TEST_DATABASE_URL", LOCAL_SERVER)
     name = f"lw_fuzz_{secrets.token_hex(4)}"
     database_url = await _migrated_database(server_url, name)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     settings = Settings.model_validate({"database": {"url": database_url}})
     config = uvicorn.Config(create_app(settings), log_level="warning", lifespan="on")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +30,7 @@ from common import aim_mark, exit_on_bad_checks, log, percentile, verdict
 from sqlalchemy import text
 
 from app.core.config import Settings
+from app.core.net import listening_socket
 from app.main import create_app
 from app.store.db import make_engine
 
@@ -47,8 +47,7 @@ async def serving(url: str) -> AsyncIterator[str]:
         {"database": {"url": url, "migrate_on_start": False}, "workers": {"enabled": False}}
     )
     app = create_app(settings)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock = listening_socket("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:

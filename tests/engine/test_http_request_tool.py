@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from app.core.net import listening_socket
 from app.loop.tools.base import Tool, ToolContext, ToolFailure, idempotency_key
 from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
 
@@ -96,9 +97,7 @@ def make_app(server: Server) -> Any:
 @asynccontextmanager
 async def serving(host: str) -> AsyncIterator[Server]:
     """make_app behind uvicorn on a free port of `host`, in the test's event loop."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock = listening_socket(host, 0)
     port = sock.getsockname()[1]
     server = Server(url=f"http://{host}:{port}", port=port)
     config = uvicorn.Config(make_app(server), log_level="warning", lifespan="off")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from app.core.net import listening_socket
 from app.core.states import RunStatus
 from app.engine.reconciler import Reconciler
 from app.loop.tools.base import idempotency_key
@@ -57,8 +57,7 @@ class Remote:
 
 @asynccontextmanager
 async def serving() -> AsyncIterator[Remote]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     remote = Remote(url=f"http://127.0.0.1:{port}", port=port)
     app = Starlette(routes=[Route("/charges", remote.charge, methods=["POST"])])

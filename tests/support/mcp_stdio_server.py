@@ -22,6 +22,8 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
+from app.core.net import listening_socket
+
 LOG = os.environ.get("MCP_TEST_LOG")
 VARIANT = os.environ.get("MCP_TEST_VARIANT", "a")
 READ_ONLY = ToolAnnotations(read_only_hint=True)
@@ -114,7 +116,6 @@ def main() -> None:
 def serve_http(port: int) -> None:
     """Streamable HTTP on 127.0.0.1; every request must carry `X-Test-Token: <MCP_TEST_TOKEN>`
     (401 otherwise). Prints `listening on <port>` once it accepts connections."""
-    import socket
 
     import uvicorn
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -134,10 +135,7 @@ def serve_http(port: int) -> None:
 
         return guard
 
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(64)  # connections made from now on wait for uvicorn to accept them
+    sock = listening_socket("127.0.0.1", port)  # connections wait for uvicorn to accept them
     print(f"listening on {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(checked(app), log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])

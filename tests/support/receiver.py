@@ -8,7 +8,6 @@ import asyncio
 import hashlib
 import hmac
 import json
-import socket
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +19,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+from app.core.net import listening_socket
 
 SAFETY_S = 20.0  # only reached when the code under test is broken: fail, do not hang
 
@@ -99,9 +100,7 @@ class Receiver:
 async def receiver() -> AsyncIterator[Receiver]:
     """A `Receiver` behind a real uvicorn server on a free loopback port."""
     found = Receiver()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = listening_socket("127.0.0.1", 0)
     found.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     config = uvicorn.Config(found.app, log_level="warning", lifespan="off")
     config.timeout_graceful_shutdown = 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import queue
-import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -13,6 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.core.config import Settings
+from app.core.net import listening_socket
 from app.main import create_app
 
 
@@ -39,9 +39,7 @@ async def running_server(settings: Settings) -> AsyncIterator[str]:
 async def running_app(settings: Settings) -> AsyncIterator[tuple[str, FastAPI]]:
     """As `running_server`, also yielding the app (its `state.services` once started)."""
     app = create_app(settings)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)

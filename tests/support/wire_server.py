@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import socket
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
@@ -21,6 +20,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+
+from app.core.net import listening_socket
 
 A = TypeVar("A")  # what a wire format answers with: its reply, its errors, a `Drop`
 W = TypeVar("W", bound="WireServer[Any]")
@@ -127,9 +128,7 @@ def pieces(text: str, size: int) -> list[str]:
 @asynccontextmanager
 async def serving(wire: W) -> AsyncIterator[W]:
     """`wire` behind a real uvicorn server on a free loopback port."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = listening_socket("127.0.0.1", 0)
     wire.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     config = uvicorn.Config(
         wire.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5
