@@ -6,17 +6,16 @@ column has room."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.api.test_routing_api import task_events
-from tests.api.test_runs_api import make_agent
+from tests.api.test_routing_api import Event, task_events, tasks_stream_end
 from tests.support.api import assert_problem
-from tests.support.factories import create_task
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import create_task, make_agent, project, unique
 
 TIMEOUT_S = 20
 
@@ -30,6 +29,11 @@ async def board(client: httpx.AsyncClient, project: str) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     found: dict[str, Any] = response.json()
     return found
+
+
+def of_project(own: str) -> Callable[[Event], bool]:
+    """The events of a project's board: its tasks' and its WIP limits'."""
+    return lambda event: own in (event[1].get("project"), event[1].get("task", {}).get("project"))
 
 
 def column(found: dict[str, Any], name: str) -> dict[str, Any]:
@@ -48,9 +52,10 @@ async def limit(
 async def test_moves_walk_the_state_machine_and_the_board_follows(
     client: httpx.AsyncClient,
 ) -> None:
-    task = await create_task(client, title="Write docs", project="atlas")
-    other = await create_task(client, title="Elsewhere", project="other")
-    found = await board(client, "atlas")
+    atlas, ann = project(), unique("ann")
+    task = await create_task(client, title="Write docs", project=atlas)
+    other = await create_task(client, title="Elsewhere", project=project())
+    found = await board(client, atlas)
     assert [c["column"] for c in found["columns"]] == [
         "backlog",
         "ready",
@@ -66,7 +71,7 @@ async def test_moves_walk_the_state_machine_and_the_board_follows(
         await move(client, task["id"], "in_progress"), 409, "invalid_transition"
     )
     assert "needs an assignee" in nobody["detail"]
-    moved = await move(client, task["id"], "in_progress", assigned_to="ann", reason="go")
+    moved = await move(client, task["id"], "in_progress", assigned_to=ann, reason="go")
     assert moved.status_code == 200, moved.text
     assert (moved.json()["status"], moved.json()["version"]) == ("in_progress", 3)
     trail = (await client.get(f"/v1/tasks/{task['id']}/transitions")).json()
@@ -75,7 +80,7 @@ async def test_moves_walk_the_state_machine_and_the_board_follows(
         ("created", "assigned", "go"),
         ("assigned", "in_progress", "go"),
     ]
-    found = await board(client, "atlas")
+    found = await board(client, atlas)
     assert (column(found, "backlog")["count"], column(found, "in_progress")["count"]) == (0, 1)
 
     for name, status in (("review", "in_review"), ("in_progress", "in_progress")):
@@ -90,15 +95,15 @@ async def test_moves_walk_the_state_machine_and_the_board_follows(
     assert_problem(await move(client, "task_none", "done"), 404, "not_found")
     assert_problem(await move(client, task["id"], "nowhere"), 422, "validation_error")
 
-    blocked = await create_task(client, title="Waiting", project="atlas", assigned_to="bob")
+    blocked = await create_task(client, title="Waiting", project=atlas, assigned_to=unique("bob"))
     await client.post(f"/v1/tasks/{blocked['id']}/transitions", json={"to": "blocked"})
-    found = await board(client, "atlas")
+    found = await board(client, atlas)
     assert [t["id"] for t in found["off_board"]] == [blocked["id"]]
     assert column(found, "done")["count"] == 1
 
 
 async def test_a_stale_version_moves_nothing(client: httpx.AsyncClient) -> None:
-    task = await create_task(client, title="T", project="atlas", assigned_to="ann")
+    task = await create_task(client, title="T", project=project(), assigned_to=unique("ann"))
     stale = await move(client, task["id"], "review", expected_version=task["version"] + 1)
     assert_problem(stale, 409, "version_conflict")
     after = (await client.get(f"/v1/tasks/{task['id']}")).json()
@@ -107,17 +112,18 @@ async def test_a_stale_version_moves_nothing(client: httpx.AsyncClient) -> None:
 
 @pytest.mark.parametrize("mode", ["strict", "advisory"])
 async def test_fifty_racing_moves_into_a_limited_column(
-    client: httpx.AsyncClient, mode: str
+    client: httpx.AsyncClient, db_engine: AsyncEngine, mode: str
 ) -> None:
+    race, ann = project(), unique("ann")
+    since = await tasks_stream_end(db_engine)
     tasks = [
-        await create_task(client, title=f"T{i}", project="race", assigned_to="ann")
-        for i in range(50)
+        await create_task(client, title=f"T{i}", project=race, assigned_to=ann) for i in range(50)
     ]
-    await limit(client, "race", "in_progress", 3, mode)
+    await limit(client, race, "in_progress", 3, mode)
     answers = await asyncio.gather(*(move(client, t["id"], "in_progress") for t in tasks))
     moved = [a for a in answers if a.status_code == 200]
     refused = [a for a in answers if a.status_code != 200]
-    found = await board(client, "race")
+    found = await board(client, race)
     if mode == "strict":
         assert (len(moved), column(found, "in_progress")["count"]) == (3, 3)
         for answer in refused:
@@ -131,16 +137,21 @@ async def test_fifty_racing_moves_into_a_limited_column(
     else:
         assert (len(moved), column(found, "in_progress")["count"]) == (50, 50)
         # The limit set, 50 creates, 50 moves, and a note for each move past the limit.
-        kinds = [kind for kind, _ in await task_events(client, 1 + 50 + 50 + 47)]
+        events = await task_events(client, since, of_project(race), 1 + 50 + 50 + 47)
+        kinds = [kind for kind, _ in events]
         assert kinds.count("board.wip_limit_changed") == 1
         assert kinds.count("task.wip_limit_exceeded") == 47
         assert kinds.count("task.transitioned") == 50
 
 
-async def test_a_transition_made_any_other_way_counts(client: httpx.AsyncClient) -> None:
-    first = await create_task(client, title="A", project="atlas", assigned_to="ann")
-    second = await create_task(client, title="B", project="atlas", assigned_to="ann")
-    await limit(client, "atlas", "review", 1)
+async def test_a_transition_made_any_other_way_counts(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    atlas, ann = project(), unique("ann")
+    since = await tasks_stream_end(db_engine)
+    first = await create_task(client, title="A", project=atlas, assigned_to=ann)
+    second = await create_task(client, title="B", project=atlas, assigned_to=ann)
+    await limit(client, atlas, "review", 1)
     for task in (first, second):
         await client.post(f"/v1/tasks/{task['id']}/transitions", json={"to": "in_progress"})
     to_review = {"to": "in_review"}
@@ -153,21 +164,22 @@ async def test_a_transition_made_any_other_way_counts(client: httpx.AsyncClient)
     )
     assert problem["column"] == "review"
     # A new task straight into a full column is refused too.
-    await limit(client, "atlas", "ready", 2)
-    ready = {"title": "C", "project": "atlas", "assigned_to": "x"}
+    await limit(client, atlas, "ready", 2)
+    ready = {"title": "C", "project": atlas, "assigned_to": unique("x")}
     for _ in range(2):
         assert (await client.post("/v1/tasks", json=ready)).status_code == 201
     assert_problem(await client.post("/v1/tasks", json=ready), 409, "wip_limit_reached")
-    assert (await client.get("/v1/projects/atlas/wip-limits")).json() == [
-        {"limit": 2, "mode": "strict", "project": "atlas", "column": "ready"},
-        {"limit": 1, "mode": "strict", "project": "atlas", "column": "review"},
+    assert (await client.get(f"/v1/projects/{atlas}/wip-limits")).json() == [
+        {"limit": 2, "mode": "strict", "project": atlas, "column": "ready"},
+        {"limit": 1, "mode": "strict", "project": atlas, "column": "review"},
     ]
-    assert (await client.delete("/v1/projects/atlas/wip-limits/review")).status_code == 204
-    assert_problem(await client.delete("/v1/projects/atlas/wip-limits/review"), 404, "not_found")
+    assert (await client.delete(f"/v1/projects/{atlas}/wip-limits/review")).status_code == 204
+    gone = await client.delete(f"/v1/projects/{atlas}/wip-limits/review")
+    assert_problem(gone, 404, "not_found")
     # Each change of a limit is on the board's stream (the tasks'), once.
     changes = [
         (data["column"], data["limit"], data["mode"], data["actor"])
-        for kind, data in await task_events(client, 10)
+        for kind, data in await task_events(client, since, of_project(atlas), 10)
         if kind == "board.wip_limit_changed"
     ]
     assert changes == [
@@ -182,11 +194,11 @@ async def test_a_transition_made_any_other_way_counts(client: httpx.AsyncClient)
 async def test_a_full_in_progress_column_holds_runs_back_until_it_has_room(
     client: httpx.AsyncClient,
 ) -> None:
-    script = {"provider": "scripted", "name": "s", "script": [{"text": "done"}]}
-    agent = await make_agent(client, {"name": "ann", "model": script, "max_concurrent_tasks": 5})
-    await limit(client, "atlas", "in_progress", 1)
-    first = await create_task(client, title="A", project="atlas", assigned_to=agent)
-    second = await create_task(client, title="B", project="atlas", assigned_to=agent)
+    agent = (await make_agent(client, max_concurrent_tasks=5))["id"]
+    atlas = project()
+    await limit(client, atlas, "in_progress", 1)
+    first = await create_task(client, title="A", project=atlas, assigned_to=agent)
+    second = await create_task(client, title="B", project=atlas, assigned_to=agent)
 
     async def status(task_id: str) -> str:
         return str((await client.get(f"/v1/tasks/{task_id}")).json()["status"])
@@ -215,16 +227,19 @@ async def test_a_full_in_progress_column_holds_runs_back_until_it_has_room(
 
 
 async def test_an_agile_board_shows_the_active_sprints_tasks(client: httpx.AsyncClient) -> None:
-    inside = await create_task(client, title="In the sprint", project="atlas")
-    outside = await create_task(client, title="Not in it", project="atlas")
+    atlas = project()
+    inside = await create_task(client, title="In the sprint", project=atlas)
+    outside = await create_task(client, title="Not in it", project=atlas)
     assert_problem(
-        await client.get("/v1/projects/atlas/board", params={"sprint": "active"}), 404, "not_found"
+        await client.get(f"/v1/projects/{atlas}/board", params={"sprint": "active"}),
+        404,
+        "not_found",
     )
     sprint = (
         await client.post(
             "/v1/sprints",
             json={
-                "project": "atlas",
+                "project": atlas,
                 "name": "S1",
                 "goal": "ship",
                 "start_date": "2026-11-30",
@@ -243,33 +258,35 @@ async def test_an_agile_board_shows_the_active_sprints_tasks(client: httpx.Async
         headers={"If-Match": f'"{joined.json()["version"]}"'},
     )
     assert started.status_code == 200, started.text
-    found = (await client.get("/v1/projects/atlas/board", params={"sprint": "active"})).json()
+    found = (await client.get(f"/v1/projects/{atlas}/board", params={"sprint": "active"})).json()
     assert (found["sprint"]["id"], found["sprint"]["committed_points"]) == (sprint["id"], 5)
     assert [t["id"] for c in found["columns"] for t in c["tasks"]] == [inside["id"]]
-    whole = await board(client, "atlas")
+    whole = await board(client, atlas)
     assert {t["id"] for c in whole["columns"] for t in c["tasks"]} == {inside["id"], outside["id"]}
     assert whole["sprint"] is None
     assert_problem(
-        await client.get("/v1/projects/other/board", params={"sprint": sprint["id"]}),
+        await client.get(f"/v1/projects/{project()}/board", params={"sprint": sprint["id"]}),
         404,
         "not_found",
     )
 
 
 async def test_a_project_named_with_a_slash_has_its_board(client: httpx.AsyncClient) -> None:
-    task = await create_task(client, title="Nested", project="team/atlas")
-    await create_task(client, title="Not this one", project="atlas")
-    for path in ("team%2Fatlas", "team/atlas"):  # encoded as clients do, or not
+    atlas = project()
+    nested, encoded = f"team/{atlas}", f"team%2F{atlas}"
+    task = await create_task(client, title="Nested", project=nested)
+    await create_task(client, title="Not this one", project=atlas)
+    for path in (encoded, nested):  # encoded as clients do, or not
         found = await board(client, path)
-        assert found["project"] == "team/atlas"
+        assert found["project"] == nested
         assert [t["id"] for t in column(found, "backlog")["tasks"]] == [task["id"]]
-    await limit(client, "team%2Fatlas", "backlog", 1)
-    limits = await client.get("/v1/projects/team%2Fatlas/wip-limits")
-    assert [(w["project"], w["column"]) for w in limits.json()] == [("team/atlas", "backlog")]
-    assert (await client.get("/v1/projects/atlas/wip-limits")).json() == []
-    velocity = await client.get("/v1/projects/team%2Fatlas/velocity")
+    await limit(client, encoded, "backlog", 1)
+    limits = await client.get(f"/v1/projects/{encoded}/wip-limits")
+    assert [(w["project"], w["column"]) for w in limits.json()] == [(nested, "backlog")]
+    assert (await client.get(f"/v1/projects/{atlas}/wip-limits")).json() == []
+    velocity = await client.get(f"/v1/projects/{encoded}/velocity")
     assert velocity.status_code == 200, velocity.text
-    assert velocity.json()["project"] == "team/atlas"
-    page = await client.get("/ui/projects/team%2Fatlas/board")
+    assert velocity.json()["project"] == nested
+    page = await client.get(f"/ui/projects/{encoded}/board")
     assert page.status_code == 200, page.text
-    assert "Board of team/atlas" in page.text
+    assert f"Board of {nested}" in page.text

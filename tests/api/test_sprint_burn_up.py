@@ -5,7 +5,8 @@ unknown sprint is a 404 problem.
 
 The backlog and the tasks' moves are written by a SprintCommands and a TaskEngine of the
 test's own on an injected clock (the same commands the service runs, against its
-database), so that each lands on the day the test says; the service reads them."""
+database, the shared one: on its own project's sprints and tasks), so that each lands on
+the day the test says; the service reads them."""
 
 from __future__ import annotations
 
@@ -28,9 +29,7 @@ from app.store.db import make_sessionmaker
 from tests.api.test_sprints_api import make_sprint
 from tests.support.api import assert_problem
 from tests.support.engine import ManualClock
-from tests.support.factories import create_task
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import create_task, project, unique
 
 
 def at(day: date, hour: int = 12, minute: int = 0) -> datetime:
@@ -44,14 +43,15 @@ def iso(moment: datetime) -> str:
 
 @dataclass
 class Timed:
-    """Sprint and task commands on the test's clock."""
+    """Sprint and task commands on the test's clock, for its own project."""
 
     clock: ManualClock
     sprints: SprintCommands
     tasks: TaskEngine
+    project: str
 
     async def sprint(self, start: date, end: date) -> str:
-        body = SprintCreate(project="atlas", name="Sprint 7", start_date=start, end_date=end)
+        body = SprintCreate(project=self.project, name="Sprint 7", start_date=start, end_date=end)
         sprint, _ = await self.sprints.create_keyed(body, "test")
         return sprint.id
 
@@ -77,11 +77,11 @@ class Timed:
 
 
 @pytest.fixture
-async def timed(clean_db: AsyncEngine) -> AsyncIterator[Timed]:
-    sessions, bus, clock = make_sessionmaker(clean_db), EventBus(), ManualClock()
+async def timed(db_engine: AsyncEngine) -> AsyncIterator[Timed]:
+    sessions, bus, clock = make_sessionmaker(db_engine), EventBus(), ManualClock()
     engine = TaskEngine(sessions, bus, clock=clock)
     engine.start()
-    yield Timed(clock, SprintCommands(sessions, bus, clock=clock), engine)
+    yield Timed(clock, SprintCommands(sessions, bus, clock=clock), engine, project())
     await engine.stop(drain_timeout_s=5)
 
 
@@ -103,7 +103,8 @@ async def test_scope_and_completed_points_land_on_the_days_they_happened(
     start = datetime.now(UTC).date() - timedelta(days=12)
     end = start + timedelta(days=6)
     day = [start + timedelta(days=n) for n in range(8)]
-    a, b, c, d = [await create_task(client, project="atlas", assigned_to="ann") for _ in "abcd"]
+    ann = unique("ann")
+    a, b, c, d = [await create_task(client, project=timed.project, assigned_to=ann) for _ in "abcd"]
     timed.clock.now = at(start - timedelta(days=2))
     sprint_id = await timed.sprint(start, end)
     await timed.commit(
@@ -133,7 +134,7 @@ async def test_scope_and_completed_points_land_on_the_days_they_happened(
 
     await timed.move(sprint_id, at(day[7], 12), SprintStatus.RETROSPECTIVE, SprintStatus.COMPLETED)
     completed = await burn_up(client, sprint_id)
-    velocity = (await client.get("/v1/projects/atlas/velocity")).json()["records"][0]
+    velocity = (await client.get(f"/v1/projects/{timed.project}/velocity")).json()["records"][0]
     assert velocity["sprint_id"] == sprint_id
     last = completed["points"][-1]
     assert last["date"] == str(end)  # it ended on its end date, counted to its completion
@@ -153,7 +154,7 @@ async def test_a_sprint_completed_early_ends_on_its_completion_day(
     client: httpx.AsyncClient, timed: Timed
 ) -> None:
     start = datetime.now(UTC).date() - timedelta(days=30)
-    task = await create_task(client, project="atlas", assigned_to="ann")
+    task = await create_task(client, project=timed.project, assigned_to=unique("ann"))
     timed.clock.now = at(start - timedelta(days=1))
     sprint_id = await timed.sprint(start, start + timedelta(days=13))
     await timed.commit(sprint_id, {task["id"]: 5}, at(start - timedelta(days=1)))
@@ -180,12 +181,14 @@ async def test_a_running_sprint_reaches_today_and_one_not_started_has_no_points(
     client: httpx.AsyncClient,
 ) -> None:
     today = datetime.now(UTC).date()
+    atlas = project()
     started = await make_sprint(
         client,
+        project=atlas,
         start_date=str(today - timedelta(days=2)),
         end_date=str(today + timedelta(days=5)),
     )
-    task = await create_task(client, project="atlas", assigned_to="ann")
+    task = await create_task(client, project=atlas, assigned_to=unique("ann"))
     response = await client.post(
         f"/v1/sprints/{started['id']}/tasks",
         json={"tasks": [{"task_id": task["id"], "story_points": 4}]},
@@ -200,6 +203,7 @@ async def test_a_running_sprint_reaches_today_and_one_not_started_has_no_points(
     ]
     later = await make_sprint(
         client,
+        project=atlas,
         name="Later",
         start_date=str(today + timedelta(days=3)),
         end_date=str(today + timedelta(days=9)),

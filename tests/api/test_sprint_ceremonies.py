@@ -9,16 +9,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from tests.api.test_runs_api import make_agent, scripted
+from app.core.streams import TRIGGERS_STREAM
+from app.store import events as event_store
 from tests.api.test_triggers_api import create
-from tests.support.factories import create_task
+from tests.support.factories import create_task, make_agent, project, unique
 from tests.support.sse import SseReader
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
 
 async def fire_now(engine: AsyncEngine, trigger: dict[str, Any]) -> None:
@@ -32,19 +30,35 @@ async def fire_now(engine: AsyncEngine, trigger: dict[str, Any]) -> None:
         )
 
 
-async def fires(client: httpx.AsyncClient, count: int) -> list[tuple[str, dict[str, Any]]]:
+async def triggers_stream_end(engine: AsyncEngine) -> int:
+    """The last event of the triggers stream now: the test reads its own after it."""
+    async with AsyncSession(engine) as session:
+        return await event_store.last_seq(session, TRIGGERS_STREAM)
+
+
+async def fires(
+    client: httpx.AsyncClient, since: int, triggers: set[str], count: int
+) -> list[tuple[str, dict[str, Any]]]:
+    """The first `count` events after `since` of the test's own `triggers`."""
+    found: list[tuple[str, dict[str, Any]]] = []
     async with (
         asyncio.timeout(20),
-        client.stream("GET", "/v1/triggers/events", headers={"Last-Event-ID": "0"}) as stream,
+        client.stream(
+            "GET", "/v1/triggers/events", headers={"Last-Event-ID": str(since)}
+        ) as stream,
     ):
-        events = await SseReader(stream).take(count)
-    return [(str(e.event), e.data) for e in events]
+        reader = SseReader(stream)
+        while len(found) < count:
+            [event] = await reader.take(1)
+            if event.data.get("trigger_id") in triggers:
+                found.append((str(event.event), event.data))
+    return found
 
 
-def ceremony(agent_id: str, kind: str) -> dict[str, Any]:
+def ceremony(agent_id: str, kind: str, atlas: str) -> dict[str, Any]:
     return {
         "kind": "schedule",
-        "name": f"{kind} every day",
+        "name": unique(f"{kind} every day"),
         "config": {"interval_s": 86_400},
         "target": {
             "kind": "run",
@@ -53,21 +67,22 @@ def ceremony(agent_id: str, kind: str) -> dict[str, Any]:
             + kind
             + " of {{ sprint.name }} ({{ sprint.goal }}): {{ sprint.completed_points }} of "
             "{{ sprint.committed_points }} points; velocity {{ velocity.average_completed }}",
-            "sprint": {"project": "atlas", "ceremony": kind},
+            "sprint": {"project": atlas, "ceremony": kind},
         },
     }
 
 
 async def test_a_scheduled_retrospective_starts_the_facilitator_with_the_sprints_data(
-    client: httpx.AsyncClient, clean_db: AsyncEngine
+    client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    facilitator = await make_agent(client, scripted({"text": "let us look back"}))
-    task = await create_task(client, title="Ship", project="atlas", assigned_to="ann")
+    atlas = project()
+    facilitator = (await make_agent(client, {"text": "let us look back"}))["id"]
+    task = await create_task(client, title="Ship", project=atlas, assigned_to=unique("ann"))
     sprint = (
         await client.post(
             "/v1/sprints",
             json={
-                "project": "atlas",
+                "project": atlas,
                 "name": "S1",
                 "goal": "ship the beta",
                 "start_date": "2026-11-16",
@@ -89,18 +104,20 @@ async def test_a_scheduled_retrospective_starts_the_facilitator_with_the_sprints
         )
         assert moved.status_code == 200, moved.text
         version = moved.json()["version"]
-    trigger = await create(client, ceremony(facilitator, "retrospective"))
-    planning = await create(client, ceremony(facilitator, "planning"))
-    await fire_now(clean_db, trigger)
-    [(kind, fired)] = await fires(client, 1)
+    trigger = await create(client, ceremony(facilitator, "retrospective", atlas))
+    planning = await create(client, ceremony(facilitator, "planning", atlas))
+    mine = {trigger["id"], planning["id"]}
+    since = await triggers_stream_end(db_engine)
+    await fire_now(db_engine, trigger)
+    [(kind, fired)] = await fires(client, since, mine, 1)
     assert kind == "trigger.fired"
     run = (await client.get(f"/v1/runs/{fired['run_id']}")).json()
     assert run["input"] == (
         "Facilitate the retrospective of S1 (ship the beta): 0 of 8 points; velocity "
     )
 
-    await fire_now(clean_db, planning)  # no sprint is being planned
-    [_, (kind, failed)] = await fires(client, 2)
+    await fire_now(db_engine, planning)  # no sprint is being planned
+    [_, (kind, failed)] = await fires(client, since, mine, 2)
     assert (kind, failed["trigger_id"], failed["run_id"]) == (
         "trigger.fire_failed",
         planning["id"],

@@ -6,24 +6,22 @@ problem's detail on one line)."""
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from tests.api.test_sprints_api import finish_task
 from tests.support.cli import cli
-from tests.support.factories import create_task
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import create_task, project, unique
 
 
 async def test_a_sprint_planned_advanced_and_measured_from_the_command_line(
     client: httpx.AsyncClient, base_url: str
 ) -> None:
-    one = await create_task(client, title="Write the export", project="atlas", assigned_to="ann")
-    two = await create_task(client, title="Ship it", project="atlas", assigned_to="ann")
+    atlas, ann = project(), unique("ann")
+    one = await create_task(client, title="Write the export", project=atlas, assigned_to=ann)
+    two = await create_task(client, title="Ship it", project=atlas, assigned_to=ann)
 
     created = await cli(
         base_url,
-        *("sprints", "create", "--project", "atlas", "--name", "Sprint 14"),
+        *("sprints", "create", "--project", atlas, "--name", "Sprint 14"),
         *("--start", "2099-12-01", "--end", "2099-12-14", "--goal", "billing export"),
         "--auto-transition",
     )
@@ -31,7 +29,7 @@ async def test_a_sprint_planned_advanced_and_measured_from_the_command_line(
     sprint_id = created.out.split()[1]
     assert created.out.splitlines() == [
         f"sprint {sprint_id}  Sprint 14  [planning]",
-        "project atlas, 2099-12-01 to 2099-12-14 (14 days), to in_review by the clock after "
+        f"project {atlas}, 2099-12-01 to 2099-12-14 (14 days), to in_review by the clock after "
         "its end",
         "goal: billing export",
         "points: 0 completed of 0 committed",
@@ -50,16 +48,16 @@ async def test_a_sprint_planned_advanced_and_measured_from_the_command_line(
     removed = await cli(base_url, "sprints", "remove", sprint_id, two["id"])
     assert removed.code == 0 and "points: 0 completed of 3 committed" in removed.out
 
-    listed = await cli(base_url, "sprints", "list", "--project", "atlas")
+    listed = await cli(base_url, "sprints", "list", "--project", atlas)
     assert listed.code == 0, listed
     header, row = listed.out.splitlines()
     columns = ["SPRINT", "PROJECT", "NAME", "STATUS", "DATES", "DONE/POINTS", "CLOCK"]
     assert header.split() == columns
     assert row.split() == [
         sprint_id,
-        *["atlas", "Sprint", "14", "planning", "2099-12-01", "to", "2099-12-14", "0/3", "auto"],
+        *[atlas, "Sprint", "14", "planning", "2099-12-01", "to", "2099-12-14", "0/3", "auto"],
     ]
-    none_active = await cli(base_url, "sprints", "list", "--status", "active")
+    none_active = await cli(base_url, "sprints", "list", "--project", atlas, "--status", "active")
     assert none_active.out.startswith("no sprints (")
 
     started = await cli(base_url, "sprints", "advance", sprint_id)
@@ -86,20 +84,21 @@ async def test_a_sprint_planned_advanced_and_measured_from_the_command_line(
         f"loopwright: sprint {sprint_id} is completed: it goes no further\n"
     )
 
-    rate = await cli(base_url, "sprints", "velocity", "atlas", "--window", "2")
+    rate = await cli(base_url, "sprints", "velocity", atlas, "--window", "2")
     assert rate.code == 0, rate
     lines = rate.out.splitlines()
     assert lines[0] == (
-        "velocity of atlas: 3.0 points completed of 3.0 committed, the mean of the last 1 "
+        f"velocity of {atlas}: 3.0 points completed of 3.0 committed, the mean of the last 1 "
         "completed sprint (window 2)"
     )
     assert lines[3].split()[:6] == [sprint_id, "Sprint", "14", "2099-12-01", "to", "2099-12-14"]
-    empty = await cli(base_url, "sprints", "velocity", "borealis")
-    assert empty.out == "velocity of borealis: no completed sprint yet\n"
+    borealis = project()
+    empty = await cli(base_url, "sprints", "velocity", borealis)
+    assert empty.out == f"velocity of {borealis}: no completed sprint yet\n"
 
 
 async def test_the_refusals_exit_with_the_problem(base_url: str) -> None:
-    create = ("sprints", "create", "--project", "atlas", "--name", "S")
+    create = ("sprints", "create", "--project", project(), "--name", "S")
     backwards = await cli(base_url, *create, "--start", "2099-12-14", "--end", "2099-12-01")
     assert backwards.code == 6
     assert backwards.err == (

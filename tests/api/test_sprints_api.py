@@ -10,19 +10,22 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from app.api import stream_docs
+from app.core.streams import SPRINTS_STREAM
+from app.store import events as event_store
 from tests.support.api import assert_problem
-from tests.support.event_schemas import stored_events_documented
-from tests.support.factories import create_task
-from tests.support.sse import SseReader
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.event_schemas import check
+from tests.support.factories import create_task, project, unique
+from tests.support.sse import SseMessage, SseReader
 
 LIFECYCLE = ["active", "in_review", "retrospective", "completed"]
 
 
 async def make_sprint(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
+    """A sprint in planning (on a shared server, give it a `project` of the test's own)."""
     body = {
         "project": "atlas",
         "name": "Sprint 1",
@@ -61,7 +64,7 @@ async def finish_task(client: httpx.AsyncClient, task_id: str) -> None:
 async def test_the_lifecycle_is_linear_and_refuses_skips_and_returns(
     client: httpx.AsyncClient,
 ) -> None:
-    sprint = await make_sprint(client)
+    sprint = await make_sprint(client, project=project())
     assert sprint["status"] == "planning" and sprint["version"] == 1
     assert sprint["duration_days"] == 14 and sprint["tasks"] == []
     path = f"/v1/sprints/{sprint['id']}/transitions"
@@ -93,9 +96,10 @@ async def test_the_lifecycle_is_linear_and_refuses_skips_and_returns(
 
 
 async def test_tasks_join_and_leave_only_while_planning(client: httpx.AsyncClient) -> None:
-    sprint = await make_sprint(client)
-    one = await create_task(client, project="atlas")
-    two = await create_task(client, project="atlas")
+    atlas = project()
+    sprint = await make_sprint(client, project=atlas)
+    one = await create_task(client, project=atlas)
+    two = await create_task(client, project=atlas)
 
     joined = await add(client, sprint["id"], {one["id"]: 3, two["id"]: 5})
     assert joined.status_code == 200, joined.text
@@ -129,10 +133,11 @@ async def test_tasks_join_and_leave_only_while_planning(client: httpx.AsyncClien
 async def test_tasks_must_exist_be_of_the_project_and_be_in_one_open_sprint(
     client: httpx.AsyncClient,
 ) -> None:
-    sprint = await make_sprint(client)
-    other_project = await create_task(client, project="hermes")
+    atlas, hermes = project(), project()
+    sprint = await make_sprint(client, project=atlas)
+    other_project = await create_task(client, project=hermes)
     no_project = await create_task(client)
-    cancelled = await create_task(client, project="atlas", assigned_to="ann")
+    cancelled = await create_task(client, project=atlas, assigned_to=unique("ann"))
     await client.post(f"/v1/tasks/{cancelled['id']}/cancel")
 
     refused = await add(
@@ -147,13 +152,13 @@ async def test_tasks_must_exist_be_of_the_project_and_be_in_one_open_sprint(
         "tasks[2].task_id",
         "tasks[3].task_id",
     ]
-    assert "hermes" in problem["errors"][1]["message"]
+    assert hermes in problem["errors"][1]["message"]
     assert "no project" in problem["errors"][2]["message"]
     assert (await client.get(f"/v1/sprints/{sprint['id']}")).json()["tasks"] == []
 
-    task = await create_task(client, project="atlas")
+    task = await create_task(client, project=atlas)
     assert (await add(client, sprint["id"], {task["id"]: 1})).status_code == 200
-    other = await make_sprint(client, name="Sprint 2")
+    other = await make_sprint(client, project=atlas, name="Sprint 2")
     taken = assert_problem(
         await add(client, other["id"], {task["id"]: 1}), 409, "task_in_another_sprint"
     )
@@ -166,14 +171,15 @@ async def test_tasks_must_exist_be_of_the_project_and_be_in_one_open_sprint(
 
 
 async def test_one_active_sprint_a_project(client: httpx.AsyncClient) -> None:
-    first = await make_sprint(client)
-    second = await make_sprint(client, name="Sprint 2")
-    elsewhere = await make_sprint(client, project="hermes")
+    atlas = project()
+    first = await make_sprint(client, project=atlas)
+    second = await make_sprint(client, project=atlas, name="Sprint 2")
+    elsewhere = await make_sprint(client, project=project())
 
     await move(client, first["id"], "active")
     refused = await client.post(f"/v1/sprints/{second['id']}/transitions", json={"to": "active"})
     problem = assert_problem(refused, 409, "sprint_already_active")
-    assert problem["active_sprint_id"] == first["id"] and problem["project"] == "atlas"
+    assert problem["active_sprint_id"] == first["id"] and problem["project"] == atlas
     assert (await move(client, elsewhere["id"], "active"))["status"] == "active"
 
     # Once the first is out of `active`, the next may start.
@@ -182,7 +188,8 @@ async def test_one_active_sprint_a_project(client: httpx.AsyncClient) -> None:
 
 
 async def test_racing_activations_exactly_one_wins(client: httpx.AsyncClient) -> None:
-    sprints = [await make_sprint(client, name=f"Sprint {i}") for i in range(8)]
+    atlas = project()
+    sprints = [await make_sprint(client, project=atlas, name=f"Sprint {i}") for i in range(8)]
     answers = await asyncio.gather(
         *(client.post(f"/v1/sprints/{s['id']}/transitions", json={"to": "active"}) for s in sprints)
     )
@@ -192,17 +199,16 @@ async def test_racing_activations_exactly_one_wins(client: httpx.AsyncClient) ->
         if lost.status_code != 200:
             problem = assert_problem(lost, 409, "sprint_already_active")
             assert problem["active_sprint_id"] == won[0].json()["id"]
-    listed = (
-        await client.get("/v1/sprints", params={"project": "atlas", "status": "active"})
-    ).json()
+    listed = (await client.get("/v1/sprints", params={"project": atlas, "status": "active"})).json()
     assert [s["id"] for s in listed["items"]] == [won[0].json()["id"]]
 
 
 async def test_points_follow_the_tasks_and_completion_fixes_the_velocity(
     client: httpx.AsyncClient,
 ) -> None:
-    sprint = await make_sprint(client)
-    tasks = [await create_task(client, project="atlas", assigned_to="ann") for _ in range(3)]
+    atlas, ann = project(), unique("ann")
+    sprint = await make_sprint(client, project=atlas)
+    tasks = [await create_task(client, project=atlas, assigned_to=ann) for _ in range(3)]
     await add(client, sprint["id"], {tasks[0]["id"]: 3, tasks[1]["id"]: 5, tasks[2]["id"]: 8})
     await move(client, sprint["id"], "active")
 
@@ -224,16 +230,20 @@ async def test_points_follow_the_tasks_and_completion_fixes_the_velocity(
     locked = await client.patch(f"/v1/sprints/{sprint['id']}", json={"name": "renamed"})
     assert_problem(locked, 409, "sprint_locked")
 
-    velocity = (await client.get("/v1/projects/atlas/velocity")).json()
+    velocity = (await client.get(f"/v1/projects/{atlas}/velocity")).json()
     assert velocity["records"][0]["sprint_id"] == sprint["id"]
     assert velocity["average_completed_points"] == 8 and velocity["sprints_averaged"] == 1
 
 
-async def _completed_sprint(client: httpx.AsyncClient, name: str, done: int, left: int) -> str:
-    """A sprint completed with one finished task of `done` points, one open of `left`."""
-    sprint = await make_sprint(client, name=name)
-    finished = await create_task(client, project="atlas", assigned_to="ann")
-    open_task = await create_task(client, project="atlas", assigned_to="ann")
+async def _completed_sprint(
+    client: httpx.AsyncClient, name: str, done: int, left: int, project: str = "atlas"
+) -> str:
+    """A sprint of `project` completed with one finished task of `done` points, one open
+    of `left`."""
+    sprint = await make_sprint(client, name=name, project=project)
+    ann = unique("ann")
+    finished = await create_task(client, project=project, assigned_to=ann)
+    open_task = await create_task(client, project=project, assigned_to=ann)
     await add(client, sprint["id"], {finished["id"]: done, open_task["id"]: left})
     await move(client, sprint["id"], "active")
     await finish_task(client, finished["id"])
@@ -244,31 +254,33 @@ async def _completed_sprint(client: httpx.AsyncClient, name: str, done: int, lef
 async def test_velocity_averages_over_a_window_of_the_newest_sprints(
     client: httpx.AsyncClient,
 ) -> None:
-    empty = (await client.get("/v1/projects/atlas/velocity")).json()
+    atlas = project()
+    velocity = f"/v1/projects/{atlas}/velocity"
+    empty = (await client.get(velocity)).json()
     assert empty["records"] == [] and empty["average_completed_points"] is None
 
     ids = [
-        await _completed_sprint(client, f"Sprint {i}", done, 2)
+        await _completed_sprint(client, f"Sprint {i}", done, 2, atlas)
         for i, done in enumerate([10, 20, 30, 40])
     ]
-    await make_sprint(client, name="planned, not counted")
+    await make_sprint(client, project=atlas, name="planned, not counted")
 
-    default = (await client.get("/v1/projects/atlas/velocity")).json()
+    default = (await client.get(velocity)).json()
     assert [r["sprint_id"] for r in default["records"]] == ids[::-1]
     assert [r["completed_points"] for r in default["records"]] == [40, 30, 20, 10]
     assert default["window"] == 3 and default["sprints_averaged"] == 3
     assert default["average_completed_points"] == 30  # (40 + 30 + 20) / 3
     assert default["average_committed_points"] == 32
 
-    two = (await client.get("/v1/projects/atlas/velocity", params={"window": 2})).json()
+    two = (await client.get(velocity, params={"window": 2})).json()
     assert two["average_completed_points"] == 35
-    wide = (await client.get("/v1/projects/atlas/velocity", params={"window": 10})).json()
+    wide = (await client.get(velocity, params={"window": 10})).json()
     assert wide["sprints_averaged"] == 4 and wide["average_completed_points"] == 25
-    short = (await client.get("/v1/projects/atlas/velocity", params={"limit": 1})).json()
+    short = (await client.get(velocity, params={"limit": 1})).json()
     assert len(short["records"]) == 1 and short["average_completed_points"] == 30
 
     for bad in (0, 51):
-        refused = await client.get("/v1/projects/atlas/velocity", params={"window": bad})
+        refused = await client.get(velocity, params={"window": bad})
         assert assert_problem(refused, 422, "validation_error")["errors"][0]["field"] == (
             "query.window"
         )
@@ -287,15 +299,16 @@ async def test_velocity_averages_over_a_window_of_the_newest_sprints(
 async def test_bad_sprints_are_refused_by_field(
     client: httpx.AsyncClient, body: dict[str, Any], field: str
 ) -> None:
-    base = {"project": "atlas", "name": "S", "start_date": "2026-12-01", "end_date": "2026-12-14"}
+    base = {"project": project(), "name": "S", "start_date": "2026-12-01", "end_date": "2026-12-14"}
     response = await client.post("/v1/sprints", json=base | body)
     problem = assert_problem(response, 422, "validation_error")
     assert [e["field"] for e in problem["errors"]] == [field]
 
 
 async def test_bad_backlogs_and_patches_are_refused_by_field(client: httpx.AsyncClient) -> None:
-    sprint = await make_sprint(client)
-    task = await create_task(client, project="atlas")
+    atlas = project()
+    sprint = await make_sprint(client, project=atlas)
+    task = await create_task(client, project=atlas)
     path = f"/v1/sprints/{sprint['id']}"
     cases: list[tuple[str, dict[str, Any], str]] = [
         ("tasks", {"tasks": []}, "tasks"),
@@ -338,8 +351,9 @@ async def test_bad_backlogs_and_patches_are_refused_by_field(client: httpx.Async
 
 
 async def test_creates_are_idempotent_and_lists_paginate(client: httpx.AsyncClient) -> None:
-    body = {"project": "atlas", "name": "S", "start_date": "2026-12-01", "end_date": "2026-12-14"}
-    key = {"Idempotency-Key": "sprint-1"}
+    atlas = project()
+    body = {"project": atlas, "name": "S", "start_date": "2026-12-01", "end_date": "2026-12-14"}
+    key = {"Idempotency-Key": unique("sprint-1")}
     first = await client.post("/v1/sprints", json=body, headers=key)
     again = await client.post("/v1/sprints", json=body, headers=key)
     assert first.status_code == again.status_code == 201
@@ -349,12 +363,12 @@ async def test_creates_are_idempotent_and_lists_paginate(client: httpx.AsyncClie
     assert_problem(reused, 409, "idempotency_key_reused")
 
     for i in range(4):
-        await make_sprint(client, name=f"more {i}")
-    await make_sprint(client, project="hermes")
+        await make_sprint(client, project=atlas, name=f"more {i}")
+    await make_sprint(client, project=project())
     seen: list[str] = []
     cursor = None
     while True:
-        params: dict[str, Any] = {"project": "atlas", "limit": 2}
+        params: dict[str, Any] = {"project": atlas, "limit": 2}
         if cursor:
             params["cursor"] = cursor
         listed = (await client.get("/v1/sprints", params=params)).json()
@@ -365,16 +379,56 @@ async def test_creates_are_idempotent_and_lists_paginate(client: httpx.AsyncClie
     assert len(seen) == 5 and seen == sorted(seen) and first.json()["id"] == seen[0]
 
 
+async def sprints_stream_end(engine: AsyncEngine) -> int:
+    """The last event of the sprints stream now: a test reads its own events after it."""
+    async with AsyncSession(engine) as session:
+        return await event_store.last_seq(session, SPRINTS_STREAM)
+
+
+async def sprint_events(
+    client: httpx.AsyncClient, since: int, sprint_id: str, count: int
+) -> list[SseMessage]:
+    """The first `count` events of the sprints stream after `since` about the sprint."""
+    found: list[SseMessage] = []
+    async with (
+        asyncio.timeout(20),
+        client.stream("GET", "/v1/sprints/events", params={"last_event_id": since}) as stream,
+    ):
+        reader = SseReader(stream)
+        while len(found) < count:
+            [message] = await reader.take(1)
+            if message.data["sprint"]["id"] == sprint_id:
+                found.append(message)
+    return found
+
+
+async def stored_events_documented(engine: AsyncEngine, sprint_id: str) -> set[str]:
+    """Checks each stored event of the sprint as the stream sends it (the row's data and
+    `at`, its sequence number as `id`: `app/api/streams.py`); the event types seen. The
+    sprint's alone: the shared database holds other tests' streams."""
+    query = text(
+        "SELECT seq, type, data, created_at FROM events "
+        "WHERE stream = :stream AND data -> 'sprint' ->> 'id' = :sprint ORDER BY seq"
+    )
+    async with engine.connect() as conn:
+        rows = (await conn.execute(query, {"stream": SPRINTS_STREAM, "sprint": sprint_id})).all()
+    for seq, event, data, created_at in rows:
+        where = f"stream {SPRINTS_STREAM}"
+        check(stream_docs.SPRINTS, where, event, str(seq), {**data, "at": created_at.isoformat()})
+    return {event for _, event, _, _ in rows}
+
+
 async def test_the_stream_tells_each_change(
-    client: httpx.AsyncClient, clean_db: AsyncEngine
+    client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    sprint = await make_sprint(client)
-    task = await create_task(client, project="atlas")
+    atlas = project()
+    since = await sprints_stream_end(db_engine)
+    sprint = await make_sprint(client, project=atlas)
+    task = await create_task(client, project=atlas)
     await add(client, sprint["id"], {task["id"]: 2})
     await client.patch(f"/v1/sprints/{sprint['id']}", json={"goal": "new"})
     await move(client, sprint["id"], "active")
-    async with client.stream("GET", "/v1/sprints/events", params={"last_event_id": 0}) as stream:
-        events = await SseReader(stream).take(4)
+    events = await sprint_events(client, since, sprint["id"], 4)
     assert [e.event for e in events] == [
         "sprint.created",
         "sprint.tasks_changed",
@@ -384,4 +438,4 @@ async def test_the_stream_tells_each_change(
     last = events[-1].data
     assert (last["from"], last["to"], last["actor"]) == ("planning", "active", "local")
     assert last["sprint"]["version"] == 4 and last["sprint"]["committed_points"] == 2
-    assert {e.event for e in events} <= await stored_events_documented(clean_db)
+    assert {e.event for e in events} <= await stored_events_documented(db_engine, sprint["id"])

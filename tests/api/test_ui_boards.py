@@ -13,10 +13,15 @@ import httpx
 import pytest
 
 from app.store import boards as board_store
+from app.store import tasks as task_store
 from tests.api.test_boards_api import limit, move
-from tests.support.factories import create_task
+from tests.support.factories import create_task, unique
 
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
+def early(name: str) -> str:
+    """A project of the test's own whose name sorts before the shared database's others
+    (`project-…`): the pickers list the first projects by name, up to a bound."""
+    return unique(f"0-{name}")
 
 
 def _piece(html: str, name: str) -> str:
@@ -39,14 +44,15 @@ def _moves(html: str, task_id: str) -> list[str]:
 async def test_the_board_shows_each_column_with_its_count_limit_and_cards(
     client: httpx.AsyncClient,
 ) -> None:
-    first = await create_task(client, title="Write docs", project="atlas")
-    second = await create_task(client, title="Ship it", project="atlas", assigned_to="ann")
-    third = await create_task(client, title="Test it", project="atlas", assigned_to="bob")
-    elsewhere = await create_task(client, title="Elsewhere", project="zeus")
-    await limit(client, "atlas", "ready", 2)
-    await limit(client, "atlas", "in_progress", 5, "advisory")
+    atlas, zeus = early("atlas"), early("zeus")
+    first = await create_task(client, title="Write docs", project=atlas)
+    second = await create_task(client, title="Ship it", project=atlas, assigned_to=unique("ann"))
+    third = await create_task(client, title="Test it", project=atlas, assigned_to=unique("bob"))
+    elsewhere = await create_task(client, title="Elsewhere", project=zeus)
+    await limit(client, atlas, "ready", 2)
+    await limit(client, atlas, "in_progress", 5, "advisory")
 
-    page = await client.get("/ui/projects/atlas/board")
+    page = await client.get(f"/ui/projects/{atlas}/board")
     assert page.status_code == 200
     html = page.text
     assert re.findall(r'data-piece="(\w+)"', html) == [
@@ -73,8 +79,8 @@ async def test_the_board_shows_each_column_with_its_count_limit_and_cards(
     assert 'data-stream="/v1/tasks/events?last_event_id=' in html
     assert '"created": "backlog"' in html and '"blocked": "off_board"' in html
     assert 'aria-current="page">Boards</a>' in html
-    assert '<option value="atlas" selected>atlas</option>' in html
-    assert '<option value="zeus">zeus</option>' in html
+    assert f'<option value="{atlas}" selected>{atlas}</option>' in html
+    assert f'<option value="{zeus}">{zeus}</option>' in html
 
     # Each card offers the columns the state machine has a way to; backlog asks who takes it.
     assert _moves(html, first["id"]) == ["ready", "in_progress", "review", "done"]
@@ -86,11 +92,12 @@ async def test_the_board_shows_each_column_with_its_count_limit_and_cards(
 async def test_an_advisory_column_past_its_limit_is_marked_over(
     client: httpx.AsyncClient,
 ) -> None:
-    await limit(client, "atlas", "in_progress", 1, "advisory")
+    atlas, ann = unique("atlas"), unique("ann")
+    await limit(client, atlas, "in_progress", 1, "advisory")
     for title in ("A", "B"):
-        task = await create_task(client, title=title, project="atlas", assigned_to="ann")
+        task = await create_task(client, title=title, project=atlas, assigned_to=ann)
         assert (await move(client, task["id"], "in_progress")).status_code == 200
-    column = await client.get("/ui/projects/atlas/board/in_progress")
+    column = await client.get(f"/ui/projects/{atlas}/board/in_progress")
     assert column.status_code == 200
     assert column.text.lstrip().startswith('<section class="task-column kanban-column is-over"')
     assert '<span class="count">2 / 1</span>' in column.text
@@ -100,15 +107,16 @@ async def test_an_advisory_column_past_its_limit_is_marked_over(
 async def test_done_is_final_and_the_tasks_in_no_column_are_listed_apart(
     client: httpx.AsyncClient,
 ) -> None:
-    done = await create_task(client, title="Done", project="atlas", assigned_to="ann")
+    atlas, ann = unique("atlas"), unique("ann")
+    done = await create_task(client, title="Done", project=atlas, assigned_to=ann)
     assert (await move(client, done["id"], "done")).status_code == 200
-    blocked = await create_task(client, title="Stuck", project="atlas", assigned_to="ann")
+    blocked = await create_task(client, title="Stuck", project=atlas, assigned_to=ann)
     to_blocked = {"to": "blocked"}
     assert (
         await client.post(f"/v1/tasks/{blocked['id']}/transitions", json=to_blocked)
     ).status_code == 200
 
-    html = (await client.get("/ui/projects/atlas/board")).text
+    html = (await client.get(f"/ui/projects/{atlas}/board")).text
     assert _cards(_piece(html, "done")) == [done["id"]]
     assert _moves(html, done["id"]) == []  # completed moves no further
     off = _piece(html, "off_board")
@@ -116,11 +124,11 @@ async def test_done_is_final_and_the_tasks_in_no_column_are_listed_apart(
     assert '<span class="status status-blocked">blocked</span>' in off
     assert _moves(off, blocked["id"]) == ["ready", "in_progress", "review", "done"]
 
-    fragment = await client.get("/ui/projects/atlas/board/off_board")
+    fragment = await client.get(f"/ui/projects/{atlas}/board/off_board")
     assert fragment.text.lstrip().startswith('<section class="kanban-off" data-piece="off_board"')
     assert _cards(fragment.text) == [blocked["id"]]
-    assert (await client.get("/ui/projects/atlas/board/nowhere")).status_code == 404
-    empty = await client.get("/ui/projects/nobody/board/off_board")
+    assert (await client.get(f"/ui/projects/{atlas}/board/nowhere")).status_code == 404
+    empty = await client.get(f"/ui/projects/{unique('nobody')}/board/off_board")
     assert "None: blocked, failed, interrupted and cancelled tasks" in empty.text
 
 
@@ -128,37 +136,50 @@ async def test_a_column_beyond_its_shown_cards_links_to_the_rest(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(board_store, "COLUMN_SHOWN", 2)
-    tasks = [await create_task(client, title=f"T{i}", project="atlas") for i in range(3)]
-    html = (await client.get("/ui/projects/atlas/board")).text
+    atlas = unique("atlas")
+    tasks = [await create_task(client, title=f"T{i}", project=atlas) for i in range(3)]
+    html = (await client.get(f"/ui/projects/{atlas}/board")).text
     backlog = _piece(html, "backlog")
     assert _cards(backlog) == [t["id"] for t in tasks[:2]]
     assert '<span class="count">3</span>' in backlog
-    assert 'href="/ui/tasks?status=created&amp;project=atlas">1 more' in backlog
+    assert f'href="/ui/tasks?status=created&amp;project={atlas}">1 more' in backlog
 
 
 async def test_the_boards_are_picked_by_project_and_linked_from_the_tasks_page(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    empty = await client.get("/ui/boards")
+    atlas, zeus = early("atlas"), early("zeus")
+    with monkeypatch.context() as nothing:  # the page of a database whose tasks name none
+        nothing.setattr(task_store, "projects", _no_projects)
+        empty = await client.get("/ui/boards")
     assert "No task names a project yet" in empty.text
-    for project in ("zeus", "atlas"):
+    before = re.findall(r'<li><a href="/ui/projects/([^"]+)/board">', empty.text)
+    assert before == []
+    for project in (zeus, atlas):
         await create_task(client, title="t", project=project)
     picker = await client.get("/ui/boards")
-    assert re.findall(r'<li><a href="/ui/projects/(\w+)/board">', picker.text) == ["atlas", "zeus"]
-    chosen = await client.get("/ui/boards", params={"project": "atlas"}, follow_redirects=False)
-    assert (chosen.status_code, chosen.headers["location"]) == (303, "/ui/projects/atlas/board")
-    tasks = await client.get("/ui/tasks", params={"project": "zeus"})
-    assert '<a href="/ui/projects/zeus/board">Board of zeus</a>' in tasks.text
+    listed = re.findall(r'<li><a href="/ui/projects/([^"]+)/board">', picker.text)
+    assert [p for p in listed if p in (atlas, zeus)] == [atlas, zeus]
+    chosen = await client.get("/ui/boards", params={"project": atlas}, follow_redirects=False)
+    assert (chosen.status_code, chosen.headers["location"]) == (303, f"/ui/projects/{atlas}/board")
+    tasks = await client.get("/ui/tasks", params={"project": zeus})
+    assert f'<a href="/ui/projects/{zeus}/board">Board of {zeus}</a>' in tasks.text
     assert "Board of" not in (await client.get("/ui/tasks")).text
     # A project no task names yet has an empty board: its limits can be set before its tasks.
-    fresh = await client.get("/ui/projects/hermes/board")
+    hermes = unique("hermes")
+    fresh = await client.get(f"/ui/projects/{hermes}/board")
     assert fresh.status_code == 200 and _cards(fresh.text) == []
-    assert '<option value="hermes" selected>hermes</option>' in fresh.text
+    assert f'<option value="{hermes}" selected>{hermes}</option>' in fresh.text
+
+
+async def _no_projects(session: object, *, limit: int) -> list[str]:
+    return []
 
 
 async def test_titles_and_projects_are_escaped(client: httpx.AsyncClient) -> None:
-    task: dict[str, Any] = await create_task(client, title="<b>bold</b>", project="<i>p")
-    html = (await client.get(f"/ui/projects/{quote('<i>p')}/board")).text
+    odd = unique("<i>p")
+    task: dict[str, Any] = await create_task(client, title="<b>bold</b>", project=odd)
+    html = (await client.get(f"/ui/projects/{quote(odd)}/board")).text
     assert task["id"] in html
     assert "<b>bold</b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html
     assert "<i>p" not in html and "&lt;i&gt;p" in html

@@ -13,11 +13,16 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from app.store import sprints as sprint_store
 from app.ui import sprints as sprint_pages
 from tests.api.test_sprints_api import _completed_sprint, add, finish_task, make_sprint, move
-from tests.support.factories import create_task
+from tests.support.factories import create_task, project, unique
 
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+
+def early(name: str) -> str:
+    """A project of the test's own whose name sorts before the shared database's others
+    (`project-…`): the picker lists the first projects by name, up to a bound."""
+    return unique(f"0-{name}")
 
 
 def _rows(html: str, table: str) -> list[list[str]]:
@@ -35,14 +40,15 @@ def _rows(html: str, table: str) -> list[list[str]]:
 
 
 async def test_a_projects_sprints_and_its_velocity_chart(client: httpx.AsyncClient) -> None:
+    atlas, zeus = project(), project()
     ids = [
-        await _completed_sprint(client, f"Sprint {i}", done, 2)
+        await _completed_sprint(client, f"Sprint {i}", done, 2, atlas)
         for i, done in enumerate([10, 20, 30, 40])
     ]
-    planned = await make_sprint(client, name="Sprint 4", goal="next")
-    await make_sprint(client, project="zeus", name="Elsewhere")
+    planned = await make_sprint(client, project=atlas, name="Sprint 4", goal="next")
+    await make_sprint(client, project=zeus, name="Elsewhere")
 
-    page = await client.get("/ui/projects/atlas/sprints")
+    page = await client.get(f"/ui/projects/{atlas}/sprints")
     assert page.status_code == 200
     html = page.text
     assert 'aria-current="page">Sprints</a>' in html
@@ -69,9 +75,9 @@ async def test_a_projects_sprints_and_its_velocity_chart(client: httpx.AsyncClie
     ]
     assert "<strong>30.0</strong> points completed of 32.0 committed" in html
 
-    empty = await client.get("/ui/projects/zeus/sprints")
+    empty = await client.get(f"/ui/projects/{zeus}/sprints")
     assert "No completed sprint yet" in empty.text and "velocity-chart" not in empty.text
-    nobody = await client.get("/ui/projects/nobody/sprints")
+    nobody = await client.get(f"/ui/projects/{project()}/sprints")
     assert nobody.status_code == 200 and "No sprints." in nobody.text
 
 
@@ -79,11 +85,12 @@ async def test_the_sprint_list_pages_by_links(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sprint_pages, "LIST_PAGE", 2)
-    made = [await make_sprint(client, name=f"S{i}") for i in range(3)]
-    first = (await client.get("/ui/projects/atlas/sprints")).text
+    atlas = project()
+    made = [await make_sprint(client, project=atlas, name=f"S{i}") for i in range(3)]
+    first = (await client.get(f"/ui/projects/{atlas}/sprints")).text
     assert [r[0] for r in _rows(first, "sprints")] == ["S2", "S1"]
-    assert f'href="/ui/projects/atlas/sprints?before={made[1]["id"]}" rel="next"' in first
-    second = await client.get("/ui/projects/atlas/sprints", params={"before": made[1]["id"]})
+    assert f'href="/ui/projects/{atlas}/sprints?before={made[1]["id"]}" rel="next"' in first
+    second = await client.get(f"/ui/projects/{atlas}/sprints", params={"before": made[1]["id"]})
     assert [r[0] for r in _rows(second.text, "sprints")] == ["S0"]
     assert "Older sprints" not in second.text and "Newest sprints" in second.text
 
@@ -92,15 +99,17 @@ async def test_a_sprint_page_shows_its_lifecycle_backlog_and_burn_up(
     client: httpx.AsyncClient,
 ) -> None:
     today = datetime.now(UTC).date()
+    atlas, ann = project(), unique("ann")
     sprint = await make_sprint(
         client,
+        project=atlas,
         name="Sprint 9",
         goal="Ship the export",
         start_date=str(today - timedelta(days=1)),
         end_date=str(today + timedelta(days=5)),
     )
     tasks = [
-        await create_task(client, title=title, project="atlas", assigned_to="ann")
+        await create_task(client, title=title, project=atlas, assigned_to=ann)
         for title in ("Write it", "Test it")
     ]
     assert (
@@ -164,7 +173,7 @@ async def test_a_sprint_page_shows_its_lifecycle_backlog_and_burn_up(
 async def test_a_sprint_not_started_has_an_empty_chart_and_no_tasks(
     client: httpx.AsyncClient,
 ) -> None:
-    sprint = await make_sprint(client)  # December 2026: after the test's today
+    sprint = await make_sprint(client, project=project())  # December 2026: after today
     html = (await client.get(f"/ui/sprints/{sprint['id']}")).text
     assert "It starts on 2026-12-01" in html and 'class="chart-day"' not in html
     assert "No tasks yet" in html
@@ -177,30 +186,42 @@ async def test_unknown_sprints_are_404(client: httpx.AsyncClient) -> None:
     assert (await client.get("/ui/sprints/sprint_nope/live")).status_code == 404
 
 
-async def test_the_picker_and_the_board_lead_to_the_sprints(client: httpx.AsyncClient) -> None:
-    empty = await client.get("/ui/sprints")
+async def test_the_picker_and_the_board_lead_to_the_sprints(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    atlas, zeus = early("atlas"), early("zeus")
+    with monkeypatch.context() as nothing:  # the page of a database with no sprint
+        nothing.setattr(sprint_store, "projects", _no_projects)
+        empty = await client.get("/ui/sprints")
     assert "No project has a sprint yet" in empty.text
-    active = await make_sprint(client, name="Now")
+    assert re.findall(r'<li><a href="/ui/projects/([^"]+)/sprints">', empty.text) == []
+    active = await make_sprint(client, project=atlas, name="Now")
     await move(client, active["id"], "active")
-    await make_sprint(client, project="zeus", name="Later")
+    await make_sprint(client, project=zeus, name="Later")
     picker = (await client.get("/ui/sprints")).text
-    assert re.findall(r'<li><a href="/ui/projects/(\w+)/sprints">', picker) == ["atlas", "zeus"]
+    listed = re.findall(r'<li><a href="/ui/projects/([^"]+)/sprints">', picker)
+    assert [p for p in listed if p in (atlas, zeus)] == [atlas, zeus]
     assert f'<a href="/ui/sprints/{active["id"]}">its active sprint</a>' in picker
     chosen = await client.get("/ui/sprints", params={"project": "a b"}, follow_redirects=False)
     assert (chosen.status_code, chosen.headers["location"]) == (303, "/ui/projects/a%20b/sprints")
 
-    board = (await client.get("/ui/projects/atlas/board")).text
-    assert '<a href="/ui/projects/atlas/sprints">Sprints of atlas</a>' in board
+    board = (await client.get(f"/ui/projects/{atlas}/board")).text
+    assert f'<a href="/ui/projects/{atlas}/sprints">Sprints of {atlas}</a>' in board
     assert f'href="/ui/sprints/{active["id"]}">Now</a> (0 of 0 points)' in board
-    assert "no active sprint" in (await client.get("/ui/projects/zeus/board")).text
+    assert "no active sprint" in (await client.get(f"/ui/projects/{zeus}/board")).text
+
+
+async def _no_projects(session: object, *, limit: int) -> dict[str, str | None]:
+    return {}
 
 
 async def test_names_and_goals_are_escaped(client: httpx.AsyncClient) -> None:
+    odd = unique("<i>p")
     sprint: dict[str, Any] = await make_sprint(
-        client, project="<i>p", name="<b>bold</b>", goal="<script>x</script>"
+        client, project=odd, name="<b>bold</b>", goal="<script>x</script>"
     )
     html = (await client.get(f"/ui/sprints/{sprint['id']}")).text
     assert "<b>bold</b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html
     assert "<script>x</script>" not in html
-    listed = (await client.get(f"/ui/projects/{quote('<i>p', safe='')}/sprints")).text
+    listed = (await client.get(f"/ui/projects/{quote(odd, safe='')}/sprints")).text
     assert "&lt;b&gt;bold&lt;/b&gt;" in listed and "<i>p" not in listed

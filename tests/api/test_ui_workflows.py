@@ -20,9 +20,8 @@ from app.ui import workflows as workflows_page
 from app.ui.graph_layout import MISSING, NODE_H, NODE_W, layout
 from app.ui.templating import TEMPLATES
 from tests.api.test_workflow_executions_api import activate, finish, gated, until
-from tests.api.test_workflows_api import create, diamond
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.api.test_workflows_api import diamond
+from tests.support.factories import create_workflow, make_agent, unique
 
 
 def _ids(html: str, prefix: str) -> list[str]:
@@ -34,6 +33,16 @@ def _node(html: str, node_id: str) -> str:
     found = re.search(rf'<g class="wf-node[^"]*"\s+data-node="{re.escape(node_id)}"[^>]*>', html)
     assert found, f"no node {node_id} in the graph"
     return found[0]
+
+
+def _kinds(html: str) -> dict[str, str]:
+    """Each listed definition's kind, by its id."""
+    rows = re.findall(
+        r'<tr id="workflow-(\w+)">.*?<td data-label="Kind" class="workflow-kind">(\w+)</td>',
+        html,
+        re.S,
+    )
+    return dict(rows)
 
 
 def _edge(html: str, edge_id: str) -> str:
@@ -121,8 +130,10 @@ async def test_the_list_pages_newest_first(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(workflows_page, "LIST_PAGE", 2)
-    made = [(await create(client, diamond(name=f"W{i}")))["id"] for i in range(3)]
-    first = await client.get("/ui/workflows")
+    # Read from the test's newest down (the shared database holds other tests' definitions
+    # before them); the list's end is its oldest definitions, whoever made them.
+    made = [(await create_workflow(client, **diamond(name=f"W{i}")))["id"] for i in range(4)]
+    first = await client.get("/ui/workflows", params={"before": made[3]})
     assert first.status_code == 200
     assert _ids(first.text, "workflow") == [made[2], made[1]]
     assert '<a href="/ui/workflows" aria-current="page">Workflows</a>' in first.text
@@ -130,23 +141,31 @@ async def test_the_list_pages_newest_first(
     older = re.search(r'href="/ui/workflows\?before=([^"]+)" rel="next"', first.text)
     assert older and older[1] == made[1]
     second = await client.get("/ui/workflows", params={"before": made[1]})
-    assert _ids(second.text, "workflow") == [made[0]]
-    assert 'rel="next"' not in second.text and "Newest workflows" in second.text
+    assert _ids(second.text, "workflow")[0] == made[0]
+    oldest = [
+        w["id"] for w in (await client.get("/v1/workflows", params={"limit": 2})).json()["items"]
+    ]
+    last = await client.get("/ui/workflows", params={"before": oldest[1]})
+    assert _ids(last.text, "workflow") == oldest[:1]
+    assert 'rel="next"' not in last.text and "Newest workflows" in last.text
 
 
 async def test_the_list_shows_each_kind_and_project_and_a_form_per_template(
     client: httpx.AsyncClient,
 ) -> None:
-    await create(client, diamond(name="Plain"))
+    odd = unique("a&b")
+    plain = await create_workflow(client, **diamond(name="Plain"))
     made = await client.post(
         "/v1/workflow-templates/kanban/instantiate",
-        json={"project": "a&b", "variables": {"wip_limit": 2}},
+        json={"project": odd, "variables": {"wip_limit": 2}},
     )
     assert made.status_code == 201, made.text
     page = await client.get("/ui/workflows")
-    kinds = re.findall(r'<td data-label="Kind" class="workflow-kind">(\w+)</td>', page.text)
-    assert kinds == ["kanban", "sequential"]  # newest first
-    assert '<a href="/ui/projects/a%26b/board">a&amp;b</a>' in page.text
+    kinds = _kinds(page.text)
+    mine = [(i, kinds[i]) for i in kinds if i in (plain["id"], made.json()["id"])]
+    assert mine == [(made.json()["id"], "kanban"), (plain["id"], "sequential")]  # newest first
+    suffix = odd.removeprefix("a&b")
+    assert f'<a href="/ui/projects/a%26b{suffix}/board">a&amp;b{suffix}</a>' in page.text
     forms = re.findall(r'data-instantiate="/v1/workflow-templates/(\w+)/instantiate"', page.text)
     assert forms == ["sequential", "parallel", "kanban", "agile_kanban"]
     assert 'id="agile_kanban-sprint_length" type="number" data-variable="sprint_length"' in (
@@ -157,14 +176,14 @@ async def test_the_list_shows_each_kind_and_project_and_a_form_per_template(
     definition = await client.get(f"/ui/workflows/{made.json()['id']}")
     assert '<dd class="workflow-kind">kanban</dd>' in definition.text
     assert "in_progress ≤ 2 (strict), review ≤ 2 (strict)" in definition.text
-    assert 'placeholder="a&amp;b"' in definition.text
+    assert f'placeholder="a&amp;b{suffix}"' in definition.text
 
 
 async def test_a_definition_shows_its_graph_its_errors_and_its_executions(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(workflows_page, "EXECUTIONS_PAGE", 1)
-    workflow = await create(client, gated(description="<script>alert(1)</script>"))
+    workflow = await create_workflow(client, **gated(description="<script>alert(1)</script>"))
     executions = [(await activate(client, workflow["id"], context={"env": "prod"}))["id"]]
     executions.append((await activate(client, workflow["id"]))["id"])
     page = await client.get(f"/ui/workflows/{workflow['id']}")
@@ -181,7 +200,7 @@ async def test_a_definition_shows_its_graph_its_errors_and_its_executions(
     assert 'data-activate="/v1/workflow-executions/activate/' in page.text
 
     # A draft that activation would refuse: its errors are on its nodes and in a list.
-    draft = await create(client, {"name": "Draft", "nodes": [{"id": "t", "type": "task"}]})
+    draft = await create_workflow(client, name="Draft", nodes=[{"id": "t", "type": "task"}])
     page = await client.get(f"/ui/workflows/{draft['id']}")
     assert "Not ready to activate: 3 rules broken" in page.text
     assert "invalid" in _node(page.text, "t")
@@ -236,7 +255,7 @@ async def test_the_editor_checks_a_definition_and_marks_its_errors(
 async def test_the_editor_of_a_definition_saves_over_the_version_it_opened(
     client: httpx.AsyncClient,
 ) -> None:
-    workflow = await create(client, diamond())
+    workflow = await create_workflow(client, **diamond())
     edit = await client.get(f"/ui/workflows/{workflow['id']}/edit")
     assert edit.status_code == 200
     assert f'data-save="/v1/workflows/{workflow["id"]}" data-method="PATCH"' in edit.text
@@ -255,7 +274,7 @@ async def test_the_editor_of_a_definition_saves_over_the_version_it_opened(
 async def test_an_execution_page_shows_its_nodes_statuses_and_follows_its_stream(
     client: httpx.AsyncClient,
 ) -> None:
-    workflow = await create(client, gated())
+    workflow = await create_workflow(client, **gated())
     execution = await activate(client, workflow["id"], context={"env": "prod"})
     page = await client.get(f"/ui/workflow-executions/{execution['id']}")
     assert page.status_code == 200
@@ -290,12 +309,8 @@ async def test_an_execution_page_shows_its_nodes_statuses_and_follows_its_stream
 
 
 async def test_a_node_worked_by_an_agent_links_to_its_run(client: httpx.AsyncClient) -> None:
-    agent = {
-        "name": "ann",
-        "model": {"provider": "scripted", "name": "s", "script": [{"text": "ok"}]},
-    }
-    assert (await client.post("/v1/agents", json=agent)).status_code == 201
-    workflow = await create(client, gated())
+    ann = (await make_agent(client, {"text": "ok"}))["name"]
+    workflow = await create_workflow(client, **gated(ann))
     execution = await activate(client, workflow["id"], context={"env": "prod"})
     running = await until(
         client, execution["id"], lambda e: e["node_status"]["deploy"] == NodeStatus.RUNNING
@@ -329,7 +344,7 @@ async def test_an_execution_page_shows_its_progress_and_its_limits(
     spec = gated(max_parallel_tasks=3, fail_fast=True)
     spec["nodes"][3]["config"]["resources"] = ["staging-db", "deploy-key"]  # deploy
     spec["nodes"][4]["config"]["resources"] = ["tape"]  # hold: not on the path taken
-    workflow = await create(client, spec)
+    workflow = await create_workflow(client, **spec)
     own = await activate(client, workflow["id"], context={"env": "prod"}, max_parallel_tasks=1)
     url = f"/ui/workflow-executions/{own['id']}/live"
     html = (await client.get(url)).text

@@ -10,27 +10,28 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.test_workflows_api import create, diamond
+from tests.api.test_workflows_api import diamond
 from tests.support.api import assert_problem
+from tests.support.factories import create_workflow, project, unique
 from tests.support.sse import SseMessage, SseReader
 
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
 
-
-def gated(**fields: Any) -> dict[str, Any]:
-    """start -> who(ann) -> gate -(true)-> deploy -> notify -> end; gate -(false)-> hold"""
+def gated(ann: str | None = None, bob: str | None = None, **fields: Any) -> dict[str, Any]:
+    """start -> who(ann) -> gate -(true)-> deploy -> notify -> end; gate -(false)-> hold.
+    `ann` and `bob` are names of the test's own (an agent of that name would work them)."""
+    ann, bob = ann or unique("ann"), bob or unique("bob")
     return {
         "name": "Gated",
         "nodes": [
             {"id": "s", "type": "start"},
-            {"id": "who", "type": "agent_assignment", "config": {"agent_name": "ann"}},
+            {"id": "who", "type": "agent_assignment", "config": {"agent_name": ann}},
             {
                 "id": "gate",
                 "type": "conditional",
                 "config": {"condition_expression": "env == 'prod'"},
             },
             {"id": "deploy", "type": "task", "config": {"title": "Deploy", "max_retries": 1}},
-            {"id": "hold", "type": "task", "config": {"title": "Hold", "assigned_to": "bob"}},
+            {"id": "hold", "type": "task", "config": {"title": "Hold", "assigned_to": bob}},
             {"id": "notify", "type": "task", "config": {"title": "Notify"}},
             {"id": "e", "type": "end"},
         ],
@@ -70,7 +71,7 @@ async def move(client: httpx.AsyncClient, task_id: str, *targets: str, **fields:
 async def finish(client: httpx.AsyncClient, task_id: str) -> None:
     """Work a task to completion the way a person would, through the task API."""
     if (await task(client, task_id))["status"] == "created":
-        await move(client, task_id, "assigned", assigned_to="ann")
+        await move(client, task_id, "assigned", assigned_to=unique("ann"))
     await move(client, task_id, "in_progress", "in_review", "completed")
 
 
@@ -80,9 +81,10 @@ async def follow(
     read: Callable[[], Awaitable[dict[str, Any]]],
     check: Callable[[dict[str, Any]], bool],
 ) -> dict[str, Any]:
-    """`read()` again after each event of the stream (replayed from its start) until
-    `check` holds: woken by the server's own events, never by a timer."""
-    async with client.stream("GET", stream_url, params={"last_event_id": 0}) as stream:
+    """`read()` again after each event of the stream until `check` holds: woken by the
+    server's own events, never by a timer. The stream starts at its end when it opens (a
+    shared stream holds other tests' events), before the first `read()`: nothing is missed."""
+    async with client.stream("GET", stream_url) as stream:
         reader = SseReader(stream)
         while not check(current := await read()):
             await asyncio.wait_for(reader.take(1), 10)
@@ -122,16 +124,25 @@ async def stream_events(client: httpx.AsyncClient, execution_id: str) -> list[Ss
     return seen
 
 
+async def tasks_of(client: httpx.AsyncClient, own: str) -> list[dict[str, Any]]:
+    """The tasks of the test's own project."""
+    response = await client.get("/v1/tasks", params={"project": own, "limit": 200})
+    assert response.status_code == 200, response.text
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
+
+
 ENDINGS = {f"workflow.execution.{s}" for s in ("completed", "failed", "cancelled")}
 
 
 async def test_activation_makes_the_tasks_with_their_dependencies(
     client: httpx.AsyncClient,
 ) -> None:
-    workflow = await create(client, diamond())
+    workflow = await create_workflow(client, **diamond())
+    own = project()
     response = await client.post(
         f"/v1/workflow-executions/activate/{workflow['id']}",
-        json={"context": {"release": "1.2"}, "project": "proj-1"},
+        json={"context": {"release": "1.2"}, "project": own},
     )
     assert response.status_code == 201, response.text
     execution = response.json()
@@ -155,7 +166,7 @@ async def test_activation_makes_the_tasks_with_their_dependencies(
 
     tasks = {node: await task(client, task_id) for node, task_id in ids.items()}
     assert {n: t["title"] for n, t in tasks.items()} == {n: f"do {n}" for n in ids}
-    assert all(t["status"] == "created" and t["project"] == "proj-1" for t in tasks.values())
+    assert all(t["status"] == "created" and t["project"] == own for t in tasks.values())
     assert tasks["t1"]["dependencies"] == []
     assert tasks["t2"]["dependencies"] == tasks["t3"]["dependencies"] == [ids["t1"]]
     assert tasks["t4"]["dependencies"] == [ids["t2"], ids["t3"]]
@@ -170,15 +181,16 @@ async def test_activation_makes_the_tasks_with_their_dependencies(
 async def test_activation_refuses_an_invalid_or_missing_workflow(
     client: httpx.AsyncClient,
 ) -> None:
-    draft = diamond()
+    own = project()
+    draft = diamond(project=own)
     draft["edges"] = draft["edges"][:-1]  # the end is no longer reachable
-    workflow = await create(client, draft)
+    workflow = await create_workflow(client, **draft)
     response = await client.post(f"/v1/workflow-executions/activate/{workflow['id']}", json={})
     problem = assert_problem(response, 422, "workflow_invalid")
     assert {"field": "nodes[e]", "message": "node 'e': not reachable from start"} in problem[
         "errors"
     ]
-    assert (await client.get("/v1/tasks")).json()["items"] == []
+    assert await tasks_of(client, own) == []
 
     missing = await client.post("/v1/workflow-executions/activate/wf_missing", json={})
     assert_problem(missing, 404, "not_found")
@@ -186,18 +198,19 @@ async def test_activation_refuses_an_invalid_or_missing_workflow(
 
 
 async def test_activation_with_an_idempotency_key_happens_once(client: httpx.AsyncClient) -> None:
-    workflow = await create(client, diamond())
+    own = project()
+    workflow = await create_workflow(client, **diamond(project=own))
     url = f"/v1/workflow-executions/activate/{workflow['id']}"
-    headers = {"Idempotency-Key": "release-42"}
+    headers = {"Idempotency-Key": unique("release-42")}
     first = await client.post(url, json={"context": {"a": 1}}, headers=headers)
     again = await client.post(url, json={"context": {"a": 1}}, headers=headers)
     assert first.status_code == again.status_code == 201
     assert again.headers["idempotent-replayed"] == "true"
     assert again.json()["id"] == first.json()["id"]
-    assert len((await client.get("/v1/tasks")).json()["items"]) == 4
+    assert len(await tasks_of(client, own)) == 4
     other = await client.post(url, json={"context": {"a": 2}}, headers=headers)
     assert_problem(other, 409, "idempotency_key_reused")
-    elsewhere = await create(client, diamond(name="Elsewhere"))
+    elsewhere = await create_workflow(client, **diamond(name="Elsewhere"))
     moved = await client.post(
         f"/v1/workflow-executions/activate/{elsewhere['id']}",
         json={"context": {"a": 1}},
@@ -209,16 +222,17 @@ async def test_activation_with_an_idempotency_key_happens_once(client: httpx.Asy
 async def test_activations_racing_with_one_key_make_one_execution(
     client: httpx.AsyncClient,
 ) -> None:
-    workflow = await create(client, diamond())
+    own = project()
+    workflow = await create_workflow(client, **diamond(project=own))
     url = f"/v1/workflow-executions/activate/{workflow['id']}"
-    headers = {"Idempotency-Key": "race"}
+    headers = {"Idempotency-Key": unique("race")}
     answers = await asyncio.gather(
         *(client.post(url, json={"context": {"a": 1}}, headers=headers) for _ in range(6))
     )
     assert [r.status_code for r in answers] == [201] * 6, [r.text for r in answers]
     assert len({r.json()["id"] for r in answers}) == 1
     assert sum("idempotent-replayed" not in r.headers for r in answers) == 1
-    assert len((await client.get("/v1/tasks")).json()["items"]) == 4
+    assert len(await tasks_of(client, own)) == 4
 
 
 @pytest.mark.parametrize(
@@ -227,7 +241,8 @@ async def test_activations_racing_with_one_key_make_one_execution(
 async def test_a_conditional_branch_is_taken_and_the_other_skipped(
     client: httpx.AsyncClient, env: str, taken: str, skipped: str
 ) -> None:
-    workflow = await create(client, gated())
+    ann, bob = unique("ann"), unique("bob")
+    workflow = await create_workflow(client, **gated(ann, bob))
     execution = await activate(client, workflow["id"], context={"env": env})
     assert execution["node_status"][taken] == "pending"
     assert execution["node_status"][skipped] == "skipped"
@@ -236,9 +251,9 @@ async def test_a_conditional_branch_is_taken_and_the_other_skipped(
     made = {n: await task(client, t) for n, t in ids.items()}
     assert made["notify"]["dependencies"] == [ids[taken]]
     # The agent assignment reaches every task after it; a task's own assignee wins.
-    expected = "ann" if taken == "deploy" else "bob"
+    expected = ann if taken == "deploy" else bob
     assert made[taken]["assigned_to"] == expected and made[taken]["status"] == "assigned"
-    assert made["notify"]["assigned_to"] == "ann"
+    assert made["notify"]["assigned_to"] == ann
 
     await finish(client, ids[taken])
     await finish(client, ids["notify"])
@@ -252,7 +267,7 @@ async def test_a_conditional_branch_is_taken_and_the_other_skipped(
 async def test_parallel_join_all_and_any(client: httpx.AsyncClient, strategy: str) -> None:
     body = diamond()
     body["nodes"][5]["config"]["join_strategy"] = strategy
-    workflow = await create(client, body)
+    workflow = await create_workflow(client, **body)
     execution = await activate(client, workflow["id"])
     ids = execution["node_tasks"]
 
@@ -282,7 +297,7 @@ async def test_parallel_join_all_and_any(client: httpx.AsyncClient, strategy: st
 async def test_a_retried_failure_keeps_the_execution_running_and_a_final_one_fails_it(
     client: httpx.AsyncClient,
 ) -> None:
-    workflow = await create(client, gated())
+    workflow = await create_workflow(client, **gated())
     execution = await activate(client, workflow["id"], context={"env": "prod"})
     deploy = execution["node_tasks"]["deploy"]  # max_retries 1
 
@@ -307,7 +322,7 @@ async def test_a_retried_failure_keeps_the_execution_running_and_a_final_one_fai
 
 
 async def test_a_cancelled_task_cancels_its_execution(client: httpx.AsyncClient) -> None:
-    workflow = await create(client, gated())
+    workflow = await create_workflow(client, **gated())
     execution = await activate(client, workflow["id"], context={"env": "prod"})
     response = await client.post(f"/v1/tasks/{execution['node_tasks']['deploy']}/cancel")
     assert response.status_code == 200, response.text
@@ -316,7 +331,7 @@ async def test_a_cancelled_task_cancels_its_execution(client: httpx.AsyncClient)
 
 
 async def test_cancel_cancels_the_open_tasks(client: httpx.AsyncClient) -> None:
-    workflow = await create(client, gated())
+    workflow = await create_workflow(client, **gated())
     execution = await activate(client, workflow["id"], context={"env": "prod"})
     ids = execution["node_tasks"]
     await move(client, ids["deploy"], "in_progress")
@@ -342,7 +357,7 @@ async def test_cancel_cancels_the_open_tasks(client: httpx.AsyncClient) -> None:
 async def test_the_execution_stream_replays_what_a_client_missed(
     client: httpx.AsyncClient,
 ) -> None:
-    workflow = await create(client, gated())
+    workflow = await create_workflow(client, **gated())
     execution = await activate(client, workflow["id"], context={"env": "prod"})
     ids = execution["node_tasks"]
     url = f"/v1/workflow-executions/{execution['id']}/events"

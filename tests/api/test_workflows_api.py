@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-import pytest
 import yaml
 
+from app.api.pagination import encode_cursor
+from app.core.ids import id_floor
 from tests.support.api import assert_problem
-
-pytestmark = pytest.mark.own_server  # SHARED-TODO: names, projects or lists shared with other tests
+from tests.support.factories import create_workflow
 
 
 def diamond(**fields: Any) -> dict[str, Any]:
@@ -48,13 +49,18 @@ def diamond(**fields: Any) -> dict[str, Any]:
 
 
 async def create(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
-    response = await client.post("/v1/workflows", json=body)
-    assert response.status_code == 201, response.text
-    created: dict[str, Any] = response.json()
-    return created
+    """Still imported from here by other test modules: `create_workflow` of the factories."""
+    return await create_workflow(client, **body)
+
+
+def from_now(prefix: str) -> str:
+    """A list cursor before every id made from now on (an id begins with its time), so a
+    test lists what it made, however much the shared database holds."""
+    return encode_cursor(id_floor(prefix, datetime.now(UTC)))
 
 
 async def test_create_get_list_delete(client: httpx.AsyncClient) -> None:
+    since = from_now("wf")
     response = await client.post("/v1/workflows", json=diamond())
     assert response.status_code == 201, response.text
     workflow = response.json()
@@ -78,8 +84,8 @@ async def test_create_get_list_delete(client: httpx.AsyncClient) -> None:
     fetched = await client.get(f"/v1/workflows/{workflow['id']}")
     assert fetched.status_code == 200 and fetched.json() == workflow
 
-    other = await create(client, diamond(name="Other"))
-    first = (await client.get("/v1/workflows", params={"limit": 1})).json()
+    other = await create_workflow(client, **diamond(name="Other"))
+    first = (await client.get("/v1/workflows", params={"limit": 1, "cursor": since})).json()
     assert [w["id"] for w in first["items"]] == [workflow["id"]]
     second = (await client.get("/v1/workflows", params={"cursor": first["next_cursor"]})).json()
     assert [w["id"] for w in second["items"]] == [other["id"]] and second["next_cursor"] is None
@@ -93,7 +99,7 @@ async def test_create_get_list_delete(client: httpx.AsyncClient) -> None:
 
 
 async def test_update_with_if_match_or_body_version(client: httpx.AsyncClient) -> None:
-    workflow = await create(client, diamond())
+    workflow = await create_workflow(client, **diamond())
     url = f"/v1/workflows/{workflow['id']}"
 
     renamed = await client.patch(url, json={"name": "Renamed"}, headers={"If-Match": '"1"'})
@@ -122,7 +128,7 @@ async def test_update_with_if_match_or_body_version(client: httpx.AsyncClient) -
 async def test_concurrent_updates_with_one_version_let_exactly_one_win(
     client: httpx.AsyncClient,
 ) -> None:
-    workflow = await create(client, diamond())
+    workflow = await create_workflow(client, **diamond())
     responses = await asyncio.gather(
         *(
             client.patch(
@@ -148,7 +154,7 @@ async def test_a_condition_that_does_not_parse_is_refused_on_save(
     assert error["field"] == "nodes[gate]"
     assert "condition_expression" in error["message"] and "position 4" in error["message"]
 
-    workflow = await create(client, diamond())
+    workflow = await create_workflow(client, **diamond())
     patched = await client.patch(f"/v1/workflows/{workflow['id']}", json={"nodes": body["nodes"]})
     assert_problem(patched, 422, "validation_error")
     assert (await client.get(f"/v1/workflows/{workflow['id']}")).json()["version"] == 1
@@ -170,7 +176,7 @@ async def test_structure_is_checked_on_save(client: httpx.AsyncClient) -> None:
 async def test_validate_reports_every_broken_rule_by_node_and_edge(
     client: httpx.AsyncClient,
 ) -> None:
-    good = await create(client, diamond())
+    good = await create_workflow(client, **diamond())
     report = (await client.post(f"/v1/workflows/{good['id']}/validate")).json()
     assert report == {"valid": True, "errors": []}
 
@@ -178,7 +184,7 @@ async def test_validate_reports_every_broken_rule_by_node_and_edge(
     draft["nodes"][1]["config"]["title"] = ""  # an untitled task may be saved as a draft
     draft["edges"] = [e for e in draft["edges"] if e["id"] not in ("e4", "e8")]
     draft["edges"].append({"id": "back", "source": "t4", "target": "t1"})
-    saved = await create(client, draft)
+    saved = await create_workflow(client, **draft)
     response = await client.post(f"/v1/workflows/{saved['id']}/validate")
     assert response.status_code == 200
     report = response.json()
@@ -197,7 +203,7 @@ async def test_validate_reports_every_broken_rule_by_node_and_edge(
 
 
 async def test_export_is_yaml_in_topological_order(client: httpx.AsyncClient) -> None:
-    workflow = await create(client, diamond())
+    workflow = await create_workflow(client, **diamond())
     response = await client.get(f"/v1/workflows/{workflow['id']}/export")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/yaml")
