@@ -13,7 +13,6 @@ import httpx
 import pytest
 
 from app.store import boards as board_store
-from app.store import tasks as task_store
 from tests.api.test_boards_api import limit, move
 from tests.support.factories import create_task, unique
 
@@ -145,16 +144,17 @@ async def test_a_column_beyond_its_shown_cards_links_to_the_rest(
     assert f'href="/ui/tasks?status=created&amp;project={atlas}">1 more' in backlog
 
 
+@pytest.mark.own_server  # a database whose tasks name no project: only a private one is
+async def test_without_projects_the_picker_says_so(client: httpx.AsyncClient) -> None:
+    empty = await client.get("/ui/boards")
+    assert "No task names a project yet" in empty.text
+    assert re.findall(r'<li><a href="/ui/projects/([^"]+)/board">', empty.text) == []
+
+
 async def test_the_boards_are_picked_by_project_and_linked_from_the_tasks_page(
-    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient,
 ) -> None:
     atlas, zeus = early("atlas"), early("zeus")
-    with monkeypatch.context() as nothing:  # the page of a database whose tasks name none
-        nothing.setattr(task_store, "projects", _no_projects)
-        empty = await client.get("/ui/boards")
-    assert "No task names a project yet" in empty.text
-    before = re.findall(r'<li><a href="/ui/projects/([^"]+)/board">', empty.text)
-    assert before == []
     for project in (zeus, atlas):
         await create_task(client, title="t", project=project)
     picker = await client.get("/ui/boards")
@@ -170,10 +170,6 @@ async def test_the_boards_are_picked_by_project_and_linked_from_the_tasks_page(
     fresh = await client.get(f"/ui/projects/{hermes}/board")
     assert fresh.status_code == 200 and _cards(fresh.text) == []
     assert f'<option value="{hermes}" selected>{hermes}</option>' in fresh.text
-
-
-async def _no_projects(session: object, *, limit: int) -> list[str]:
-    return []
 
 
 async def test_titles_and_projects_are_escaped(client: httpx.AsyncClient) -> None:

@@ -13,7 +13,6 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from app.store import sprints as sprint_store
 from app.ui import sprints as sprint_pages
 from tests.api.test_sprints_api import _completed_sprint, add, finish_task, make_sprint, move
 from tests.support.factories import create_task, project, unique
@@ -186,15 +185,15 @@ async def test_unknown_sprints_are_404(client: httpx.AsyncClient) -> None:
     assert (await client.get("/ui/sprints/sprint_nope/live")).status_code == 404
 
 
-async def test_the_picker_and_the_board_lead_to_the_sprints(
-    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    atlas, zeus = early("atlas"), early("zeus")
-    with monkeypatch.context() as nothing:  # the page of a database with no sprint
-        nothing.setattr(sprint_store, "projects", _no_projects)
-        empty = await client.get("/ui/sprints")
+@pytest.mark.own_server  # a database with no sprint: only a private one is
+async def test_without_sprints_the_picker_says_so(client: httpx.AsyncClient) -> None:
+    empty = await client.get("/ui/sprints")
     assert "No project has a sprint yet" in empty.text
     assert re.findall(r'<li><a href="/ui/projects/([^"]+)/sprints">', empty.text) == []
+
+
+async def test_the_picker_and_the_board_lead_to_the_sprints(client: httpx.AsyncClient) -> None:
+    atlas, zeus = early("atlas"), early("zeus")
     active = await make_sprint(client, project=atlas, name="Now")
     await move(client, active["id"], "active")
     await make_sprint(client, project=zeus, name="Later")
@@ -209,10 +208,6 @@ async def test_the_picker_and_the_board_lead_to_the_sprints(
     assert f'<a href="/ui/projects/{atlas}/sprints">Sprints of {atlas}</a>' in board
     assert f'href="/ui/sprints/{active["id"]}">Now</a> (0 of 0 points)' in board
     assert "no active sprint" in (await client.get(f"/ui/projects/{zeus}/board")).text
-
-
-async def _no_projects(session: object, *, limit: int) -> dict[str, str | None]:
-    return {}
 
 
 async def test_names_and_goals_are_escaped(client: httpx.AsyncClient) -> None:
