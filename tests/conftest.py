@@ -175,6 +175,7 @@ async def client(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
         yield http
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked `exclusive` all go to one worker (`--dist loadgroup`), one after another:
     they kill, freeze or cut off processes on purpose, or hold a clock to a deadline, and
