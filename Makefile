@@ -34,12 +34,15 @@ lint: $(DEV)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The suite under coverage (see [tool.coverage] in pyproject.toml), on two workers a core
-# (pytest-xdist; docs/testing.md), then its report in coverage-report/: html, and the total
-# as the last line printed (and in total.txt). Under the floor (`fail_under`) the run fails.
+# The suite under coverage (see [tool.coverage] in pyproject.toml): in parallel (pytest-xdist,
+# a worker a core and one more), then the end-to-end tests (`e2e`: real processes killed,
+# frozen, cut off) one at a time, alone on the machine (docs/testing.md); then its report
+# in coverage-report/: html, and the total as the last line printed (and in total.txt).
+# Under the floor (`fail_under`) the run fails.
 test: lint
 	rm -rf coverage-report
-	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage run -m pytest -m "not e2e"
+	$(BIN)/coverage run -m pytest -m e2e -n 0
 	$(BIN)/coverage combine --quiet
 	$(BIN)/coverage html --quiet --fail-under=0
 	@total=$$($(BIN)/coverage report --format=total --fail-under=0) && \
@@ -52,8 +55,9 @@ test: lint
 # table per tier and the slowest files and tests (docs/testing.md keeps one).
 test-times: $(DEV) browser
 	mkdir -p build
-	$(BIN)/pytest -q --junitxml=build/test-times.xml || true
-	$(BIN)/python bench/test_times.py build/test-times.xml
+	$(BIN)/pytest -q -m "not e2e" --junitxml=build/test-times.xml || true
+	$(BIN)/pytest -q -m e2e -n 0 --junitxml=build/test-times-e2e.xml || true
+	$(BIN)/python bench/test_times.py build/test-times.xml build/test-times-e2e.xml
 
 # Debian's Chromium, which the browser tests (tests/ui) drive through Playwright (whose own
 # browser download is not used). Needs root (CI runs as root) unless it is installed.

@@ -83,12 +83,12 @@ def report(all_cases: list[Case], top: int) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report", help="a JUnit XML report of a pytest run")
+    parser.add_argument("reports", nargs="+", help="JUnit XML reports of pytest runs")
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
-    found = cases(args.report)
+    found = [case for report in args.reports for case in cases(report)]
     if not found:
-        print(f"{args.report}: no test cases in it", file=sys.stderr)
+        print("no test cases in the reports", file=sys.stderr)
         return 1
     print(report(found, args.top))
     return 0

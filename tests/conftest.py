@@ -68,10 +68,11 @@ _TEMPLATE = pytest.StashKey[str]()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: two workers a core. A test mostly waits (on a server, a stream, a child
-    process, a lease), so one worker a core leaves the cores idle half the time (measured
-    in docs/testing.md)."""
-    return 2 * (os.cpu_count() or 1)
+    """`-n auto`: a worker a core and one more. A test often waits (on a server, a stream,
+    a child process, a lease), so a worker a core leaves the cores idle; under coverage the
+    suite is CPU-bound, and four workers on two cores starved the end-to-end tests'
+    processes past their deadlines (docs/testing.md)."""
+    return (os.cpu_count() or 1) + 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -173,13 +174,3 @@ async def client(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
     # Longer than the 20 s a `/wait` is asked to hold (`factories.settle`).
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
         yield http
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `exclusive` all go to one worker (`--dist loadgroup`), one after another:
-    they kill, freeze or cut off processes on purpose, or hold a clock to a deadline, and
-    must not share the machine with each other's storms."""
-    for item in items:
-        if item.get_closest_marker("exclusive"):
-            item.add_marker(pytest.mark.xdist_group("exclusive"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 
 from tests.api.test_runs_api import make_agent, scripted, settle, start
 from tests.support.api import assert_problem
@@ -16,6 +17,7 @@ ASKS = (
 )
 
 
+@pytest.mark.own_server  # no lane busy at all: only on a database of its own
 async def test_no_busy_lane_is_an_empty_page(client: httpx.AsyncClient) -> None:
     agent_id = await make_agent(client, scripted({"text": "done"}))
     await settle(client, (await start(client, agent_id=agent_id, lane="finished"))["id"])

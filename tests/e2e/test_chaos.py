@@ -28,8 +28,8 @@ from tests.support.factories import scripted_agent
 from tests.support.history import LEDGER_ROWS
 from tests.support.processes import WorkerProcess
 
-# exclusive: random SIGKILLs against 2 s leases
-pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
+# Timing: random SIGKILLs against 2 s leases.
+pytestmark = pytest.mark.e2e
 
 RUNS = 120
 MAX_KILLS = 12  # every other one aimed at a worker in the middle of a side-effecting call

@@ -26,8 +26,8 @@ from tests.support.cluster import Cluster
 from tests.support.factories import scripted_agent
 from tests.support.outage_tools import EFFECTS_DDL, LEDGER_APPLICATION, OUTAGE_ON
 
-# exclusive: connections cut again and again for seconds
-pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
+# Timing: connections cut again and again for seconds.
+pytestmark = pytest.mark.e2e
 
 RUNS = 32
 CAPACITY = 8

@@ -36,8 +36,8 @@ from tests.support.factories import scripted_agent
 from tests.support.history import LEDGER_ROWS, RUN_EVENT_TYPES
 from tests.support.processes import WorkerProcess
 
-# exclusive: a frozen worker and lease expiry measured in seconds
-pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
+# Timing: a frozen worker and lease expiry measured in seconds.
+pytestmark = pytest.mark.e2e
 
 LEASE_TTL_S = 2
 # Frozen between boundaries: the first model call is slow, so the holder is frozen inside

@@ -18,8 +18,8 @@ from tests.api.test_runs_api import make_agent, scripted
 from tests.support.cluster import Cluster
 from tests.support.processes import ServerProcess
 
-# exclusive: two schedulers racing every 50 ms
-pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
+# Timing: two schedulers racing every 50 ms.
+pytestmark = pytest.mark.e2e
 
 SCHEDULES = 10
 MISSED = 5  # fire times passed per schedule (its `max_catchup`: all are fired)

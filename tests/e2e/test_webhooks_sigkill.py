@@ -17,8 +17,8 @@ from tests.api.test_webhooks_out import settled_log
 from tests.support.cluster import Cluster
 from tests.support.receiver import Answer, receiver
 
-# exclusive: an attempt's lease running out after a SIGKILL
-pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
+# Timing: an attempt's lease running out after a SIGKILL.
+pytestmark = pytest.mark.e2e
 
 LEASE_S = 3
 

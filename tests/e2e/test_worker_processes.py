@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tests.support.cluster import Cluster
 from tests.support.factories import scripted_agent
 
-# exclusive: lanes overlapping or not, seen in time
-pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
+# Timing: lanes overlapping or not, seen in time.
+pytestmark = pytest.mark.e2e
 
 TURNS = [{"tool_calls": [{"name": "echo", "input": {"i": i}}], "latency_ms": 40} for i in range(4)]
 

@@ -25,6 +25,9 @@ class Cluster:
             # This checkout's code (the editable install may point at another checkout),
             # and the tests' tool plugins, importable by the children.
             "PYTHONPATH": str(ROOT),
+            # Few connections each: the workers' tests and these processes share one
+            # Postgres (100 connections by default).
+            "LOOPWRIGHT_DATABASE__POOL_SIZE": "3",
             **(env or {}),
         }
         self._log_dir = log_dir
