@@ -26,6 +26,7 @@ async def test_no_busy_lane_is_an_empty_page(client: httpx.AsyncClient) -> None:
     assert listed.json() == {"items": [], "next_cursor": None}  # an idle lane is not busy
 
 
+@pytest.mark.own_server  # the order of every busy lane: only on a database of its own
 async def test_lanes_page_in_the_order_of_their_oldest_run(client: httpx.AsyncClient) -> None:
     asker = await make_agent(client, scripted(*ASKS, tools=["ask_human"]))
     holder = await start(client, agent_id=asker, lane="zeta")

@@ -58,7 +58,10 @@ async def test_a_local_model_calls_an_mcp_tool_in_one_trace(
             "model": {"provider": "openai", "name": LOCAL, "base_url": wire.base_url},
         }
         with recorded_spans() as recorded:
-            async with running_server(settings) as url, httpx.AsyncClient(base_url=url) as http:
+            async with (
+                running_server(settings) as url,
+                httpx.AsyncClient(base_url=url, timeout=40) as http,  # outwaits its 30 s /wait
+            ):
                 created = await http.post("/v1/agents", json=agent)
                 assert created.status_code == 201, created.text
                 assert created.json()["warnings"] == []
