@@ -94,7 +94,7 @@ def test_a_resumed_run_joins_the_trace_of_the_request_that_created_it(
     [turn] = [s for s in spans if s.name == "turn" and s.parent_id == resumed.span_id]
     assert turn.attributes["loopwright.turn"] == 2  # the first was done before the crash
     [chat] = [s for s in spans if s.parent_id == turn.span_id]
-    assert chat.name == "chat s"
+    assert chat.name == "chat scripted"
     assert chat.attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
     # Whatever the killed worker exported before it died is in the trace too (group commits
     # are roots of their own: they serve many runs at once).
