@@ -8,19 +8,13 @@ those that name one of the things it made."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import stream_docs
-from app.api.streams import read_stream
-from app.core.streams import run_stream
 from tests.api.test_approvals_api import requested
-from tests.support import event_schemas
-from tests.support.event_schemas import check
+from tests.support.event_schemas import stored_events_documented
 from tests.support.factories import agent_body, create_task, create_workflow, unique
 
 
@@ -48,46 +42,6 @@ async def _move(client: httpx.AsyncClient, task_id: str, *targets: str, **fields
     for target in targets:
         moved = await client.post(f"/v1/tasks/{task_id}/transitions", json={"to": target, **fields})
         assert moved.status_code == 200, moved.text
-
-
-async def _own_events_documented(engine: AsyncEngine, ids: set[str], runs: set[str]) -> set[str]:
-    """`stored_events_documented` (tests/support/event_schemas.py) for the events that name
-    one of `ids` (in their stream's name or their data) and the streams of the `runs`: the
-    event types seen."""
-    patterns = [f"%{id_}%" for id_ in ids]
-    async with engine.connect() as conn:
-        rows = (
-            await conn.execute(
-                text(
-                    "SELECT stream, seq, type, data, created_at FROM events"
-                    " WHERE stream LIKE ANY(:patterns) OR data::text LIKE ANY(:patterns)"
-                ),
-                {"patterns": patterns},
-            )
-        ).all()
-    seen = set()
-    for stream, seq, event, data, created_at in rows:
-        published = next((s for p, s in event_schemas._STORED if p.match(stream)), None)
-        assert published is not None, f"no published events for stream {stream}"
-        check(
-            published, f"stream {stream}", event, str(seq), {**data, "at": created_at.isoformat()}
-        )
-        seen.add(event)
-    sessions = async_sessionmaker(engine)
-    for run_id in runs:  # a run's own stream is its history, as `encode_step` sends it
-        async with sessions() as session:
-            encoded = await read_stream(session, run_stream(run_id), 0, 100_000)
-        assert encoded, run_id
-        for item in encoded:
-            for block in item.sse.decode().split("\r\n\r\n"):
-                fields = dict(line.split(": ", 1) for line in block.split("\r\n") if ": " in line)
-                if "event" not in fields:
-                    continue
-                where = f"stream run:{run_id}"
-                data = json.loads(fields["data"])
-                check(stream_docs.RUN, where, fields["event"], fields["id"], data)
-                seen.add(fields["event"])
-    return seen
 
 
 async def test_every_stored_event_is_published(
@@ -139,7 +93,7 @@ async def test_every_stored_event_is_published(
 
     runs = {waiting["id"], cancelled["id"], failed["id"]}
     ids = runs | {task["id"], approval["id"], execution.json()["id"], step}
-    seen = await _own_events_documented(db_engine, ids, runs)
+    seen = await stored_events_documented(db_engine, mentioning=ids, runs=runs)
     assert {
         "agent_run.queued",
         "agent_run.started",

@@ -10,14 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from app.api import stream_docs
 from app.core.streams import SPRINTS_STREAM
 from app.store import events as event_store
 from tests.support.api import assert_problem
-from tests.support.event_schemas import check
+from tests.support.event_schemas import stored_events_documented
 from tests.support.factories import create_task, project, unique
 from tests.support.sse import SseMessage, SseReader
 
@@ -402,22 +400,6 @@ async def sprint_events(
     return found
 
 
-async def stored_events_documented(engine: AsyncEngine, sprint_id: str) -> set[str]:
-    """Checks each stored event of the sprint as the stream sends it (the row's data and
-    `at`, its sequence number as `id`: `app/api/streams.py`); the event types seen. The
-    sprint's alone: the shared database holds other tests' streams."""
-    query = text(
-        "SELECT seq, type, data, created_at FROM events "
-        "WHERE stream = :stream AND data -> 'sprint' ->> 'id' = :sprint ORDER BY seq"
-    )
-    async with engine.connect() as conn:
-        rows = (await conn.execute(query, {"stream": SPRINTS_STREAM, "sprint": sprint_id})).all()
-    for seq, event, data, created_at in rows:
-        where = f"stream {SPRINTS_STREAM}"
-        check(stream_docs.SPRINTS, where, event, str(seq), {**data, "at": created_at.isoformat()})
-    return {event for _, event, _, _ in rows}
-
-
 async def test_the_stream_tells_each_change(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
@@ -438,4 +420,6 @@ async def test_the_stream_tells_each_change(
     last = events[-1].data
     assert (last["from"], last["to"], last["actor"]) == ("planning", "active", "local")
     assert last["sprint"]["version"] == 4 and last["sprint"]["committed_points"] == 2
-    assert {e.event for e in events} <= await stored_events_documented(db_engine, sprint["id"])
+    assert {e.event for e in events} <= await stored_events_documented(
+        db_engine, {sprint["id"]}, runs=set()
+    )

@@ -17,10 +17,10 @@ from tests.api.test_sprints_api import (
     make_sprint,
     sprint_events,
     sprints_stream_end,
-    stored_events_documented,
 )
 from tests.api.test_workflows_api import from_now
 from tests.support.api import assert_problem
+from tests.support.event_schemas import stored_events_documented
 from tests.support.factories import project, unique
 
 KINDS = ["sequential", "parallel", "kanban", "agile_kanban"]
@@ -141,7 +141,7 @@ async def test_agile_kanban_instantiated_opens_a_sprint_and_sets_the_limit(
     [event] = await sprint_events(client, since, sprint["id"], 1)
     assert event.event == "sprint.created" and event.data["sprint"]["id"] == sprint["id"]
     assert event.data["actor"] == "local"
-    assert "sprint.created" in await stored_events_documented(db_engine, sprint["id"])
+    assert "sprint.created" in await stored_events_documented(db_engine, {sprint["id"]}, runs=set())
 
 
 async def test_a_limit_already_set_is_kept_and_an_open_sprint_left_alone(

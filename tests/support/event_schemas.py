@@ -85,13 +85,22 @@ _STORED: list[tuple[re.Pattern[str], EventStream]] = [
 ]
 
 
-async def stored_events_documented(engine: AsyncEngine) -> set[str]:
-    """Checks every stored event as a stream would send it (`app/api/streams.py`: the
-    row's data and `at`, its sequence number as `id`); the event types seen."""
+async def stored_events_documented(
+    engine: AsyncEngine, mentioning: set[str] | None = None, runs: set[str] | None = None
+) -> set[str]:
+    """Checks stored events as a stream would send them (`app/api/streams.py`: the row's
+    data and `at`, its sequence number as `id`); the event types seen. Every event, or on a
+    shared database only those `mentioning` one of the ids (in their stream's name or their
+    data), and a run's own stream (its history) for every run, or only the `runs` given."""
+    query = "SELECT stream, seq, type, data, created_at FROM events"
+    params: dict[str, Any] = {}
+    if mentioning is not None:
+        query += " WHERE stream LIKE ANY(:patterns) OR data::text LIKE ANY(:patterns)"
+        params["patterns"] = [f"%{id_}%" for id_ in mentioning]
     async with engine.connect() as conn:
-        rows = (
-            await conn.execute(text("SELECT stream, seq, type, data, created_at FROM events"))
-        ).all()
+        rows = (await conn.execute(text(query), params)).all()
+        if runs is None:
+            runs = set((await conn.scalars(text("SELECT DISTINCT run_id FROM run_history"))).all())
     seen = set()
     for stream, seq, event, data, created_at in rows:
         published = next((s for pattern, s in _STORED if pattern.match(stream)), None)
@@ -100,25 +109,18 @@ async def stored_events_documented(engine: AsyncEngine) -> set[str]:
             published, f"stream {stream}", event, str(seq), {**data, "at": created_at.isoformat()}
         )
         seen.add(event)
-    # A run's own stream is its history: each step's events, as `encode_step` sends them.
-    async with engine.connect() as conn:
-        run_ids = (await conn.scalars(text("SELECT DISTINCT run_id FROM run_history"))).all()
     sessions = async_sessionmaker(engine)
-    for run_id in run_ids:
+    for run_id in runs:  # a run's own stream is its history, as `encode_step` sends it
         async with sessions() as session:
             encoded = await read_stream(session, run_stream(run_id), 0, 100_000)
+        assert encoded, run_id
         for item in encoded:
             for block in item.sse.decode().split("\r\n\r\n"):
                 fields = dict(line.split(": ", 1) for line in block.split("\r\n") if ": " in line)
                 if "event" not in fields:
                     continue
                 where = f"stream run:{run_id}"
-                check(
-                    stream_docs.RUN,
-                    where,
-                    fields["event"],
-                    fields["id"],
-                    json.loads(fields["data"]),
-                )
+                data = json.loads(fields["data"])
+                check(stream_docs.RUN, where, fields["event"], fields["id"], data)
                 seen.add(fields["event"])
     return seen
