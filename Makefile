@@ -34,15 +34,18 @@ lint: $(DEV)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The suite under coverage (see [tool.coverage] in pyproject.toml): in parallel (pytest-xdist,
-# a worker a core and one more), then the end-to-end tests (`e2e`: real processes killed,
-# frozen, cut off) one at a time, alone on the machine (docs/testing.md); then its report
-# in coverage-report/: html, and the total as the last line printed (and in total.txt).
+# The suite under coverage (see [tool.coverage] in pyproject.toml) in three phases
+# (docs/testing.md): all but the end-to-end tests in parallel (pytest-xdist, a worker a core
+# and one more); the end-to-end tests (`e2e`: real processes killed at crash points) two at
+# a time; those that must own the machine (`alone`: timed against leases and outages) one
+# at a time. Then its report in coverage-report/: html, and the total as the last line
+# printed (and in total.txt).
 # Under the floor (`fail_under`) the run fails.
 test: lint
 	rm -rf coverage-report
 	$(BIN)/coverage run -m pytest -m "not e2e"
-	$(BIN)/coverage run -m pytest -m e2e -n 0
+	$(BIN)/coverage run -m pytest -m "e2e and not alone" -n 2 tests/e2e
+	$(BIN)/coverage run -m pytest -m alone -n 0 tests/e2e
 	$(BIN)/coverage combine --quiet
 	$(BIN)/coverage html --quiet --fail-under=0
 	@total=$$($(BIN)/coverage report --format=total --fail-under=0) && \
@@ -56,8 +59,9 @@ test: lint
 test-times: $(DEV) browser
 	mkdir -p build
 	$(BIN)/pytest -q -m "not e2e" --junitxml=build/test-times.xml || true
-	$(BIN)/pytest -q -m e2e -n 0 --junitxml=build/test-times-e2e.xml || true
-	$(BIN)/python bench/test_times.py build/test-times.xml build/test-times-e2e.xml
+	$(BIN)/pytest -q -m "e2e and not alone" -n 2 tests/e2e --junitxml=build/test-times-e2e.xml || true
+	$(BIN)/pytest -q -m alone -n 0 tests/e2e --junitxml=build/test-times-alone.xml || true
+	$(BIN)/python bench/test_times.py build/test-times*.xml
 
 # Debian's Chromium, which the browser tests (tests/ui) drive through Playwright (whose own
 # browser download is not used). Needs root (CI runs as root) unless it is installed.

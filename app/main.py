@@ -45,7 +45,7 @@ from app.api.request_ids import install_request_ids
 from app.banner import banner
 from app.core.config import Settings, load_settings
 from app.loop.tools.base import Tool
-from app.telemetry import tracing
+from app.telemetry import task_dump, tracing
 from app.wiring import running
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,8 @@ Lists are paginated by cursor: pass `next_cursor` back as `cursor`.
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    loop = asyncio.get_running_loop()
+    task_dump.install(loop)
     try:
         async with running(app.state.settings, app.state.tools) as runtime:
             app.state.runtime = runtime
@@ -69,6 +71,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                 log.info(banner(app.state.settings))
             yield
     finally:
+        task_dump.remove(loop)
         # Once every component stopped (a run handed back ended its span): what is queued
         # is exported, off the event loop (an exporter may wait on its collector).
         if tracing.enabled():

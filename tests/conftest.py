@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -78,6 +79,23 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist") and not _is_worker(config):
         config.pluginmanager.register(_Xdist())
+
+
+E2E = Path(__file__).parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs the `e2e` tests from tests/e2e only (collecting the whole suite to
+    pick out a few costs half a minute), and an `alone` test as an `e2e` one that runs by
+    itself: any other would run in no phase of it, or in two."""
+    misplaced = [
+        i.nodeid
+        for i in items
+        if (i.get_closest_marker("e2e") and E2E not in i.path.parents)
+        or (i.get_closest_marker("alone") and not i.get_closest_marker("e2e"))
+    ]
+    if misplaced:
+        raise pytest.UsageError(f"`e2e` tests live in tests/e2e, `alone` ones are e2e: {misplaced}")
 
 
 def _template(config: pytest.Config) -> tuple[str, str]:

@@ -29,7 +29,7 @@ from tests.support.history import LEDGER_ROWS
 from tests.support.processes import WorkerProcess
 
 # Timing: random SIGKILLs against 2 s leases.
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 RUNS = 120
 MAX_KILLS = 12  # every other one aimed at a worker in the middle of a side-effecting call

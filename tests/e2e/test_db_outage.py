@@ -27,7 +27,7 @@ from tests.support.factories import scripted_agent
 from tests.support.outage_tools import EFFECTS_DDL, LEDGER_APPLICATION, OUTAGE_ON
 
 # Timing: connections cut again and again for seconds.
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 RUNS = 32
 CAPACITY = 8

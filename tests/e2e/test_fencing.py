@@ -37,7 +37,7 @@ from tests.support.history import LEDGER_ROWS, RUN_EVENT_TYPES
 from tests.support.processes import WorkerProcess
 
 # Timing: a frozen worker and lease expiry measured in seconds.
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 LEASE_TTL_S = 2
 # Frozen between boundaries: the first model call is slow, so the holder is frozen inside

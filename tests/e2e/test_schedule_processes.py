@@ -19,7 +19,7 @@ from tests.support.cluster import Cluster
 from tests.support.processes import ServerProcess
 
 # Timing: two schedulers racing every 50 ms.
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 SCHEDULES = 10
 MISSED = 5  # fire times passed per schedule (its `max_catchup`: all are fired)

@@ -18,7 +18,7 @@ from tests.support.cluster import Cluster
 from tests.support.receiver import Answer, receiver
 
 # Timing: an attempt's lease running out after a SIGKILL.
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 LEASE_S = 3
 

@@ -18,7 +18,7 @@ from tests.support.cluster import Cluster
 from tests.support.factories import scripted_agent
 
 # Timing: lanes overlapping or not, seen in time.
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 TURNS = [{"tool_calls": [{"name": "echo", "input": {"i": i}}], "latency_ms": 40} for i in range(4)]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -11,6 +13,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from app.telemetry import task_dump
 
 LOOPWRIGHT = str(Path(sys.executable).parent / "loopwright")
 
@@ -97,7 +101,28 @@ class ServerProcess:
     def wait(self, timeout_s: float = 60.0) -> int:
         """Its exit status once it ends by itself (-9: SIGKILLed, as at a crash point)."""
         assert self.process is not None
-        return self.process.wait(timeout=timeout_s)
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"still running after {timeout_s} s:\n{self.log()}\n{self.tasks()}"
+            ) from None
+
+    def tasks(self, timeout_s: float = 5.0) -> str:
+        """Where each of its asyncio tasks waits (SIGUSR1: `app/telemetry/task_dump.py`)."""
+        assert self.process is not None
+        before = self.log_path.read_text(errors="replace").count(task_dump.HEADER)
+        self.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            text = self.log_path.read_text(errors="replace")
+            if text.count(task_dump.HEADER) > before:
+                line = text[text.rindex("\n", 0, text.rindex(task_dump.HEADER)) + 1 :]
+                with contextlib.suppress(ValueError):  # a JSON log line: its message
+                    return str(json.loads(line.splitlines()[0])["message"])
+                return line
+            time.sleep(0.1)  # polling a child process's log; there is no clock to inject
+        return "(no task dump)"
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]

@@ -38,7 +38,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.crashpoints import crash_point
-from app.core.errors import AppError
+from app.core.errors import AppError, VersionConflict
 from app.core.states import (
     TASK_TERMINAL,
     ExecutionStatus,
@@ -247,8 +247,10 @@ class Coordinator:
                     await self._PHASES[coordination.phase](self, coordination, parent)
             except Waiting:
                 return
-            except StaleWrite:
-                continue  # another coordinator moved it on: read it again
+            except (StaleWrite, VersionConflict):
+                # Another writer moved it on (a coordinator elsewhere, or the parent's own
+                # run finishing): read it again. Each phase is safe to run again.
+                continue
 
     async def _called_off(self, c: CoordinationRead, parent: TaskRead) -> None:
         reason = f"the parent task was {parent.status.value} while it was coordinated"
