@@ -27,7 +27,7 @@ from tests.support.factories import (
     unique,
 )
 from tests.support.server import make_settings, running_server
-from tests.support.sse import SseReader
+from tests.support.sse import SseMessage, SseReader, own_events
 
 Event = tuple[str, dict[str, Any]]
 
@@ -57,31 +57,22 @@ async def task_events(
 ) -> list[Event]:
     """The first `count` events of the tasks stream after `since` that are the test's own
     (`mine`), each checked against the docs."""
-    found: list[Event] = []
-    async with (
-        asyncio.timeout(20),
-        client.stream("GET", "/v1/tasks/events", params={"last_event_id": since}) as stream,
-    ):
-        reader = SseReader(stream)
-        while len(found) < count:
-            [message] = await reader.take(1)
-            if mine(event := (str(message.event), message.data)):
-                found.append(event)
-    return found
+    messages = await own_events(
+        client, "/v1/tasks/events", since, lambda m: mine((str(m.event), m.data)), count
+    )
+    return [(str(m.event), m.data) for m in messages]
 
 
 async def routed(client: httpx.AsyncClient, task_id: str, since: int) -> dict[str, Any]:
     """The task once routing assigned it, read from the tasks stream after `since`."""
-    async with (
-        asyncio.timeout(20),
-        client.stream("GET", "/v1/tasks/events", params={"last_event_id": since}) as stream,
-    ):
-        reader = SseReader(stream)
-        while True:
-            [message] = await reader.take(1)
-            task: dict[str, Any] = message.data["task"]
-            if task["id"] == task_id and message.data.get("strategy") and task["assigned_to"]:
-                return task
+
+    def assigned(m: SseMessage) -> bool:
+        task = m.data["task"]
+        return bool(task["id"] == task_id and m.data.get("strategy") and task["assigned_to"])
+
+    [message] = await own_events(client, "/v1/tasks/events", since, assigned, 1)
+    task: dict[str, Any] = message.data["task"]
+    return task
 
 
 async def routing_failures(client: httpx.AsyncClient, tasks: set[str], since: int) -> set[str]:

@@ -17,7 +17,7 @@ from app.store import events as event_store
 from tests.support.api import assert_problem
 from tests.support.event_schemas import stored_events_documented
 from tests.support.factories import create_task, project, unique
-from tests.support.sse import SseMessage, SseReader
+from tests.support.sse import SseMessage, own_events
 
 LIFECYCLE = ["active", "in_review", "retrospective", "completed"]
 
@@ -387,17 +387,9 @@ async def sprint_events(
     client: httpx.AsyncClient, since: int, sprint_id: str, count: int
 ) -> list[SseMessage]:
     """The first `count` events of the sprints stream after `since` about the sprint."""
-    found: list[SseMessage] = []
-    async with (
-        asyncio.timeout(20),
-        client.stream("GET", "/v1/sprints/events", params={"last_event_id": since}) as stream,
-    ):
-        reader = SseReader(stream)
-        while len(found) < count:
-            [message] = await reader.take(1)
-            if message.data["sprint"]["id"] == sprint_id:
-                found.append(message)
-    return found
+    return await own_events(
+        client, "/v1/sprints/events", since, lambda m: m.data["sprint"]["id"] == sprint_id, count
+    )
 
 
 async def test_the_stream_tells_each_change(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,3 +76,26 @@ class SseReader:
                 continue
             taken.append(message)
         return taken
+
+
+async def own_events(
+    client: httpx.AsyncClient,
+    path: str,
+    since: int,
+    mine: Callable[[SseMessage], bool],
+    count: int,
+    timeout_s: float = 20,
+) -> list[SseMessage]:
+    """The first `count` events of the stream at `path` after `since` that are the test's
+    own (`mine`): on a shared server the stream carries other tests' events too."""
+    found: list[SseMessage] = []
+    async with (
+        asyncio.timeout(timeout_s),
+        client.stream("GET", path, params={"last_event_id": since}) as stream,
+    ):
+        reader = SseReader(stream)
+        while len(found) < count:
+            [message] = await reader.take(1)
+            if mine(message):
+                found.append(message)
+    return found
