@@ -22,7 +22,7 @@ print('\n'.join(p['project']['dependencies'] + p['build-system']['requires']))" 
     && pip install -r /tmp/requirements.txt $([ -f constraints.txt ] && echo -c constraints.txt) \
     && rm /tmp/requirements.txt
 
-# The code. Editable, because the migrations are found next to `app/` (app/store/migrate.py);
+# The code. Editable, because the migrations are found next to `app/` (app/db/migrate.py);
 # compiled here, since the non-root user cannot write __pycache__ and every start would
 # otherwise compile the whole app again.
 COPY README.md alembic.ini ./

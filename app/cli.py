@@ -20,16 +20,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.client import boards, coordinations, sprints, verbs, workspaces
-from app.client import workflows as workflow_verbs
+from app.client import verbs
 from app.client.exits import Exit
 from app.client.http import DEFAULT_URL, Client, ClientError
 from app.client.verbs import Verb
+from app.coordination import cli as coordinations
 from app.core.net import listening_socket
 from app.core.process import tune_gc
 from app.core.vocabulary import AssignmentStrategy, CoordinationTopology
+from app.sprints import cli as sprints
+from app.tasks import cli as boards
 from app.telemetry.logs import configure_logging
 from app.telemetry.tracing import TracingMisconfigured
+from app.workflows import cli as workflow_verbs
+from app.workspaces import cli as workspaces
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -166,9 +170,9 @@ def _client_verb(verb: Verb) -> Handler:
 
 def _migrate(args: argparse.Namespace) -> None:
     from app.core.config import load_settings
-    from app.store import migrate
-    from app.store.db import make_engine
-    from app.store.embedded_pg import start_embedded
+    from app.db import migrate
+    from app.db.connection import make_engine
+    from app.db.embedded_pg import start_embedded
 
     settings = load_settings()
     embedded = None

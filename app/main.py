@@ -12,41 +12,32 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
-from app import ui
-from app.api import (
-    agents,
-    approvals,
-    boards,
-    budgets,
-    coordinations,
-    costs,
-    docs,
-    health,
-    hooks,
-    problems,
-    sprints,
-    tasks,
-    triggers,
-    webhooks,
-    workflow_executions,
-    workflow_templates,
-    workflows,
-    workspaces,
-)
-from app.api import metrics as metrics_api
-from app.api import runs as runs_api
-from app.api import tools as tools_api
-from app.api.body_limit import BodyLimit
-from app.api.connections import ConnectionAborts
-from app.api.input_guard import InputGuard
-from app.api.local_guard import LocalGuard
-from app.api.openapi import build_openapi, operation_id
-from app.api.request_ids import install_request_ids
+from app.agents import api as agents
+from app.approvals import api as approvals
 from app.banner import banner
+from app.coordination import api as coordinations
 from app.core.config import Settings, load_settings
-from app.loop.tools.base import Tool
+from app.costs.api import budgets, costs
+from app.dashboard import pages as ui
+from app.http import docs, health, problems
+from app.http import metrics as metrics_api
+from app.http.body_limit import BodyLimit
+from app.http.connections import ConnectionAborts
+from app.http.input_guard import InputGuard
+from app.http.local_guard import LocalGuard
+from app.http.openapi import build_openapi, operation_id
+from app.http.request_ids import install_request_ids
+from app.runs.api import runs as runs_api
+from app.runs.api import tools as tools_api
+from app.runs.tools.base import Tool
+from app.sprints import api as sprints
+from app.tasks.api import boards, tasks
 from app.telemetry import task_dump, tracing
+from app.triggers.api import hooks, triggers
+from app.webhooks import api as webhooks
 from app.wiring import running
+from app.workflows.api import workflow_executions, workflow_templates, workflows
+from app.workspaces import api as workspaces
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +81,7 @@ def create_app(
         description=DESCRIPTION,
         lifespan=_lifespan,
         generate_unique_id_function=operation_id,
-        openapi_url=None,  # served by app/api/docs.py, behind the API key when keys are set
+        openapi_url=None,  # served by app/http/docs.py, behind the API key when keys are set
         docs_url=None,
         redoc_url=None,
     )

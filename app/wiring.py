@@ -24,76 +24,77 @@ from datetime import UTC, datetime, timedelta
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.api.streams import read_stream, stream_end
+from app.agents.engine import AgentCommands
+from app.approvals.engine.approval_timeouts import ApprovalTimeoutScheduler
+from app.approvals.engine.approvals import ApprovalCommands
+from app.coordination.engine.commands import CoordinationCommands
+from app.coordination.engine.coordinator import Coordinator
+from app.coordination.engine.decomposer import Decomposer
+from app.coordination.tools import coordinate_task_tool
 from app.core.breakers import Breakers, CircuitBreakerPolicy
 from app.core.config import Settings
 from app.core.sessions import Sessions
-from app.engine.agents import AgentCommands
-from app.engine.approval_timeouts import ApprovalTimeoutScheduler
-from app.engine.approvals import ApprovalCommands
-from app.engine.budgets import BudgetCommands
-from app.engine.bus import EventBus
-from app.engine.coordination.commands import CoordinationCommands
-from app.engine.coordination.coordinator import Coordinator
-from app.engine.coordination.decomposer import Decomposer
-from app.engine.group_commit import GroupCommitter
-from app.engine.history_retention import HistoryRetention
-from app.engine.idempotency_sweep import IdempotencySweep
-from app.engine.log_retention import LogRetention
-from app.engine.pg_listener import PgListener
-from app.engine.reconciler import Reconciler
-from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
-from app.engine.review_gate import ReviewGate
-from app.engine.routing.router import TaskRouter, strategies
-from app.engine.runs import RunCommands
-from app.engine.services import Services
-from app.engine.sprint_clock import SprintClock
-from app.engine.sprints import SprintCommands
-from app.engine.stream_slots import StreamSlots
-from app.engine.stream_tails import StreamTails
-from app.engine.task_engine import TaskEngine
-from app.engine.task_runs import TaskRuns
-from app.engine.triggers.chain_relay import ChainRelay
-from app.engine.triggers.commands import TriggerCommands
-from app.engine.triggers.firing import TriggerFiring
-from app.engine.triggers.hooks import TriggerHooks
-from app.engine.triggers.scheduler import Scheduler
-from app.engine.webhooks.commands import WebhookCommands
-from app.engine.webhooks.deliverer import WebhookDeliverer
-from app.engine.webhooks.policy import DeliveryPolicy
-from app.engine.workers import WorkerPool
-from app.engine.workflow_observer import ExecutionObserver
-from app.engine.workflow_templates.instantiate import TemplateCommands
-from app.engine.workflows import WorkflowCommands
-from app.engine.workspaces.merge_queue import MergeQueue
-from app.engine.workspaces.repos import Repos
-from app.engine.workspaces.settings import WorkspaceCommands
-from app.engine.workspaces.worktrees import Worktrees
+from app.costs.engine.budgets import BudgetCommands
+from app.db import migrate
+from app.db.connection import libpq_url, make_engine, make_sessionmaker
+from app.db.embedded_pg import start_embedded
+from app.db.errors import is_connectivity_error
+from app.db.idempotency_sweep import IdempotencySweep
+from app.events.api.streams import read_stream, stream_end
+from app.events.engine.bus import EventBus
+from app.events.engine.pg_listener import PgListener
+from app.events.engine.stream_slots import StreamSlots
+from app.events.engine.stream_tails import StreamTails
 from app.llm import tokens
 from app.llm.policy import LLMRetryPolicy
 from app.llm.prices import PriceTable
 from app.llm.providers.registry import Providers, provider_warnings
-from app.loop.boundary import BoundaryWrite, boundary_committer
-from app.loop.deps import LoopDeps, ProviderFactory
-from app.loop.kinds.auto import AutoLoopPolicy
-from app.loop.run_loop import RunLoop
-from app.loop.tool_runner import ToolRunner
-from app.loop.tools.base import Tool
-from app.loop.tools.builtins import BuiltinServices, builtin_tools
-from app.loop.tools.coordinate_task import coordinate_task_tool
-from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
-from app.loop.tools.journal_tools import journal_tools
-from app.loop.tools.mcp import McpHub, McpPolicy
-from app.loop.tools.registry import ToolRegistry
-from app.loop.tools.task_tools import task_tools
-from app.loop.tools.workspace_tools import workspace_tools
-from app.loop.watchers import stagnation_policy
-from app.schemas.runs import RunRead
-from app.store import migrate
-from app.store.db import libpq_url, make_engine, make_sessionmaker
-from app.store.embedded_pg import start_embedded
-from app.store.errors import is_connectivity_error
+from app.routing.engine.router import TaskRouter, strategies
+from app.runs.engine.history_retention import HistoryRetention
+from app.runs.engine.reconciler import Reconciler
+from app.runs.engine.runs import RunCommands
+from app.runs.engine.workers import WorkerPool
+from app.runs.loop.boundary import BoundaryWrite, boundary_committer
+from app.runs.loop.deps import LoopDeps, ProviderFactory
+from app.runs.loop.kinds.auto import AutoLoopPolicy
+from app.runs.loop.retry import RunRetryPolicy, ToolRetryPolicy
+from app.runs.loop.run_loop import RunLoop
+from app.runs.loop.tool_runner import ToolRunner
+from app.runs.loop.watchers import stagnation_policy
+from app.runs.schemas.runs import RunRead
+from app.runs.tools.base import Tool
+from app.runs.tools.builtins import BuiltinServices, builtin_tools
+from app.runs.tools.http_request import HttpToolPolicy, make_http_request_tool
+from app.runs.tools.journal_tools import journal_tools
+from app.runs.tools.mcp.hub import McpHub
+from app.runs.tools.mcp.policy import McpPolicy
+from app.runs.tools.registry import ToolRegistry
+from app.runtime.group_commit import GroupCommitter
+from app.services import Services
+from app.sprints.engine.sprint_clock import SprintClock
+from app.sprints.engine.sprints import SprintCommands
+from app.tasks.engine.review_gate import ReviewGate
+from app.tasks.engine.task_engine import TaskEngine
+from app.tasks.engine.task_runs import TaskRuns
+from app.tasks.tools import task_tools
 from app.telemetry.metrics import Metrics
+from app.triggers.engine.chain_relay import ChainRelay
+from app.triggers.engine.commands import TriggerCommands
+from app.triggers.engine.firing import TriggerFiring
+from app.triggers.engine.hooks import TriggerHooks
+from app.triggers.engine.log_retention import LogRetention
+from app.triggers.engine.scheduler import Scheduler
+from app.webhooks.engine.commands import WebhookCommands
+from app.webhooks.engine.deliverer import WebhookDeliverer
+from app.webhooks.engine.policy import DeliveryPolicy
+from app.workflows.engine.templates.instantiate import TemplateCommands
+from app.workflows.engine.workflow_observer import ExecutionObserver
+from app.workflows.engine.workflows import WorkflowCommands
+from app.workspaces.engine.merge_queue import MergeQueue
+from app.workspaces.engine.repos import Repos
+from app.workspaces.engine.settings import WorkspaceCommands
+from app.workspaces.engine.worktrees import Worktrees
+from app.workspaces.tools import workspace_tools
 
 log = logging.getLogger(__name__)
 

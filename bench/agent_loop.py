@@ -48,22 +48,23 @@ from common import (
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.agents.engine import AgentCommands
+from app.agents.schemas import AgentCreate, Limits
 from app.core.config import DatabaseSettings, LLMSettings, Settings, WorkerSettings
 from app.core.model_config import ModelConfig, ScriptedToolCall, ScriptedTurn
 from app.core.process import tune_gc
 from app.core.states import RUN_SETTLED
-from app.engine.agents import AgentCommands
-from app.engine.bus import EventBus
-from app.engine.group_commit import GroupCommitter
-from app.engine.runs import RunCommands
+from app.db import migrate
+from app.db.connection import libpq_url, make_engine, make_sessionmaker
+from app.events.engine.bus import EventBus
 from app.llm import tokens
 from app.llm.providers.registry import Providers
-from app.loop.boundary import RIDE_OUT, BoundaryWrite, write_boundaries
-from app.loop.tools.base import Tool, ToolContext, define_tool
-from app.schemas.agents import AgentCreate, Limits
-from app.schemas.runs import RunCreate, RunRead
-from app.store import conversations, history, migrate
-from app.store.db import libpq_url, make_engine, make_sessionmaker
+from app.runs.engine.runs import RunCommands
+from app.runs.loop.boundary import RIDE_OUT, BoundaryWrite, write_boundaries
+from app.runs.schemas.runs import RunCreate, RunRead
+from app.runs.store import conversations, history
+from app.runs.tools.base import Tool, ToolContext, define_tool
+from app.runtime.group_commit import GroupCommitter
 from app.telemetry import tracing
 from app.wiring import build_tools, build_workers
 

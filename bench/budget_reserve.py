@@ -21,8 +21,8 @@ from common import exit_on_bad_checks, log, percentile
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.store import budgets as budget_store
-from app.store.db import make_engine, make_sessionmaker
+from app.costs.store import budgets as budget_store
+from app.db.connection import make_engine, make_sessionmaker
 
 CALLS = 400
 RACERS = 16

@@ -34,8 +34,8 @@ from common import (
     with_database,
 )
 
-from app.store import migrate
-from app.store.db import make_engine
+from app.db import migrate
+from app.db.connection import make_engine
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 AIM_P99_MS = 200.0

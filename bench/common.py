@@ -15,7 +15,7 @@ import asyncpg
 import httpx
 from sqlalchemy.engine import make_url
 
-from app.store.db import libpq_url
+from app.db.connection import libpq_url
 
 
 def log(message: str) -> None:

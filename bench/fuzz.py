@@ -54,9 +54,9 @@ from common import admin, log, with_database
 
 from app.core.config import Settings
 from app.core.net import listening_socket
+from app.db import migrate
+from app.db.connection import make_engine
 from app.main import create_app
-from app.store import migrate
-from app.store.db import make_engine
 
 LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 EXCLUDED_PATHS = r"/events$|/wait$"

@@ -17,8 +17,8 @@ from typing import Any
 import schemathesis
 from schemathesis import Case, HookContext
 
-SOFT_LIMIT_DEFAULT_S = 900.0  # app/schemas/agents.py Limits
-URL_MAX_CHARS = 2_000  # app/schemas/webhooks.py
+SOFT_LIMIT_DEFAULT_S = 900.0  # app/agents/schemas.py Limits
+URL_MAX_CHARS = 2_000  # app/webhooks/schemas.py
 HARD_LIMIT_DEFAULT_S = 1_200.0
 EXECUTION_ENDS = ("completed", "failed", "cancelled")  # app/core/states.py ExecutionStatus
 # What `GET /v1/tools` listed on the server under test (bench/fuzz.py asks it).

@@ -37,9 +37,9 @@ from common import admin, free_port, log, percentile, wait_ready, with_database
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.streams import TASK_STREAM
-from app.store import events as event_store
-from app.store import migrate
-from app.store.db import make_engine
+from app.db import migrate
+from app.db.connection import make_engine
+from app.events import store as event_store
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 EVENT_PATH = "/v1/tasks/events"

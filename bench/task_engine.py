@@ -33,12 +33,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.core.states import TaskStatus
 from app.core.vocabulary import BoardColumn, WipMode
-from app.engine.bus import EventBus
-from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import CreateTask, TaskMutation, TransitionTask
-from app.schemas.tasks import TaskCreate
-from app.store import boards, migrate
-from app.store.db import libpq_url, make_engine, make_sessionmaker
+from app.db import migrate
+from app.db.connection import libpq_url, make_engine, make_sessionmaker
+from app.events.engine.bus import EventBus
+from app.tasks.engine.task_engine import TaskEngine
+from app.tasks.engine.task_mutations import CreateTask, TaskMutation, TransitionTask
+from app.tasks.schemas.tasks import TaskCreate
+from app.tasks.store import boards
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 # CASCADE: the tables that refer to tasks (sprints' backlogs, ...) are empty here anyway.

@@ -31,8 +31,8 @@ from sqlalchemy import text
 
 from app.core.config import Settings
 from app.core.net import listening_socket
+from app.db.connection import make_engine
 from app.main import create_app
-from app.store.db import make_engine
 
 CHROMIUM = Path(os.environ.get("LOOPWRIGHT_CHROMIUM", "/usr/bin/chromium"))
 AIM_OPEN_MS = 1_000.0  # p50, in the browser until the stream has replayed

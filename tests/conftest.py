@@ -25,7 +25,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
-from app.store.db import make_engine
+from app.db.connection import make_engine
 from tests.support.database import clone, create_template, drop, empty_tables, server_url
 from tests.support.server import make_settings, running_server, serving_in_thread
 

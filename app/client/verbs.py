@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from app.client.exits import BY_STATUS, Exit
-from app.client.follow import Ask, follow
 from app.client.http import Client, ClientError
-from app.client.render import Printer
 from app.core.signatures import SIGNATURE_HEADER, signature_header
+from app.runs.cli.follow import Ask, follow
+from app.runs.cli.render import Printer
 
 Verb = Callable[[argparse.Namespace, Client], Exit]
 

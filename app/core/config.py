@@ -236,7 +236,7 @@ class TriggerSettings(BaseModel):
 
 
 class WorkspaceSettings(BaseModel):
-    """Workspaces (`engine/workspaces/`): where task worktrees live, and how git runs."""
+    """Workspaces (`workspaces/engine/`): where task worktrees live, and how git runs."""
 
     worktrees_dir: Path | None = Field(
         None,
@@ -258,7 +258,7 @@ class WorkspaceSettings(BaseModel):
 
 
 class SprintSettings(BaseModel):
-    """The sprint clock (`engine/sprint_clock.py`): it also wakes at each clocked sprint's
+    """The sprint clock (`sprints/engine/sprint_clock.py`): it also wakes at each clocked sprint's
     end, so the interval bounds how late it sees a sprint activated or switched on."""
 
     clock_interval_s: float = Field(
@@ -274,7 +274,7 @@ class HistorySettings(BaseModel):
     """Retention of runs' history (their steps: transcript, checkpoints, events). Off by
     default: kept forever. With a window, the history of a conversation whose runs all
     settled for good longer ago than the window is deleted, run rows aside (the rule is in
-    `engine/history_retention.py`)."""
+    `runs/engine/history_retention.py`)."""
 
     retention_s: int | None = Field(
         None,
@@ -644,7 +644,7 @@ class LoopGuardSettings(BaseModel):
 
 
 class AutoLoopSettings(BaseModel):
-    """How `execution_loop: auto` moves a run off hybrid (app/loop/kinds/auto.py); which
+    """How `execution_loop: auto` moves a run off hybrid (app/runs/loop/kinds/auto.py); which
     kind each task complexity calls for is fixed."""
 
     budget_tight_at_percent: float = Field(

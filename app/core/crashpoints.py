@@ -20,7 +20,7 @@ POINTS = frozenset(
         "coordination_dispatched",
         "coordination_synthesis_created",
         "coordination_parent_updated",
-        # A workspace merge's steps (app/workspaces/merge.py), each after the journal
+        # A workspace merge's steps (app/workspaces/repo/merge.py), each after the journal
         # records it: before the rebase, a rebase stopped on a conflict and not yet
         # aborted, rebased, about to move the base branch, and the base branch moved.
         "merge_rebasing",

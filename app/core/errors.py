@@ -1,4 +1,4 @@
-"""The error tree. Each class names a stable `code` and an HTTP status; `api/problems.py`
+"""The error tree. Each class names a stable `code` and an HTTP status; `http/problems.py`
 renders any of them as an RFC 9457 problem document.
 
     AppError (500 internal)
@@ -6,17 +6,17 @@ renders any of them as an RFC 9457 problem document.
     │   └── (core/signatures.py) SignatureMissing, SignatureInvalid, SignatureExpired
     ├── CsrfFailed (403 csrf_failed)
     ├── HostRefused (403 host_refused), CrossOriginRefused (403 cross_origin_refused)
-    ├── (engine/approvals.py) NotAReviewer (403 not_a_reviewer)
+    ├── (approvals/engine/approvals.py) NotAReviewer (403 not_a_reviewer)
     ├── NotFound (404 not_found)
     ├── Conflict (409 conflict)
     │   ├── VersionConflict (409 version_conflict: expected, current)
     │   ├── InvalidTransition (409 invalid_transition: current, target, allowed)
     │   │   └── ApprovalExpired (409 approval_expired: expires_at, decision)
     │   ├── IdempotencyKeyReused (409 idempotency_key_reused)
-    │   ├── (core/signatures.py) SignatureReused; (engine/triggers) TriggerDisabled
-    │   ├── (engine/routing) Unroutable (409 unroutable), AgentAtCapacity
-    │   ├── (engine/sprints) SprintAlreadyActive, SprintLocked, TaskInAnotherSprint
-    │   └── (engine/workspaces) WorkspaceInUse, WorktreeDiffUnavailable
+    │   ├── (core/signatures.py) SignatureReused; (triggers/engine) TriggerDisabled
+    │   ├── (routing/engine) Unroutable (409 unroutable), AgentAtCapacity
+    │   ├── (sprints/engine/sprints) SprintAlreadyActive, SprintLocked, TaskInAnotherSprint
+    │   └── (workspaces/engine) WorkspaceInUse, WorktreeDiffUnavailable
     ├── PayloadTooLarge (413 payload_too_large)
     ├── ValidationFailed (422 validation_error: errors[field, message])
     └── Unavailable (503 unavailable)

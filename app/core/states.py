@@ -336,7 +336,7 @@ def check_approval_transition(current: ApprovalStatus, target: ApprovalStatus) -
 
 # -- webhook deliveries --------------------------------------------------------------------
 # One POST of one event to one subscription, tried until the receiver answers 2xx or the
-# attempts run out. The deliverer (`engine/webhooks/deliverer.py`) moves it after each
+# attempts run out. The deliverer (`webhooks/engine/deliverer.py`) moves it after each
 # attempt; a person's redeliver sends a settled one again with a fresh attempt budget. A
 # retry is not a transition: the delivery stays `pending`, with a later `next_attempt_at`.
 
@@ -370,7 +370,7 @@ def check_delivery_transition(current: DeliveryStatus, target: DeliveryStatus) -
 # -- sprints ---------------------------------------------------------------------------------
 # A time-box of a project's tasks. Strictly linear: each status has one way out, and none
 # back; a sprint never starts again (a new one is created after it). Only `SprintCommands`
-# (`engine/sprints.py`) moves a sprint, through `check_sprint_transition`. A project has at
+# (`sprints/engine/sprints.py`) moves a sprint, through `check_sprint_transition`. A project has at
 # most one `active` sprint (a partial unique index); any number may be planned.
 
 

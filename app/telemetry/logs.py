@@ -18,7 +18,7 @@ _events = logging.getLogger("loopwright.events")
 # Payload fields too big for a log line (the SSE stream and the API carry them).
 _BULKY = frozenset({"content", "result", "task", "question"})
 
-# The `X-Request-ID` of the request being served (api/request_ids.py sets it); None outside
+# The `X-Request-ID` of the request being served (http/request_ids.py sets it); None outside
 # a request, e.g. in the TaskEngine's writer, which commits many requests' mutations at once.
 current_request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
 

@@ -19,7 +19,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from app.core.states import RUN_SETTLED, RunStatus
-from app.schemas.runs import RunRead
+from app.runs.schemas.runs import RunRead
 
 BREAKER_STATES = ("closed", "open", "half_open")
 

@@ -26,7 +26,7 @@ from app.telemetry import tracing
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext
 
-    from app.schemas.runs import RunRead
+    from app.runs.schemas.runs import RunRead
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
 DataSink = Callable[[dict[str, Any]], Awaitable[None]]

@@ -1,3 +1,3 @@
-"""Workspaces (SPEC C11): a git worktree per task run, the file and command tools confined
-to it, the ordered merge back to the base branch and the semantic conflict checks. This
-package knows git and the file system, not the database: the engine drives it."""
+"""Workspaces: a project's git repository, a worktree per task, the file and command
+tools, and the merge queue that brings approved work to the base branch.
+Each layer has its folder or module, named alike in every domain (docs/architecture.md)."""

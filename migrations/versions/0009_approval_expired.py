@@ -21,7 +21,9 @@ _STATUS = "ck_approvals_status"
 _DECISION = "ck_approvals_decision"
 _MATCHES = "ck_approvals_decision_matches_status"
 _SUMMARY = "ck_approvals_summary_length"
-_TIMEOUT_ACTOR = "system:timeout"  # engine/approvals.py TIMEOUT_ACTOR: who settles an expiry
+_TIMEOUT_ACTOR = (
+    "system:timeout"  # approvals/engine/approvals.py TIMEOUT_ACTOR: who settles an expiry
+)
 
 
 def upgrade() -> None:

@@ -462,7 +462,7 @@ def _opening_and_events(events: list[_Event]) -> dict[str, list[_Event]]:
 
 def _record_ledger(steps: list[_Step], calls: Sequence[Row[Any]], run_status: str) -> None:
     """The run's ledger rows as `started` and `completed` items of its steps, so that
-    `ledger()` (app/store/history.py) folds them back to the same tool, idempotent flag,
+    `ledger()` (app/runs/store/history.py) folds them back to the same tool, idempotent flag,
     attempts, result and is_error.
 
     A call is started in the first step whose messages hold its tool_use (else where it
@@ -560,7 +560,7 @@ def _blocks(contents: Iterable[list[dict[str, Any]]], block_type: str) -> list[d
 
 
 def _results(contents: Iterable[list[dict[str, Any]]]) -> dict[str, tuple[str, bool]]:
-    """The tool results messages carry, by call id, as app/store/history.py reads them."""
+    """The tool results messages carry, by call id, as app/runs/store/history.py reads them."""
     return {
         block["tool_use_id"]: (block["content"], block.get("is_error", False))
         for block in _blocks(contents, "tool_result")
@@ -735,7 +735,7 @@ def _old_rows(run_id: str, steps: Sequence[Row[Any]]) -> _OldRows:
 
 def _fold(ledger: dict[str, dict[str, Any]], completed: list[str], step: Row[Any]) -> None:
     """The step's `started`, `completed` and `forgotten` items into `ledger` (rows of
-    tool_calls by call id), as `ledger()` in app/store/history.py folds them; the calls it
+    tool_calls by call id), as `ledger()` in app/runs/store/history.py folds them; the calls it
     completes join `completed`, those it forgets leave."""
     data = step.data
     for started in data.get("started", ()):

@@ -12,18 +12,18 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
+from app.agents.schemas import AgentRead
 from app.core.model_config import ModelConfig
 from app.core.states import TaskStatus
 from app.core.vocabulary import Complexity
-from app.engine.routing.auction import capability_scores
-from app.engine.routing.base import Candidate
-from app.engine.routing.model_scorer import ModelScorer
+from app.costs.schemas.costs import CostGroupBy
+from app.costs.store import costs as cost_store
 from app.llm.prices import ModelPrice, PriceTable
 from app.llm.providers.scripted import ScriptedProvider
-from app.schemas.agents import AgentRead
-from app.schemas.costs import CostGroupBy
-from app.schemas.tasks import RouteRequest, TaskRead
-from app.store import costs as cost_store
+from app.routing.engine.auction import capability_scores
+from app.routing.engine.base import Candidate
+from app.routing.engine.model_scorer import ModelScorer
+from app.tasks.schemas.tasks import RouteRequest, TaskRead
 from tests.api.test_routing_api import agent, route
 from tests.support.factories import create_task
 from tests.support.server import make_settings, running_server

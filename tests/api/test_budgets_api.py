@@ -17,9 +17,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from app.core.config import Settings
-from app.store import budgets as budget_store
-from app.store import costs as cost_store
-from app.store.costs import CallCost
+from app.costs.store import budgets as budget_store
+from app.costs.store import costs as cost_store
+from app.costs.store.costs import CallCost
 from tests.api.test_runs_api import make_agent, settle, start
 from tests.support.api import assert_problem, first_task_run
 from tests.support.cli import cli

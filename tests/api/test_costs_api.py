@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from app.core.config import Settings
-from app.schemas.costs import CostGroupBy
-from app.store import costs as cost_store
-from app.store.costs import CallCost
+from app.costs.schemas.costs import CostGroupBy
+from app.costs.store import costs as cost_store
+from app.costs.store.costs import CallCost
 from tests.api.test_metrics_api import scrape, value
 from tests.api.test_runs_api import make_agent, settle, start
 from tests.support.api import assert_problem, first_task_run

@@ -16,7 +16,8 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.signatures import signature_header
-from app.models import HookSignature, Run, TriggerFire
+from app.runs.models import Run
+from app.triggers.models import HookSignature, TriggerFire
 from tests.api.test_triggers_api import create
 from tests.engine.test_workflow_observer import LINE
 from tests.support.api import assert_problem

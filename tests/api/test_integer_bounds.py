@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.schemas.bounds import EVENT_ID_MAX, POSITION_MAX, VERSION_MAX
+from app.core.bounds import EVENT_ID_MAX, POSITION_MAX, VERSION_MAX
 from tests.support.api import assert_problem
 from tests.support.factories import (
     create_task,

@@ -10,7 +10,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.schemas.journal import Journal, JournalEntry
+from app.runs.schemas.journal import Journal, JournalEntry
 from tests.support.api import assert_problem
 from tests.support.factories import make_agent, settle, start_run
 

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
-from app.loop.tools.base import Tool
-from app.store.db import libpq_url
+from app.db.connection import libpq_url
+from app.runs.tools.base import Tool
 from app.wiring import Component, Runtime, build_runtime, running
 from tests.support.database import admin, with_database
 from tests.support.server import make_settings

@@ -19,7 +19,7 @@ from tests.support import server as server_support
 from tests.support.api import assert_problem
 
 PROBE_LOGGER = "tests.request_ids"
-UNEXPECTED_LOGGER = "app.api.request_ids"  # logs the traceback of an unexpected error
+UNEXPECTED_LOGGER = "app.http.request_ids"  # logs the traceback of an unexpected error
 
 
 class Records(logging.Handler):

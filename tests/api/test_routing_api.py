@@ -13,7 +13,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.core.streams import TASK_STREAM
-from app.store import events as event_store
+from app.events import store as event_store
 from tests.api.test_approvals_api import requested
 from tests.api.test_workflow_executions_api import activate
 from tests.support.api import assert_problem

@@ -20,12 +20,12 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.states import SprintStatus, TaskStatus
-from app.engine.bus import EventBus
-from app.engine.sprints import SprintCommands
-from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import TransitionTask
-from app.schemas.sprints import SprintCreate, SprintTaskIn, SprintTasksAdd
-from app.store.db import make_sessionmaker
+from app.db.connection import make_sessionmaker
+from app.events.engine.bus import EventBus
+from app.sprints.engine.sprints import SprintCommands
+from app.sprints.schemas.sprints import SprintCreate, SprintTaskIn, SprintTasksAdd
+from app.tasks.engine.task_engine import TaskEngine
+from app.tasks.engine.task_mutations import TransitionTask
 from tests.api.test_sprints_api import make_sprint
 from tests.support.api import assert_problem
 from tests.support.engine import ManualClock

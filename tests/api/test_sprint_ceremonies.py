@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.core.streams import TRIGGERS_STREAM
-from app.store import events as event_store
+from app.events import store as event_store
 from tests.api.test_triggers_api import create
 from tests.support.factories import create_task, make_agent, project, unique
 from tests.support.sse import SseReader

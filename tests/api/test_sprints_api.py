@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.core.streams import SPRINTS_STREAM
-from app.store import events as event_store
+from app.events import store as event_store
 from tests.support.api import assert_problem
 from tests.support.event_schemas import stored_events_documented
 from tests.support.factories import create_task, project, unique

@@ -19,8 +19,8 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.core.streams import TASK_STREAM
-from app.engine.services import Services
-from app.store import events as event_store
+from app.events import store as event_store
+from app.services import Services
 from tests.support.server import make_settings, running_app
 from tests.support.sse import SseReader
 

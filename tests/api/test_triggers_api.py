@@ -15,10 +15,10 @@ from zoneinfo import ZoneInfo
 
 import httpx
 
-from app.api.pagination import encode_cursor
 from app.core.ids import id_floor
-from app.engine.triggers.schedule_times import next_fires
-from app.schemas.triggers import ScheduleConfig
+from app.http.pagination import encode_cursor
+from app.triggers.engine.schedule_times import next_fires
+from app.triggers.schemas import ScheduleConfig
 from tests.support.api import assert_problem
 from tests.support.factories import make_agent, unique
 

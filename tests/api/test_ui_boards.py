@@ -12,7 +12,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from app.store import boards as board_store
+from app.tasks.store import boards as board_store
 from tests.api.test_boards_api import limit, move
 from tests.support.factories import create_task, unique
 

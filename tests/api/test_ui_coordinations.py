@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from app.ui import events
+from app.events import ui as events
 from tests.api.test_coordination_api import (
     Crew,
     coordinate,

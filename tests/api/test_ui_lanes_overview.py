@@ -14,8 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.breakers import BreakerState
 from app.core.ids import id_floor
-from app.ui import lanes as lanes_page
-from app.ui import overview as overview_page
+from app.dashboard import overview as overview_page
+from app.runs.ui import lanes as lanes_page
 from tests.api.test_ui_pages import ASKER, QUICK, make_agent
 from tests.support.factories import settle, start_run, unique
 from tests.support.server import make_settings, running_app, running_server

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from app.approvals import ui as approvals_page
 from app.core.ids import id_floor
-from app.ui import approvals as approvals_page
-from app.ui import runs as runs_page
+from app.runs.ui import runs as runs_page
 from tests.support import factories
 from tests.support.factories import settle, start_run
 

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from app.ui import sprints as sprint_pages
+from app.sprints.ui import sprints as sprint_pages
 from tests.api.test_sprints_api import _completed_sprint, add, finish_task, make_sprint, move
 from tests.support.factories import create_task, project, unique
 

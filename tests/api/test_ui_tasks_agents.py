@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from app.agents import ui as agents_page
 from app.core.states import TaskStatus
-from app.ui import agents as agents_page
-from app.ui import tasks as tasks_page
+from app.tasks.ui import tasks as tasks_page
 from tests.support import factories
 from tests.support.factories import create_task, project, settle, start_run, unique
 

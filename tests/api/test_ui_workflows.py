@@ -15,10 +15,10 @@ import pytest
 
 from app.core.states import NodeStatus
 from app.core.vocabulary import NodeType
-from app.schemas.workflows import WorkflowEdge, WorkflowNode
-from app.ui import workflows as workflows_page
-from app.ui.graph_layout import MISSING, NODE_H, NODE_W, layout
-from app.ui.templating import TEMPLATES
+from app.dashboard.templating import TEMPLATES
+from app.workflows.schemas.workflows import WorkflowEdge, WorkflowNode
+from app.workflows.ui import workflows as workflows_page
+from app.workflows.ui.graph_layout import MISSING, NODE_H, NODE_W, layout
 from tests.api.test_workflow_executions_api import activate, finish, gated, until
 from tests.api.test_workflows_api import diamond
 from tests.support.factories import create_workflow, make_agent, unique

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.ui import events
+from app.events import ui as events
 from tests.api.test_ui_sprints import _rows
 from tests.api.test_workspaces_api import (
     approve_review,

@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
+from app.db.errors import translate
 from app.main import create_app
-from app.store.errors import translate
 from tests.support import server as server_support
 from tests.support.api import assert_problem
 
@@ -83,9 +83,9 @@ async def test_after_an_unexpected_error_the_connection_serves_the_next_request(
 async def test_the_log_of_an_internal_error_names_what_actually_failed(
     probed: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.ERROR, logger="app.api.problems"):
+    with caplog.at_level(logging.ERROR, logger="app.http.problems"):
         assert_problem(await probed.post("/probe/translated", json={}), 500, "internal")
-    (record,) = [r for r in caplog.records if r.name == "app.api.problems"]
+    (record,) = [r for r in caplog.records if r.name == "app.http.problems"]
     assert record.exc_info is not None
     assert "what actually failed" in "".join(traceback.format_exception(*record.exc_info))
 

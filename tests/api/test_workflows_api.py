@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import yaml
 
-from app.api.pagination import encode_cursor
 from app.core.ids import id_floor
+from app.http.pagination import encode_cursor
 from tests.support.api import assert_problem
 from tests.support.factories import create_workflow
 

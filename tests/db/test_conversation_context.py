@@ -9,8 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from app.loop.compaction import Compactor, LadderState
-from app.store import conversations, history
+from app.runs.loop.compaction import Compactor, LadderState
+from app.runs.store import conversations, history
 from tests.support.history import append_messages
 
 

@@ -11,18 +11,19 @@ from sqlalchemy import delete, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.states import ExecutionStatus
-from app.core.vocabulary import CoordinationPhase, CoordinationTopology, PhaseOutcome
-from app.models import Task
-from app.schemas.coordination import (
+from app.coordination import store as coordinations
+from app.coordination.schemas import (
     CoordinationRequest,
     Decomposition,
     DispatchOptions,
     PhaseResult,
     SubtaskDraft,
 )
-from app.store import coordinations, tasks
-from app.store.errors import StaleWrite
+from app.core.states import ExecutionStatus
+from app.core.vocabulary import CoordinationPhase, CoordinationTopology, PhaseOutcome
+from app.db.errors import StaleWrite
+from app.tasks.models.tasks import Task
+from app.tasks.store import tasks
 from tests.support.task_rows import new_task, rows
 
 Phase = CoordinationPhase

@@ -15,11 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.core.states import RunStatus
 from app.core.vocabulary import StepKind
-from app.store import events, history
-from app.store.db import make_sessionmaker
-from app.store.driver import json_text
-from app.store.errors import constraint_name, translate
-from app.store.events import NewEvent
+from app.db.connection import make_sessionmaker
+from app.db.driver import json_text
+from app.db.errors import constraint_name, translate
+from app.events import store as events
+from app.events.store import NewEvent
+from app.runs.store import history
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

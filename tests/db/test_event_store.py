@@ -11,8 +11,9 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.store import events, idempotency
-from app.store.events import NewEvent
+from app.db import idempotency
+from app.events import store as events
+from app.events.store import NewEvent
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

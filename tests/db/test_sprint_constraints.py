@@ -13,9 +13,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import SprintStatus
-from app.models import SPRINTS, TASKS
-from app.store import sprints, tasks
-from app.store.errors import constraint_name
+from app.db.errors import constraint_name
+from app.sprints.models import SPRINTS
+from app.sprints.store import sprints
+from app.tasks.models.tasks import TASKS
+from app.tasks.store import tasks
 from tests.support.task_rows import new_task, rows
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

@@ -13,12 +13,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import AppError, Conflict, Unavailable
 from app.core.states import TaskStatus
-from app.models import Task
-from app.schemas.tasks import TaskRead
-from app.store import tasks
-from app.store.db import make_engine
-from app.store.errors import StaleWrite, translate
-from app.store.tasks import TransitionRecord
+from app.db.connection import make_engine
+from app.db.errors import StaleWrite, translate
+from app.tasks.models.tasks import Task
+from app.tasks.schemas.tasks import TaskRead
+from app.tasks.store import tasks
+from app.tasks.store.tasks import TransitionRecord
 from tests.support.task_rows import T0, new_task, rows
 
 S = TaskStatus

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.store.db import libpq_url
+from app.db.connection import libpq_url
 from tests.support.chaos_tools import CALLS_DDL, LEDGER_DDL
 from tests.support.cluster import Cluster
 from tests.support.factories import scripted_agent

@@ -29,7 +29,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.store.db import libpq_url
+from app.db.connection import libpq_url
 from tests.support.chaos_tools import CALLS_DDL, LEDGER_DDL
 from tests.support.cluster import Cluster
 from tests.support.factories import scripted_agent
@@ -56,7 +56,7 @@ TOOL_CALL_SCRIPT: list[dict[str, Any]] = [
     {"tool_calls": [{"name": "charge_card", "input": {"effect": "charge-0", "hold_s": 3}}]},
     {"text": "paid"},
 ]
-LOST = "lease lost"  # what a worker logs when its write was refused (app/loop/run_loop.py)
+LOST = "lease lost"  # what a worker logs when its write was refused (app/runs/loop/run_loop.py)
 
 
 async def _sql(dsn: str, query: str, *args: Any) -> list[asyncpg.Record]:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.store.db import libpq_url
+from app.db.connection import libpq_url
 from tests.e2e.test_crash_points import _events, _fetch, _wait
 from tests.support.chaos_tools import LEDGER_DDL
 from tests.support.cluster import Cluster

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.engine.bus import EventBus
-from app.engine.task_engine import TaskEngine
-from app.store.db import make_sessionmaker
+from app.db.connection import make_sessionmaker
+from app.events.engine.bus import EventBus
+from app.tasks.engine.task_engine import TaskEngine
 from tests.support.engine import CountingClock, Gate, Reader, StartEngine
 
 

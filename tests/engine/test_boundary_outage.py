@@ -25,17 +25,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engin
 
 from app.core.messages import Message
 from app.core.vocabulary import StepKind
-from app.engine import run_transitions
-from app.engine.group_commit import GroupCommitter, RideOut
-from app.engine.leases import LeaseTerm
-from app.engine.reconciler import Reconciler
-from app.engine.workers import WorkerPool
-from app.loop.boundary import RIDE_OUT, Boundary, BoundaryWrite, write_boundaries
-from app.loop.deps import LeaseLost
-from app.loop.leased_run import LeasedRun
-from app.schemas.runs import RunRead
-from app.store.db import async_url, libpq_url, make_engine, make_sessionmaker
-from app.store.outage import connection_lost
+from app.db.connection import async_url, libpq_url, make_engine, make_sessionmaker
+from app.db.outage import connection_lost
+from app.runs.engine import run_transitions
+from app.runs.engine.leases import LeaseTerm
+from app.runs.engine.reconciler import Reconciler
+from app.runs.engine.workers import WorkerPool
+from app.runs.loop.boundary import RIDE_OUT, Boundary, BoundaryWrite, write_boundaries
+from app.runs.loop.deps import LeaseLost
+from app.runs.loop.leased_run import LeasedRun
+from app.runs.schemas.runs import RunRead
+from app.runtime.group_commit import GroupCommitter, RideOut
 from tests.support.pg_proxy import PgProxy, pg_proxy
 from tests.support.runs import SAFETY_S, Harness, say
 

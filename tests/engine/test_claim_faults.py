@@ -9,9 +9,9 @@ import socket
 
 import pytest
 
-from app.engine.bus import EventBus
-from app.engine.workers import WorkerPool
-from app.store.db import make_engine, make_sessionmaker
+from app.db.connection import make_engine, make_sessionmaker
+from app.events.engine.bus import EventBus
+from app.runs.engine.workers import WorkerPool
 
 
 def _refused_port() -> int:
@@ -30,7 +30,7 @@ async def test_a_claim_that_cannot_reach_the_database_is_logged_and_claims_nothi
         make_sessionmaker(engine), EventBus(), lambda run, owner, term: pytest.fail("claimed a run")
     )
     try:
-        with caplog.at_level(logging.WARNING, logger="app.engine.workers"):
+        with caplog.at_level(logging.WARNING, logger="app.runs.engine.workers"):
             assert await pool.claim() == []
     finally:
         await engine.dispose()

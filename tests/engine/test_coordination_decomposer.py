@@ -13,16 +13,14 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.schemas import AgentRead
+from app.coordination.engine.decompose_prompt import SYSTEM
+from app.coordination.engine.decomposer import SUBMIT_DECOMPOSITION, Decomposer, DecompositionFailed
+from app.coordination.schemas import Decomposition
 from app.core.config import AnthropicSettings, LLMSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from app.engine.coordination.decompose_prompt import SYSTEM
-from app.engine.coordination.decomposer import (
-    SUBMIT_DECOMPOSITION,
-    Decomposer,
-    DecompositionFailed,
-)
-from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import CreateTask
+from app.costs.schemas.costs import CostGroupBy
+from app.costs.store import costs as cost_store
 from app.llm.prices import ModelPrice, PriceTable
 from app.llm.provider import (
     LLMRequest,
@@ -34,11 +32,9 @@ from app.llm.provider import (
     UsageSink,
 )
 from app.llm.providers.registry import Providers
-from app.schemas.agents import AgentRead
-from app.schemas.coordination import Decomposition
-from app.schemas.costs import CostGroupBy
-from app.schemas.tasks import TaskCreate, TaskRead
-from app.store import costs as cost_store
+from app.tasks.engine.task_engine import TaskEngine
+from app.tasks.engine.task_mutations import CreateTask
+from app.tasks.schemas.tasks import TaskCreate, TaskRead
 from tests.support.anthropic_wire import AnthropicWire, HttpError, Reply, ToolUse, anthropic_wire
 
 PRICES = PriceTable({"scripted/planner": ModelPrice.of("3", "15")})

@@ -9,14 +9,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.engine import AgentCommands
+from app.agents.schemas import AgentCreate
 from app.core.errors import IdempotencyKeyReused
 from app.core.model_config import ModelConfig
-from app.engine.agents import AgentCommands
-from app.engine.bus import EventBus
-from app.engine.task_engine import TaskEngine
-from app.engine.workflows import WorkflowCommands
-from app.schemas.agents import AgentCreate
-from app.store.idempotency import request_hash
+from app.db.idempotency import request_hash
+from app.events.engine.bus import EventBus
+from app.tasks.engine.task_engine import TaskEngine
+from app.workflows.engine.workflows import WorkflowCommands
 from tests.engine.test_workflow_observer import LINE
 from tests.support.engine import ManualClock
 

@@ -8,8 +8,8 @@ import asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from app.engine.group_commit import GroupCommitter
-from app.store.db import make_sessionmaker
+from app.db.connection import make_sessionmaker
+from app.runtime.group_commit import GroupCommitter
 
 
 async def _write_streams(session: AsyncSession, names: list[str]) -> list[str]:

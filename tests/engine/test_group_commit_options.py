@@ -12,8 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.core.errors import QueueFull, ShuttingDown
-from app.engine.group_commit import GroupCommitter
-from app.store.db import make_sessionmaker
+from app.db.connection import make_sessionmaker
+from app.runtime.group_commit import GroupCommitter
 
 
 class Streams:

@@ -14,14 +14,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.messages import Message
 from app.core.vocabulary import StepKind
-from app.engine import run_transitions
-from app.engine.leases import LeaseTerm
-from app.engine.reconciler import Reconciler
-from app.loop.boundary import Boundary, BoundaryWrite, write_boundaries
-from app.loop.deps import LeaseLost
-from app.loop.leased_run import LeasedRun
-from app.schemas.runs import RunRead
-from app.store import history
+from app.runs.engine import run_transitions
+from app.runs.engine.leases import LeaseTerm
+from app.runs.engine.reconciler import Reconciler
+from app.runs.loop.boundary import Boundary, BoundaryWrite, write_boundaries
+from app.runs.loop.deps import LeaseLost
+from app.runs.loop.leased_run import LeasedRun
+from app.runs.schemas.runs import RunRead
+from app.runs.store import history
 from app.telemetry.metrics import Metrics
 from tests.support.runs import Harness, say
 

@@ -24,11 +24,11 @@ from app.core.config import HistorySettings, load_settings
 from app.core.messages import Message, TextBlock
 from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.core.states import RUN_SETTLED, RunStatus
-from app.engine.history_retention import HistoryRetention
-from app.engine.reconciler import Reconciler
-from app.schemas.runs import RunRead
-from app.store import conversations, history, history_retention
-from app.store.history_retention import PRUNABLE, Chunk
+from app.runs.engine.history_retention import HistoryRetention
+from app.runs.engine.reconciler import Reconciler
+from app.runs.schemas.runs import RunRead
+from app.runs.store import conversations, history, history_retention
+from app.runs.store.history_retention import PRUNABLE, Chunk
 from app.telemetry.metrics import Metrics
 from app.wiring import build_runtime
 from tests.support.engine import ManualClock

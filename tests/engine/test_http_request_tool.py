@@ -21,8 +21,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.core.net import listening_socket
-from app.loop.tools.base import Tool, ToolContext, ToolFailure, idempotency_key
-from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
+from app.runs.tools.base import Tool, ToolContext, ToolFailure, idempotency_key
+from app.runs.tools.http_request import HttpToolPolicy, make_http_request_tool
 
 CTX = ToolContext(run_id="run-1", tool_call_id="call-1", agent_id="agent-1", conversation_id="c-1")
 LOOPBACK = HttpToolPolicy(allowed_networks=("127.0.0.0/8", "::1/128"))

@@ -18,27 +18,27 @@ from pydantic import ValidationError
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.engine import AgentCommands
+from app.agents.schemas import AgentCreate
 from app.core.config import IdempotencySettings, load_settings
 from app.core.errors import IdempotencyKeyReused
 from app.core.model_config import ModelConfig
 from app.core.states import RUN_TERMINAL, RunStatus
-from app.engine.agents import AgentCommands
-from app.engine.bus import EventBus
-from app.engine.idempotency_sweep import IdempotencySweep
-from app.engine.runs import CREATE_SCOPE, SPAWN_SCOPE, RunCommands
-from app.engine.task_engine import CREATE_SCOPE as TASK_CREATE_SCOPE
-from app.engine.task_engine import TOOL_CREATE_SCOPE, TaskEngine
-from app.engine.task_mutations import CreateTask
-from app.engine.workflows import Activation, WorkflowCommands
-from app.loop.tools.base import Tool, ToolContext
-from app.loop.tools.task_tools import task_tools
-from app.models import IdempotencyKey
-from app.schemas.agents import AgentCreate
-from app.schemas.runs import RunCreate, RunRead
-from app.schemas.tasks import TaskCreate
-from app.schemas.workflows import ActivateRequest
-from app.store import idempotency
-from app.store.idempotency import DEFAULT_RETENTION, KeyRecord, request_hash
+from app.db import idempotency
+from app.db.idempotency import DEFAULT_RETENTION, KeyRecord, request_hash
+from app.db.idempotency_sweep import IdempotencySweep
+from app.events.engine.bus import EventBus
+from app.events.models import IdempotencyKey
+from app.runs.engine.runs import CREATE_SCOPE, SPAWN_SCOPE, RunCommands
+from app.runs.schemas.runs import RunCreate, RunRead
+from app.runs.tools.base import Tool, ToolContext
+from app.tasks.engine.task_engine import CREATE_SCOPE as TASK_CREATE_SCOPE
+from app.tasks.engine.task_engine import TOOL_CREATE_SCOPE, TaskEngine
+from app.tasks.engine.task_mutations import CreateTask
+from app.tasks.schemas.tasks import TaskCreate
+from app.tasks.tools import task_tools
+from app.workflows.engine.workflows import Activation, WorkflowCommands
+from app.workflows.schemas.workflows import ActivateRequest
 from tests.engine.test_workflow_observer import LINE
 from tests.support.engine import ManualClock
 

@@ -14,18 +14,20 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.engine import AgentCommands
+from app.agents.schemas import AgentCreate
 from app.core.errors import IdempotencyKeyReused
 from app.core.model_config import ModelConfig
-from app.engine.agents import AgentCommands
-from app.engine.bus import EventBus
-from app.engine.idempotent_create import CreateKey, keyed_create
-from app.engine.runs import RunCommands
-from app.engine.task_engine import TaskEngine
-from app.engine.workflows import WorkflowCommands
-from app.models import Agent, IdempotencyKey, Run, Workflow, WorkflowExecution
-from app.schemas.agents import AgentCreate
-from app.schemas.runs import RunCreate
-from app.schemas.workflows import ActivateRequest
+from app.db.idempotent_create import CreateKey, keyed_create
+from app.events.engine.bus import EventBus
+from app.events.models import IdempotencyKey
+from app.runs.engine.runs import RunCommands
+from app.runs.models import Agent, Run
+from app.runs.schemas.runs import RunCreate
+from app.tasks.engine.task_engine import TaskEngine
+from app.workflows.engine.workflows import WorkflowCommands
+from app.workflows.models import Workflow, WorkflowExecution
+from app.workflows.schemas.workflows import ActivateRequest
 from tests.engine.test_workflow_observer import LINE
 from tests.support.engine import ManualClock
 

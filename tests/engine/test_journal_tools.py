@@ -17,17 +17,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.messages import Message, TextBlock, ToolUseBlock
 from app.core.states import RunStatus
 from app.core.vocabulary import StepKind
-from app.engine.retry import ToolRetryPolicy
-from app.loop.tool_runner import ToolOutcome, ToolRunner
-from app.loop.tools.base import ToolContext
-from app.loop.tools.builtins import BuiltinServices
-from app.loop.tools.journal_tools import journal_tools
-from app.loop.tools.registry import ToolRegistry
-from app.schemas.journal import Journal
-from app.schemas.runs import RunRead
-from app.store import history
-from app.store import journal as journal_store
-from app.store import runs as run_store
+from app.runs.loop.retry import ToolRetryPolicy
+from app.runs.loop.tool_runner import ToolOutcome, ToolRunner
+from app.runs.schemas.journal import Journal
+from app.runs.schemas.runs import RunRead
+from app.runs.store import history
+from app.runs.store import journal as journal_store
+from app.runs.store import runs as run_store
+from app.runs.tools.base import ToolContext
+from app.runs.tools.builtins import BuiltinServices
+from app.runs.tools.journal_tools import journal_tools
+from app.runs.tools.registry import ToolRegistry
 from tests.support.runs import Harness, say
 
 

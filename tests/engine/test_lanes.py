@@ -18,12 +18,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.messages import Block, TextBlock, ToolUseBlock
 from app.core.states import RUN_ACTIVE, RunStatus
 from app.core.streams import RUNS_STREAM
-from app.engine.runs import LaneBusy
-from app.engine.workers import WorkerPool
 from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage, UsageSink
-from app.models import CONVERSATIONS, RUNS
-from app.schemas.runs import RunRead
-from app.store import runs as run_store
+from app.runs.engine.runs import LaneBusy
+from app.runs.engine.workers import WorkerPool
+from app.runs.models import CONVERSATIONS, RUNS
+from app.runs.schemas.runs import RunRead
+from app.runs.store import runs as run_store
 from tests.support.runs import SAFETY_S, Harness, call, say, tool_results
 
 

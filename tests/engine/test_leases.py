@@ -17,9 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.errors import Conflict
 from app.core.states import RUN_SETTLED, RunStatus
 from app.core.streams import RUNS_STREAM, run_stream
-from app.engine.reconciler import Reconciler
-from app.engine.runs import ResumeUnavailable
-from app.store import runs as run_store
+from app.runs.engine.reconciler import Reconciler
+from app.runs.engine.runs import ResumeUnavailable
+from app.runs.store import runs as run_store
 from app.telemetry.metrics import Metrics
 from tests.support.runs import (
     SAFETY_S,

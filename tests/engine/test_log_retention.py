@@ -10,8 +10,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.ids import id_floor, new_id
-from app.engine.log_retention import LogRetention
-from app.store.db import make_sessionmaker
+from app.db.connection import make_sessionmaker
+from app.triggers.engine.log_retention import LogRetention
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(days=30)

@@ -11,19 +11,19 @@ import pytest
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.schemas import AgentRead
 from app.core.vocabulary import Complexity, ExecutionLoopKind
-from app.engine.budgets import BudgetCommands
-from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import CreateTask
-from app.loop.budget_guard import BudgetGuard
-from app.loop.kinds.auto import AutoLoopPolicy
-from app.loop.kinds.registry import AGENTS_CHOICE, selection
-from app.models import LLM_COST_DAYS
-from app.schemas.agents import AgentRead
-from app.schemas.budgets import BudgetCreate
-from app.schemas.runs import LoopSelection
-from app.schemas.tasks import TaskCreate
-from app.store.task_runs import task_lane
+from app.costs.engine.budgets import BudgetCommands
+from app.costs.models.costs import LLM_COST_DAYS
+from app.costs.schemas.budgets import BudgetCreate
+from app.runs.loop.budget_guard import BudgetGuard
+from app.runs.loop.kinds.auto import AutoLoopPolicy
+from app.runs.loop.kinds.registry import AGENTS_CHOICE, selection
+from app.runs.schemas.runs import LoopSelection
+from app.tasks.engine.task_engine import TaskEngine
+from app.tasks.engine.task_mutations import CreateTask
+from app.tasks.schemas.tasks import TaskCreate
+from app.tasks.store.task_runs import task_lane
 from tests.support.runs import Harness, say
 
 K = ExecutionLoopKind

@@ -15,14 +15,15 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.schemas import AgentCreate, AgentPatch, AgentRead
 from app.core.breakers import CircuitBreakerPolicy
 from app.core.model_config import ModelConfig, ScriptedTurn
 from app.core.states import RunStatus, StopReason
-from app.engine.retry import RunRetryPolicy
-from app.loop.tools.mcp import McpHub, McpPolicy
-from app.schemas.agents import AgentCreate, AgentPatch, AgentRead
-from app.schemas.runs import RunRead
-from app.store import history
+from app.runs.loop.retry import RunRetryPolicy
+from app.runs.schemas.runs import RunRead
+from app.runs.store import history
+from app.runs.tools.mcp.hub import McpHub
+from app.runs.tools.mcp.policy import McpPolicy
 from tests.support.mcp_servers import PYTHON, alive, calls, http_server, started, stdio_server
 from tests.support.runs import (
     SAFETY_S,

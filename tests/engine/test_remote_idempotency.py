@@ -26,10 +26,10 @@ from starlette.routing import Route
 
 from app.core.net import listening_socket
 from app.core.states import RunStatus
-from app.engine.reconciler import Reconciler
-from app.loop.tools.base import idempotency_key
-from app.loop.tools.http_request import HttpToolPolicy, make_http_request_tool
-from app.store import history
+from app.runs.engine.reconciler import Reconciler
+from app.runs.store import history
+from app.runs.tools.base import idempotency_key
+from app.runs.tools.http_request import HttpToolPolicy, make_http_request_tool
 from tests.support.runs import SAFETY_S, Harness, call, say
 
 

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.schemas import AgentPatch
 from app.core.states import RunStatus
-from app.engine.reconciler import Reconciler
-from app.schemas.agents import AgentPatch
+from app.runs.engine.reconciler import Reconciler
 from tests.support.runs import Harness, assert_valid_transcript, call, say
 
 

@@ -17,26 +17,26 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.approvals import store as approval_store
+from app.approvals.engine.approval_timeouts import ApprovalTimeoutScheduler
+from app.approvals.engine.approvals import TIMEOUT_ACTOR, ApprovalCommands, ExpiryReport
+from app.approvals.engine.tool_approvals import rejection_result, waiting_for
+from app.approvals.schemas import ApprovalRead
 from app.core.config import ApprovalSettings
 from app.core.errors import ApprovalExpired
 from app.core.states import ApprovalDecision, ApprovalStatus, ExecutionStatus, RunStatus, TaskStatus
 from app.core.streams import APPROVALS_STREAM
 from app.core.vocabulary import ApprovalKind, ReviewTimeoutPolicy
-from app.engine.approval_timeouts import ApprovalTimeoutScheduler
-from app.engine.approvals import TIMEOUT_ACTOR, ApprovalCommands, ExpiryReport
-from app.engine.review_gate import ReviewGate
-from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import TransitionTask
-from app.engine.task_runs import TaskRuns, run_input
-from app.engine.tool_approvals import rejection_result, waiting_for
-from app.engine.workflows import WorkflowCommands
-from app.schemas.approvals import ApprovalRead
-from app.schemas.runs import RunRead
-from app.schemas.workflows import ActivateRequest, WorkflowCreate
-from app.store import approvals as approval_store
-from app.store import history
-from app.store import runs as run_store
-from app.store import workflows as workflow_store
+from app.runs.schemas.runs import RunRead
+from app.runs.store import history
+from app.runs.store import runs as run_store
+from app.tasks.engine.review_gate import ReviewGate
+from app.tasks.engine.task_engine import TaskEngine
+from app.tasks.engine.task_mutations import TransitionTask
+from app.tasks.engine.task_runs import TaskRuns, run_input
+from app.workflows import store as workflow_store
+from app.workflows.engine.workflows import WorkflowCommands
+from app.workflows.schemas.workflows import ActivateRequest, WorkflowCreate
 from tests.support.runs import SAFETY_S, Harness, call, say
 from tests.support.tasks import TaskWorld
 

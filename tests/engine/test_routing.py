@@ -11,24 +11,24 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.engine import AgentCommands
+from app.agents.schemas import AgentCreate
 from app.core.errors import InvalidTransition, NotFound
 from app.core.states import TaskStatus
 from app.core.streams import TASK_STREAM
 from app.core.vocabulary import AssignmentStrategy
-from app.engine.agents import AgentCommands
-from app.engine.bus import EventBus
-from app.engine.routing.base import Candidate, Choice, RoutingContext, Unroutable
-from app.engine.routing.hierarchical import Hierarchical
-from app.engine.routing.router import TaskRouter, TaskUnroutable
-from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import AssignTask, CreateTask, DeleteTask, TransitionTask
-from app.engine.workflows import WorkflowCommands
+from app.events import store as event_store
+from app.events.engine.bus import EventBus
 from app.llm.prices import PriceTable
-from app.schemas.agents import AgentCreate
-from app.schemas.tasks import RouteRequest, TaskCreate, TaskRead
-from app.schemas.workflows import ActivateRequest, WorkflowCreate
-from app.store import events as event_store
-from app.store import tasks as task_store
+from app.routing.engine.base import Candidate, Choice, RoutingContext, Unroutable
+from app.routing.engine.hierarchical import Hierarchical
+from app.routing.engine.router import TaskRouter, TaskUnroutable
+from app.tasks.engine.task_engine import TaskEngine
+from app.tasks.engine.task_mutations import AssignTask, CreateTask, DeleteTask, TransitionTask
+from app.tasks.schemas.tasks import RouteRequest, TaskCreate, TaskRead
+from app.tasks.store import tasks as task_store
+from app.workflows.engine.workflows import WorkflowCommands
+from app.workflows.schemas.workflows import ActivateRequest, WorkflowCreate
 from tests.support.engine import StartEngine
 
 S = AssignmentStrategy
@@ -501,7 +501,7 @@ async def test_the_router_sweeps_when_a_routed_task_is_created_or_room_comes_fre
 
 
 def test_a_candidate_counts_its_room_and_covers_skills() -> None:
-    from app.schemas.agents import AgentRead
+    from app.agents.schemas import AgentRead
 
     agent = AgentRead.model_validate(
         {
@@ -589,7 +589,7 @@ async def test_a_sweep_goes_on_past_a_task_that_moved_under_it(
 
 async def test_a_reporting_loop_does_not_trap_the_walk() -> None:
     """The commands refuse loops; a walk over one (written around them) still ends."""
-    from app.schemas.agents import AgentRead
+    from app.agents.schemas import AgentRead
 
     def member(agent_id: str, reports_to: str | None, held: int) -> Candidate:
         agent = AgentRead.model_validate(

@@ -12,19 +12,19 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.schemas import Limits
 from app.core.errors import InvalidTransition
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.core.model_config import ScriptedFault, ScriptedToolCall, ScriptedTurn
 from app.core.states import RunStatus
-from app.engine.retry import ToolRetryPolicy
-from app.engine.runs import CANCELLED_WHILE_WAITING
 from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage, UsageSink
 from app.llm.providers.scripted import ScriptedProvider
-from app.loop.exits import CANCELLED_BEFORE_IT_RAN
-from app.loop.run_loop import SUMMARY_PROMPT
-from app.schemas.agents import Limits
-from app.schemas.runs import RunRead
-from app.store import history
+from app.runs.engine.runs import CANCELLED_WHILE_WAITING
+from app.runs.loop.exits import CANCELLED_BEFORE_IT_RAN
+from app.runs.loop.retry import ToolRetryPolicy
+from app.runs.loop.run_loop import SUMMARY_PROMPT
+from app.runs.schemas.runs import RunRead
+from app.runs.store import history
 from tests.support.runs import (
     SAFETY_S,
     SECRET_PATH,

@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.schemas import Limits
 from app.core.errors import InvalidTransition
 from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.core.states import RunStatus
-from app.engine.retry import RunRetryPolicy, run_retry_delay
-from app.schemas.agents import Limits
+from app.runs.loop.retry import RunRetryPolicy, run_retry_delay
 from tests.support.runs import Harness, assert_valid_transcript, call, say
 
 # No waiting in tests: a zero base makes every retry due at once.

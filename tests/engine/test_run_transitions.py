@@ -12,10 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.errors import InvalidTransition
 from app.core.states import RunStatus
-from app.engine import run_transitions
-from app.engine.reconciler import Reconciler
-from app.schemas.runs import RunRead
-from app.store import runs as run_store
+from app.runs.engine import run_transitions
+from app.runs.engine.reconciler import Reconciler
+from app.runs.schemas.runs import RunRead
+from app.runs.store import runs as run_store
 from tests.support.runs import Harness, say
 
 

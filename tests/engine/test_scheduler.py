@@ -18,20 +18,21 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.core.vocabulary import FireStatus, Multitask
-from app.engine.bus import EventBus
-from app.engine.runs import RunCommands
-from app.engine.task_engine import TaskEngine
-from app.engine.triggers.firing import TriggerFiring
-from app.engine.triggers.scheduler import Fire, Scheduler
-from app.engine.workflows import WorkflowCommands
-from app.models import Run, TriggerFire
-from app.schemas.runs import RunRead
-from app.schemas.triggers import FireRead
-from app.store import runs as run_store
-from app.store import schedules
-from app.store import triggers as store
-from app.store.db import make_engine, make_sessionmaker
+from app.db.connection import make_engine, make_sessionmaker
+from app.events.engine.bus import EventBus
+from app.runs.engine.runs import RunCommands
+from app.runs.models import Run
+from app.runs.schemas.runs import RunRead
+from app.runs.store import runs as run_store
+from app.tasks.engine.task_engine import TaskEngine
 from app.telemetry.metrics import Metrics
+from app.triggers.engine.firing import TriggerFiring
+from app.triggers.engine.scheduler import Fire, Scheduler
+from app.triggers.models import TriggerFire
+from app.triggers.schemas import FireRead
+from app.triggers.store import schedules
+from app.triggers.store import triggers as store
+from app.workflows.engine.workflows import WorkflowCommands
 from tests.engine.test_trigger_firing import World, run_target
 from tests.support.engine import ManualClock
 from tests.unit.test_metrics import sample
@@ -458,7 +459,7 @@ async def test_a_schedule_that_cannot_fire_does_not_hold_back_the_others(
 
     scheduler = Scheduler(world.sessionmaker, failing_for(broken), clock=world.clock)
     world.clock.now = NOW + timedelta(minutes=2)
-    with caplog.at_level(logging.ERROR, logger="app.engine.triggers.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="app.triggers.engine.scheduler"):
         assert await scheduler.run_once() == 1
 
     assert f"schedule {broken} did not fire" in caplog.text

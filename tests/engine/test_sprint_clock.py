@@ -17,13 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.core.states import SprintStatus
 from app.core.streams import SPRINTS_STREAM
-from app.engine.bus import EventBus
-from app.engine.sprint_clock import CLOCK_ACTOR, ClockPass, SprintClock
-from app.engine.sprints import SprintCommands
-from app.schemas.sprints import SprintCreate, SprintPatch, SprintRead
-from app.store import events as event_store
-from app.store import sprints as store
-from app.store.db import make_engine, make_sessionmaker
+from app.db.connection import make_engine, make_sessionmaker
+from app.events import store as event_store
+from app.events.engine.bus import EventBus
+from app.sprints.engine.sprint_clock import CLOCK_ACTOR, ClockPass, SprintClock
+from app.sprints.engine.sprints import SprintCommands
+from app.sprints.schemas.sprints import SprintCreate, SprintPatch, SprintRead
+from app.sprints.store import sprints as store
 from app.telemetry.metrics import Metrics
 from tests.support.engine import ManualClock
 from tests.unit.test_metrics import sample

@@ -22,9 +22,11 @@ from app.core.errors import (
     VersionConflict,
 )
 from app.core.states import TaskStatus as S
-from app.engine.bus import EventBus
-from app.engine.task_engine import MutationResult, TaskEngine
-from app.engine.task_mutations import (
+from app.db.connection import make_engine, make_sessionmaker
+from app.db.idempotency import request_hash
+from app.events.engine.bus import EventBus
+from app.tasks.engine.task_engine import MutationResult, TaskEngine
+from app.tasks.engine.task_mutations import (
     CancelTask,
     CreateTask,
     DeleteTask,
@@ -32,9 +34,7 @@ from app.engine.task_mutations import (
     TransitionTask,
     UpdateTask,
 )
-from app.schemas.tasks import TaskCreate, TaskRead
-from app.store.db import make_engine, make_sessionmaker
-from app.store.idempotency import request_hash
+from app.tasks.schemas.tasks import TaskCreate, TaskRead
 from tests.support.engine import CountingClock, Gate, ManualClock, Reader, StartEngine
 
 

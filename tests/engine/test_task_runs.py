@@ -13,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.core.states import RunStatus, TaskStatus
 from app.core.streams import TASK_STREAM, run_stream
-from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import CancelTask, TransitionTask
-from app.engine.task_runs import TaskRuns, run_input, sync_route
+from app.tasks.engine.task_engine import TaskEngine
+from app.tasks.engine.task_mutations import CancelTask, TransitionTask
+from app.tasks.engine.task_runs import TaskRuns, run_input, sync_route
 from tests.support.runs import SAFETY_S, Harness, call, say
 from tests.support.tasks import TaskWorld
 

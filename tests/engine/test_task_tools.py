@@ -19,15 +19,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from app.core.states import RunStatus, TaskStatus
 from app.core.streams import TASK_STREAM
-from app.engine.reconciler import Reconciler
-from app.engine.retry import ToolRetryPolicy
 from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage, UsageSink
-from app.loop.tool_runner import ToolOutcome, ToolRunner
-from app.loop.tools.base import ToolContext, define_tool
-from app.loop.tools.registry import ToolRegistry
-from app.loop.tools.task_tools import TASK_TOOL_NAMES, task_tools
-from app.schemas.tasks import TaskRead
-from app.store import tasks as task_store
+from app.runs.engine.reconciler import Reconciler
+from app.runs.loop.retry import ToolRetryPolicy
+from app.runs.loop.tool_runner import ToolOutcome, ToolRunner
+from app.runs.tools.base import ToolContext, define_tool
+from app.runs.tools.registry import ToolRegistry
+from app.tasks.schemas.tasks import TaskRead
+from app.tasks.store import tasks as task_store
+from app.tasks.tools import TASK_TOOL_NAMES, task_tools
 from tests.support.runs import SAFETY_S, Harness, assert_valid_transcript, say, tool_results
 
 # A step sees the tool results so far and makes the next call (a dict: name, input), or

@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.approvals import store as approval_store
+from app.approvals.engine.approval_summaries import NO_INTENT
 from app.core.errors import Conflict
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.core.model_config import ScriptedTurn
 from app.core.states import ApprovalStatus, RunStatus
-from app.engine.approval_summaries import NO_INTENT
-from app.schemas.runs import RunRead
-from app.store import approvals as approval_store
+from app.runs.schemas.runs import RunRead
 from tests.support.history import append_messages
 from tests.support.runs import Harness, assert_valid_transcript, call, say, tool_results
 

@@ -11,10 +11,10 @@ import pytest
 
 from app.core.breakers import Breakers, CircuitBreakerPolicy
 from app.core.messages import ToolUseBlock
-from app.engine.retry import ToolRetryPolicy
-from app.loop.tool_runner import ToolOutcome, ToolRunner
-from app.loop.tools.base import Tool, ToolContext, ToolFailure, define_tool
-from app.loop.tools.registry import ToolRegistry
+from app.runs.loop.retry import ToolRetryPolicy
+from app.runs.loop.tool_runner import ToolOutcome, ToolRunner
+from app.runs.tools.base import Tool, ToolContext, ToolFailure, define_tool
+from app.runs.tools.registry import ToolRegistry
 
 CONTEXT = ToolContext(run_id="run_1", tool_call_id="toolu_1", agent_id="a", conversation_id="c")
 BREAKERS = CircuitBreakerPolicy(window_calls=4, min_calls=2, failure_rate=0.5, cooldown_s=30)

@@ -14,29 +14,30 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.engine import AgentCommands
+from app.agents.schemas import AgentCreate
 from app.core.config import TriggerSettings
 from app.core.errors import NotFound, ValidationFailed
 from app.core.model_config import ModelConfig
 from app.core.signatures import SignatureExpired, SignatureReused, signature_header
 from app.core.streams import TRIGGERS_STREAM
 from app.core.vocabulary import FireStatus, Multitask, TriggerKind
-from app.engine.agents import AgentCommands
-from app.engine.bus import EventBus
-from app.engine.runs import RunCommands
-from app.engine.task_engine import TaskEngine
-from app.engine.triggers import templates
-from app.engine.triggers.commands import TriggerCommands, TriggerDisabled
-from app.engine.triggers.firing import FireResult, TriggerFiring
-from app.engine.triggers.hooks import TriggerHooks
-from app.engine.workflows import WorkflowCommands
-from app.models import HookSignature, Run, TriggerFire
-from app.schemas.agents import AgentCreate
-from app.schemas.runs import RunCreate, RunRead
-from app.schemas.triggers import TriggerCreate, TriggerRead
-from app.store import events as event_store
-from app.store import runs as run_store
-from app.store import workflows as workflow_store
+from app.events import store as event_store
+from app.events.engine.bus import EventBus
+from app.runs.engine.runs import RunCommands
+from app.runs.models import Run
+from app.runs.schemas.runs import RunCreate, RunRead
+from app.runs.store import runs as run_store
+from app.tasks.engine.task_engine import TaskEngine
 from app.telemetry.metrics import Metrics
+from app.triggers.engine import templates
+from app.triggers.engine.commands import TriggerCommands, TriggerDisabled
+from app.triggers.engine.firing import FireResult, TriggerFiring
+from app.triggers.engine.hooks import TriggerHooks
+from app.triggers.models import HookSignature, TriggerFire
+from app.triggers.schemas import TriggerCreate, TriggerRead
+from app.workflows import store as workflow_store
+from app.workflows.engine.workflows import WorkflowCommands
 from tests.engine.test_workflow_observer import LINE
 from tests.support.engine import ManualClock
 from tests.unit.test_metrics import sample
@@ -344,7 +345,7 @@ async def test_tasks_that_cannot_be_made_after_the_commit_fail_the_execution(
     trigger = await world.trigger(target={"kind": "workflow", "workflow_id": workflow.id})
     await engine.stop(drain_timeout_s=1)  # the TaskEngine refuses what comes now
 
-    with caplog.at_level(logging.WARNING, logger="app.engine.triggers.firing"):
+    with caplog.at_level(logging.WARNING, logger="app.triggers.engine.firing"):
         result = await world.firing.fire(trigger.id, {}, fire_key="k")
 
     assert result.fire.status is FireStatus.STARTED  # the fire did start its execution

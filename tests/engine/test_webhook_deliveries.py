@@ -27,18 +27,18 @@ from app.core.streams import (
     lane_stream,
 )
 from app.core.vocabulary import WebhookEventType
-from app.engine.bus import EventBus
-from app.engine.pg_listener import PgListener
-from app.engine.webhooks import deliverer as deliverer_module
-from app.engine.webhooks.commands import WebhookCommands
-from app.engine.webhooks.deliverer import WebhookDeliverer
-from app.engine.webhooks.policy import DeliveryPolicy
-from app.engine.webhooks.sender import _send_first
-from app.schemas.webhooks import WebhookCreate, WebhookDeliveryRead, WebhookPatch, WebhookWithSecret
-from app.store import events as event_store
-from app.store import webhooks as store
-from app.store.db import libpq_url
+from app.db.connection import libpq_url
+from app.events import store as event_store
+from app.events.engine.bus import EventBus
+from app.events.engine.pg_listener import PgListener
 from app.telemetry.metrics import Metrics
+from app.webhooks import store
+from app.webhooks.engine import deliverer as deliverer_module
+from app.webhooks.engine.commands import WebhookCommands
+from app.webhooks.engine.deliverer import WebhookDeliverer
+from app.webhooks.engine.policy import DeliveryPolicy
+from app.webhooks.engine.sender import _send_first
+from app.webhooks.schemas import WebhookCreate, WebhookDeliveryRead, WebhookPatch, WebhookWithSecret
 from tests.support.engine import ManualClock
 from tests.support.receiver import Answer, Receiver, receiver
 

@@ -7,14 +7,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.states import TaskStatus
 from app.core.streams import execution_stream
-from app.engine.bus import EventBus
-from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import TransitionTask
-from app.engine.workflow_observer import ExecutionObserver
-from app.engine.workflows import WorkflowCommands
-from app.schemas.workflows import ActivateRequest, WorkflowCreate
-from app.store import events as event_store
-from app.store import workflows as store
+from app.events import store as event_store
+from app.events.engine.bus import EventBus
+from app.tasks.engine.task_engine import TaskEngine
+from app.tasks.engine.task_mutations import TransitionTask
+from app.workflows import store
+from app.workflows.engine.workflow_observer import ExecutionObserver
+from app.workflows.engine.workflows import WorkflowCommands
+from app.workflows.schemas.workflows import ActivateRequest, WorkflowCreate
 
 LINE = WorkflowCreate.model_validate(
     {

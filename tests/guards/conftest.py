@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.store.db import make_engine
+from app.db.connection import make_engine
 from tests.support.database import admin, with_database
 
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.store import migrate
+from app.db import migrate
 
 # As 0008 kept them: (id, kind, status, decided_by, arguments)
 ROWS_0008 = [

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from fastapi.routing import APIRoute
 
-from app.api import health
+from app.http import health
 
 ROOT = Path(__file__).resolve().parents[2]
 

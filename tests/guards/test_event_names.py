@@ -1,6 +1,6 @@
 """Every event name the code base writes is one the OpenAPI document publishes for its
 streams: a client generated from it reads an unknown `event` as an error (its enums refuse
-unknown values), so a new event must be added to `app/schemas/events.py` or
+unknown values), so a new event must be added to `app/events/schemas.py` or
 `run_events.py` with its fields."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.api.stream_docs import EVENT_STREAMS, event_names
-from app.schemas.run_events import DIAGNOSTIC_EVENTS
+from app.events.api.stream_docs import EVENT_STREAMS, event_names
+from app.runs.schemas.run_events import DIAGNOSTIC_EVENTS
 
 APP = Path(__file__).resolve().parents[2] / "app"
 # Where the names are published: they are found there by definition.
-PUBLISHING = {APP / "schemas" / "events.py", APP / "schemas" / "run_events.py"}
+PUBLISHING = {APP / "events" / "schemas.py", APP / "runs" / "schemas" / "run_events.py"}
 # Written to the logs only, never to a stream.
 LOGGED_ONLY = {"agent_run.dispatch_next_failed", "approval.sweep"}
 

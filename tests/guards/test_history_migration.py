@@ -12,8 +12,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.store import history, migrate
-from app.store.db import make_sessionmaker
+from app.db import migrate
+from app.db.connection import make_sessionmaker
+from app.runs.store import history
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 

@@ -36,19 +36,22 @@ def test_the_code_keeps_every_contract() -> None:
 # Imports that went against the layers before they were enforced, each added back to the
 # module it was in: the contracts must refuse every one.
 BREAKS = [
-    ("app/engine/workers.py", "app.loop.run_loop"),  # engine drove the loop directly
-    ("app/engine/runs.py", "app.loop.journal"),  # engine read the loop's transcript rules
-    ("app/store/tasks.py", "app.engine.task_mutations"),  # the store reached up
-    ("app/store/conversations.py", "app.llm.tokens"),  # the store used the LLM layer
-    ("app/llm/providers/registry.py", "app.schemas.agents"),  # a provider read an API shape
-    ("app/llm/tokens.py", "app.engine.bus"),  # the LLM layer reached the engine
-    ("app/schemas/journal.py", "app.loop.journal"),  # an API shape imported the loop
-    ("app/schemas/runs.py", "app.llm.tokens"),  # an API shape imported the LLM layer
-    ("app/core/states.py", "app.schemas.runs"),  # the vocabulary imported an app module
-    ("app/loop/prompt.py", "app.api.deps"),  # the loop reached the API
-    ("app/api/runs.py", "app.main"),  # a router reached the composition root
-    ("app/ui/runs.py", "app.api.deps"),  # the dashboard borrowed the API's dependencies
-    ("app/api/deps.py", "app.ui.deps"),  # and the other way round
+    ("app/runs/engine/workers.py", "app.runs.loop.run_loop"),  # engine drove the loop directly
+    ("app/runs/engine/runs.py", "app.runs.loop.prompt"),  # engine read the loop's prompt rules
+    ("app/tasks/store/tasks.py", "app.tasks.engine.task_mutations"),  # the store reached up
+    ("app/runs/store/conversations.py", "app.llm.tokens"),  # the store used the LLM layer
+    ("app/llm/providers/registry.py", "app.agents.schemas"),  # a provider read an API shape
+    ("app/llm/tokens.py", "app.events.engine.bus"),  # the LLM layer reached the engine
+    ("app/runs/schemas/journal.py", "app.runs.engine.journal"),  # an API shape used the engine
+    ("app/runs/schemas/journal.py", "app.runs.loop.prompt"),  # an API shape imported the loop
+    ("app/tasks/engine/task_runs.py", "app.runs.api.runs"),  # an engine reached another's route
+    ("app/tasks/store/tasks.py", "app.runs.engine.runs"),  # a store reached another's engine
+    ("app/runs/schemas/runs.py", "app.llm.tokens"),  # an API shape imported the LLM layer
+    ("app/core/states.py", "app.runs.schemas.runs"),  # the vocabulary imported an app module
+    ("app/runs/loop/prompt.py", "app.http.deps"),  # the loop reached the API
+    ("app/runs/api/runs.py", "app.main"),  # a router reached the composition root
+    ("app/runs/ui/runs.py", "app.http.deps"),  # the dashboard borrowed the API's dependencies
+    ("app/http/deps.py", "app.dashboard.deps"),  # and the other way round
 ]
 
 
@@ -77,4 +80,4 @@ def test_only_the_run_transitions_call_the_stores_status_writers() -> None:
         for path in (ROOT / "app").rglob("*.py")
         if calls.search(path.read_text())
     )
-    assert callers == ["app/engine/run_transitions.py"]
+    assert callers == ["app/runs/engine/run_transitions.py"]

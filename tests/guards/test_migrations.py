@@ -14,13 +14,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.engine.runs import CREATE_SCOPE, SPAWN_SCOPE
-from app.engine.task_engine import CREATE_SCOPE as TASK_CREATE_SCOPE
-from app.engine.task_engine import TOOL_CREATE_SCOPE
-from app.models import IDEMPOTENCY_KEYS
-from app.models.base import Base
-from app.store import idempotency, migrate
-from app.store.db import make_sessionmaker
+from app.db import idempotency, migrate
+from app.tables import Base
+from app.db.connection import make_sessionmaker
+from app.events.models import IDEMPOTENCY_KEYS
+from app.runs.engine.runs import CREATE_SCOPE, SPAWN_SCOPE
+from app.tasks.engine.task_engine import CREATE_SCOPE as TASK_CREATE_SCOPE
+from app.tasks.engine.task_engine import TOOL_CREATE_SCOPE
 
 
 def _differences(connection: Connection) -> list[object]:
@@ -53,8 +53,8 @@ async def test_a_database_at_head_is_recognised_without_loading_alembic(
     url = scratch_engine.url.render_as_string(hide_password=False)
     check = (
         "import asyncio, sys\n"
-        "from app.store import migrate\n"
-        "from app.store.db import make_engine\n"
+        "from app.db import migrate\n"
+        "from app.db.connection import make_engine\n"
         "async def main():\n"
         f"    engine = make_engine({url!r})\n"
         "    await migrate.upgrade(engine)\n"

@@ -10,13 +10,13 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-UI = ROOT / "app" / "ui"
-WORKFLOW_TEMPLATES = ROOT / "app" / "engine" / "workflow_templates"
+UI = ROOT / "app" / "dashboard"
+WORKFLOW_TEMPLATES = ROOT / "app" / "workflows" / "engine" / "templates"
 
 
 def test_every_template_and_static_file_is_package_data() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    globs = project["tool"]["setuptools"]["package-data"]["app.ui"]
+    globs = project["tool"]["setuptools"]["package-data"]["app.dashboard"]
     files = [
         path.relative_to(UI).as_posix()
         for folder in ("templates", "static")
@@ -30,7 +30,7 @@ def test_every_template_and_static_file_is_package_data() -> None:
 
 def test_every_builtin_workflow_template_is_package_data() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    globs = project["tool"]["setuptools"]["package-data"]["app.engine.workflow_templates"]
+    globs = project["tool"]["setuptools"]["package-data"]["app.workflows.engine.templates"]
     files = [
         path.relative_to(WORKFLOW_TEMPLATES).as_posix()
         for path in (WORKFLOW_TEMPLATES / "builtin").rglob("*")

@@ -8,8 +8,8 @@ import importlib
 import pkgutil
 
 import app
-from app.api import problems
 from app.core.errors import AppError, ProblemCode
+from app.http import problems
 
 
 def _error_classes() -> list[type[AppError]]:

@@ -9,6 +9,7 @@ from typing import Any
 import anthropic
 import pytest
 
+from app.agents.schemas import AgentRead
 from app.core.config import AnthropicSettings, LLMSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.llm.provider import (
@@ -21,7 +22,6 @@ from app.llm.provider import (
 )
 from app.llm.providers.anthropic import AnthropicProvider
 from app.llm.providers.registry import Providers
-from app.schemas.agents import AgentRead
 from tests.support.anthropic_wire import (
     AnthropicWire,
     Delay,

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from app.agents.schemas import AgentRead
 from app.core.breakers import Breakers, CircuitBreakerPolicy
 from app.core.config import LLMSettings
 from app.core.messages import Message, TextBlock
@@ -22,7 +23,6 @@ from app.llm.provider import LLMRequest, Provider
 from app.llm.providers.anthropic import AnthropicProvider
 from app.llm.providers.registry import Providers
 from app.llm.resilient import LLMCallFailed, ResilientModel, Route
-from app.schemas.agents import AgentRead
 from tests.support.anthropic_wire import (
     AnthropicWire,
     Drop,

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from app.agents.schemas import AgentRead
 from app.core.config import LLMSettings, OpenAISettings
 from app.core.messages import (
     UNPARSED_ARGUMENTS,
@@ -35,7 +36,6 @@ from app.llm.providers.openai import ERROR_PREFIX, OpenAIProvider
 from app.llm.providers.openai_errors import parse_overflow
 from app.llm.providers.openai_settings import PLACEHOLDER_KEY
 from app.llm.providers.registry import Providers
-from app.schemas.agents import AgentRead
 from tests.support.chat_completions_wire import (
     ChatCompletionsWire,
     Delay,

@@ -8,14 +8,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.agents.schemas import AgentCreate, AgentRead, Limits
 from app.core.messages import TextBlock, ToolUseBlock
 from app.core.model_config import ModelConfig, ScriptedTurn
+from app.events.store import StoredEvent
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink, Usage, UsageSink
 from app.llm.providers.scripted import ScriptedProvider
-from app.loop.summary import SUMMARY_SYSTEM_PROMPT
-from app.loop.tools.base import ToolContext, define_tool
-from app.schemas.agents import AgentCreate, AgentRead, Limits
-from app.store.events import StoredEvent
+from app.runs.loop.summary import SUMMARY_SYSTEM_PROMPT
+from app.runs.tools.base import ToolContext, define_tool
 from tests.support.runs import Harness
 
 MODEL = "scripted"  # the model name every scenario agent starts with

@@ -13,17 +13,17 @@ from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.schemas import AgentRead, Limits
 from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock
 from app.core.model_config import ScriptedTurn
 from app.core.states import RunStatus
+from app.events.store import StoredEvent
 from app.llm import tokens
 from app.llm.provider import LLMRequest, ProviderError, ToolChoice
-from app.loop.compaction import ASK_HUMAN_QUESTION, PIN_PREFIX
-from app.loop.summary import SUMMARY_SYSTEM_PROMPT
-from app.schemas.agents import AgentRead, Limits
-from app.store import conversations
-from app.store.events import StoredEvent
+from app.runs.loop.compaction import ASK_HUMAN_QUESTION, PIN_PREFIX
+from app.runs.loop.summary import SUMMARY_SYSTEM_PROMPT
+from app.runs.store import conversations
 from tests.scenarios.support import (
     ScriptAndSummaries,
     Summarise,

@@ -5,10 +5,10 @@ system prompt and as the full journal just before the live messages."""
 
 from __future__ import annotations
 
+from app.agents.schemas import Limits
 from app.core.messages import TextBlock
 from app.core.states import RunStatus
-from app.loop.journal import DIGEST_TITLE, JOURNAL_ACK, JOURNAL_INTRO
-from app.schemas.agents import Limits
+from app.runs.engine.journal import DIGEST_TITLE, JOURNAL_ACK, JOURNAL_INTRO
 from tests.support.runs import Harness, assert_valid_transcript, call, say, tool_results
 
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.schemas import AgentRead, Limits
 from app.core.breakers import CircuitBreakerPolicy
 from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.core.states import RunStatus
 from app.llm.providers.scripted import ScriptedProvider
-from app.schemas.agents import AgentRead, Limits
 from tests.scenarios.support import (
     MODEL,
     AttemptLog,

@@ -16,12 +16,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.messages import TextBlock
 from app.core.model_config import ScriptedTurn
 from app.core.states import RunStatus
-from app.engine.reconciler import Reconciler
-from app.engine.retry import RunRetryPolicy
-from app.loop.deps import LeaseLost
-from app.loop.kinds import react
-from app.loop.tools.base import ToolContext, ToolFailure, define_tool
-from app.store import history
+from app.runs.engine.reconciler import Reconciler
+from app.runs.loop.deps import LeaseLost
+from app.runs.loop.kinds import react
+from app.runs.loop.retry import RunRetryPolicy
+from app.runs.store import history
+from app.runs.tools.base import ToolContext, ToolFailure, define_tool
 from app.telemetry.metrics import Metrics
 from tests.scenarios.support import of_type
 from tests.support.runs import (

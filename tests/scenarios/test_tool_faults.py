@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.states import RunStatus
-from app.engine.retry import ToolRetryPolicy
-from app.loop.tools.base import ToolContext, ToolFailure, ToolHandler, define_tool
-from app.store import history
+from app.runs.loop.retry import ToolRetryPolicy
+from app.runs.store import history
+from app.runs.tools.base import ToolContext, ToolFailure, ToolHandler, define_tool
 from tests.scenarios.support import of_type
 from tests.support.runs import Harness, assert_valid_transcript, call, say, tool_results
 

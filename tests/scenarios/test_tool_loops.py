@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.messages import Message, TextBlock
 from app.core.states import RunStatus
 from app.llm.provider import ToolChoice
-from app.schemas.runs import MessageRead
+from app.runs.schemas.runs import MessageRead
 from tests.scenarios.support import of_type
 from tests.support.runs import Harness, assert_valid_transcript, call, say, tool_results
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from app.schemas.common import Problem, ValidationProblem
+from app.core.shapes import Problem, ValidationProblem
 from tests.support.sse import SseReader
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import asyncpg
 
-from app.loop.tools.base import Tool, ToolContext, define_tool
+from app.runs.tools.base import Tool, ToolContext, define_tool
 
 LEDGER_DDL = (
     "CREATE TABLE IF NOT EXISTS chaos_ledger ("

@@ -13,9 +13,9 @@ from pathlib import Path
 import asyncpg
 from sqlalchemy.engine import make_url
 
-from app.models.base import Base
-from app.store import migrate
-from app.store.db import libpq_url, make_engine
+from app.db import migrate
+from app.tables import Base
+from app.db.connection import libpq_url, make_engine
 
 LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 EMBEDDED_DIR = Path(os.environ.get("LOOPWRIGHT_TEST_PGDATA", "/tmp/loopwright-test-pgdata"))
@@ -35,7 +35,7 @@ def server_url() -> str:
         return os.environ["TEST_DATABASE_URL"]
     if asyncio.run(answers(LOCAL_SERVER)):
         return LOCAL_SERVER
-    from app.store.embedded_pg import start_embedded
+    from app.db.embedded_pg import start_embedded
 
     return start_embedded(EMBEDDED_DIR).url
 

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.streams import TASK_STREAM
-from app.engine.task_engine import MutationResult, TaskEngine
-from app.schemas.tasks import TaskRead, TransitionRead
-from app.store import events as event_store
-from app.store import tasks as task_store
+from app.events import store as event_store
+from app.tasks.engine.task_engine import MutationResult, TaskEngine
+from app.tasks.schemas.tasks import TaskRead, TransitionRead
+from app.tasks.store import tasks as task_store
 
 StartEngine = Callable[..., TaskEngine]
 

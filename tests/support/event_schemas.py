@@ -1,5 +1,5 @@
 """Every event a test reads from a stream is one the OpenAPI document publishes for that
-stream (`app/api/stream_docs.py`): its name is listed, it validates against its model, and
+stream (`app/events/api/stream_docs.py`): its name is listed, it validates against its model, and
 its data has no field the model does not document."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
-from app.api import stream_docs
-from app.api.stream_docs import EventStream, event_names
-from app.api.streams import read_stream
 from app.core.streams import run_stream
+from app.events.api import stream_docs
+from app.events.api.stream_docs import EventStream, event_names
+from app.events.api.streams import read_stream
 
 # Each stream's path, as the routes spell it.
 _STREAMS: list[tuple[re.Pattern[str], EventStream]] = [
@@ -88,7 +88,7 @@ _STORED: list[tuple[re.Pattern[str], EventStream]] = [
 async def stored_events_documented(
     engine: AsyncEngine, mentioning: set[str] | None = None, runs: set[str] | None = None
 ) -> set[str]:
-    """Checks stored events as a stream would send them (`app/api/streams.py`: the row's
+    """Checks stored events as a stream would send them (`app/events/api/streams.py`: the row's
     data and `at`, its sequence number as `id`); the event types seen. Every event, or on a
     shared database only those `mentioning` one of the ids (in their stream's name or their
     data), and a run's own stream (its history) for every run, or only the `runs` given."""

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.messages import Message
 from app.core.states import RunStatus
 from app.core.vocabulary import StepKind
-from app.store import history
+from app.runs.store import history
 
 _AGENT = (
     "INSERT INTO agents (id, name, role, skills, system_prompt, tools, model, limits, "

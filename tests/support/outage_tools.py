@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from app.loop.tools.base import Tool, ToolContext, define_tool
+from app.runs.tools.base import Tool, ToolContext, define_tool
 
 EFFECTS_DDL = (
     "CREATE TABLE IF NOT EXISTS outage_effects ("

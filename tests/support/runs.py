@@ -14,6 +14,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.engine import AgentCommands
+from app.agents.schemas import AgentCreate, AgentRead, Limits
+from app.approvals.engine.approvals import ApprovalCommands
 from app.core.breakers import Breakers, CircuitBreakerPolicy
 from app.core.config import ApprovalSettings, LLMSettings
 from app.core.messages import Message, ToolResultBlock, for_provider
@@ -21,31 +24,28 @@ from app.core.model_config import ModelConfig, ScriptedTurn
 from app.core.states import RUN_SETTLED, RunStatus
 from app.core.streams import RUNS_STREAM, run_of, run_stream
 from app.core.vocabulary import StepKind
-from app.engine.agents import AgentCommands
-from app.engine.approvals import ApprovalCommands
-from app.engine.bus import EventBus
-from app.engine.leases import LeaseTerm
-from app.engine.pg_listener import PgListener
-from app.engine.retry import RunRetryPolicy, ToolRetryPolicy
-from app.engine.runs import RunCommands
-from app.engine.task_engine import TaskEngine
-from app.engine.workers import WorkerPool
+from app.db.connection import libpq_url, make_sessionmaker
+from app.events import store as event_store
+from app.events.engine.bus import EventBus
+from app.events.engine.pg_listener import PgListener
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink, UsageSink
 from app.llm.providers.registry import Providers
-from app.loop.boundary import boundary_committer
-from app.loop.deps import LoopDeps
-from app.loop.run_loop import RunLoop
-from app.loop.tool_runner import ToolRunner
-from app.loop.tools.base import Tool, ToolContext, ToolFailure, ToolHandler, define_tool
-from app.loop.tools.builtins import BuiltinServices, builtin_tools
-from app.loop.tools.journal_tools import journal_tools
-from app.loop.tools.registry import ToolRegistry
-from app.schemas.agents import AgentCreate, AgentRead, Limits
-from app.schemas.runs import MessageRead, RunCreate, RunRead
-from app.store import events as event_store
-from app.store import history
-from app.store import runs as run_store
-from app.store.db import libpq_url, make_sessionmaker
+from app.runs.engine.leases import LeaseTerm
+from app.runs.engine.runs import RunCommands
+from app.runs.engine.workers import WorkerPool
+from app.runs.loop.boundary import boundary_committer
+from app.runs.loop.deps import LoopDeps
+from app.runs.loop.retry import RunRetryPolicy, ToolRetryPolicy
+from app.runs.loop.run_loop import RunLoop
+from app.runs.loop.tool_runner import ToolRunner
+from app.runs.schemas.runs import MessageRead, RunCreate, RunRead
+from app.runs.store import history
+from app.runs.store import runs as run_store
+from app.runs.tools.base import Tool, ToolContext, ToolFailure, ToolHandler, define_tool
+from app.runs.tools.builtins import BuiltinServices, builtin_tools
+from app.runs.tools.journal_tools import journal_tools
+from app.runs.tools.registry import ToolRegistry
+from app.tasks.engine.task_engine import TaskEngine
 
 SAFETY_S = 10.0  # only ever reached when the code under test is broken: fail, do not hang
 SECRET_PATH = "/srv/loopwright/secrets/token.txt"  # in an error that must not reach the model

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.core.states import TaskStatus
-from app.schemas.tasks import TaskRead
+from app.tasks.schemas.tasks import TaskRead
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -9,14 +9,14 @@ from typing import Any
 
 from app.core.states import TaskStatus
 from app.core.streams import TASK_STREAM
-from app.engine.task_engine import TaskEngine
-from app.engine.task_mutations import CreateTask
-from app.engine.task_runs import TaskRuns
-from app.engine.workers import WorkerPool
-from app.schemas.runs import RunRead
-from app.schemas.tasks import TaskCreate, TaskRead
-from app.store import task_runs as task_run_store
-from app.store import tasks as task_store
+from app.runs.engine.workers import WorkerPool
+from app.runs.schemas.runs import RunRead
+from app.tasks.engine.task_engine import TaskEngine
+from app.tasks.engine.task_mutations import CreateTask
+from app.tasks.engine.task_runs import TaskRuns
+from app.tasks.schemas.tasks import TaskCreate, TaskRead
+from app.tasks.store import task_runs as task_run_store
+from app.tasks.store import tasks as task_store
 from tests.support.runs import SAFETY_S, Harness
 
 

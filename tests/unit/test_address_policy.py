@@ -7,7 +7,7 @@ from ipaddress import ip_address
 import pytest
 
 from app.core.addresses import refusal_reason
-from app.loop.tools.http_request import HttpToolPolicy
+from app.runs.tools.http_request import HttpToolPolicy
 
 DEFAULT = HttpToolPolicy()
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.core.vocabulary import SUMMARY_MAX_CHARS
-from app.engine.approval_summaries import (
+from app.approvals.engine.approval_summaries import (
     NO_INTENT,
     NO_RESULT,
     NO_RUN,
@@ -14,6 +13,7 @@ from app.engine.approval_summaries import (
     review_summary,
     tool_call_summary,
 )
+from app.core.vocabulary import SUMMARY_MAX_CHARS
 
 
 def test_clip_collapses_whitespace_and_marks_the_cut() -> None:

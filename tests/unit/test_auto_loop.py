@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from app.core.config import AutoLoopSettings, Settings
 from app.core.vocabulary import Complexity, ExecutionLoopKind
-from app.loop.kinds.auto import AutoLoopPolicy, select_loop
+from app.runs.loop.kinds.auto import AutoLoopPolicy, select_loop
 
 C, K = Complexity, ExecutionLoopKind
 PLAIN = AutoLoopPolicy()

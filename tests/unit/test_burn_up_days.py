@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from app.core.states import SprintStatus
-from app.schemas.sprints import SprintRead
-from app.store.burn_up import BacklogEntry, burn_up_of, days_of
+from app.sprints.schemas.sprints import SprintRead
+from app.sprints.store.burn_up import BacklogEntry, burn_up_of, days_of
 
 START, END = date(2026, 3, 2), date(2026, 3, 8)
 LAST_INSTANT = timedelta(days=1, microseconds=-1)

@@ -7,7 +7,7 @@ import pytest
 
 from app.core.errors import ValidationFailed
 from app.core.vocabulary import TargetKind
-from app.engine.triggers.chain_graph import MAX_CHAIN_DEPTH, ChainEdge, Node, check
+from app.triggers.engine.chain_graph import MAX_CHAIN_DEPTH, ChainEdge, Node, check
 
 
 def agent(name: str) -> Node:

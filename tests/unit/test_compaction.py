@@ -15,7 +15,7 @@ from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.core.model_config import ModelConfig, ScriptedFault, ScriptedTurn
 from app.llm.providers.scripted import ScriptedProvider
-from app.loop.compaction import (
+from app.runs.loop.compaction import (
     PIN_PREFIX,
     AskHuman,
     Compaction,
@@ -26,7 +26,7 @@ from app.loop.compaction import (
     is_summary,
     pinned_results,
 )
-from app.loop.summary import llm_summariser, summary_settings
+from app.runs.loop.summary import llm_summariser, summary_settings
 
 SETTINGS = CompactionSettings()
 BIG = "lorem ipsum dolor sit amet " * 60  # about 300 tokens

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.engine.conditions import ConditionSyntaxError, evaluate, parse
+from app.workflows.engine.conditions import ConditionSyntaxError, evaluate, parse
 
 CONTEXT: dict[str, Any] = {
     "approved": True,

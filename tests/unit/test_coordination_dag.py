@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from app.coordination.engine.dag import SubtaskDag, problems
+from app.coordination.schemas import MAX_SUBTASKS, Decomposition
 from app.core.errors import FieldError, ValidationFailed
-from app.engine.coordination.dag import SubtaskDag, problems
-from app.schemas.coordination import MAX_SUBTASKS, Decomposition
 
 
 def subtask(*depends_on: int | str, key: str | None = None) -> dict[str, Any]:

@@ -4,9 +4,10 @@ client key's bound; and the subtasks' derived task ids."""
 
 from __future__ import annotations
 
-from app.engine import runs, task_engine
-from app.engine.coordination.coordinator import child_id
-from app.engine.coordination.identity import RUN_SCOPE, run_key
+from app.coordination.engine.coordinator import child_id
+from app.coordination.engine.identity import RUN_SCOPE, run_key
+from app.runs.engine import runs
+from app.tasks.engine import task_engine
 
 
 def test_each_coordination_and_slot_has_its_own_key() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from app.coordination.engine.dag import SubtaskDag
+from app.coordination.engine.roll_up import roll_up
 from app.core.states import NodeStatus, TaskStatus
-from app.engine.coordination.dag import SubtaskDag
-from app.engine.coordination.roll_up import roll_up
 
 N, Task = NodeStatus, TaskStatus
 P, R, C, F, X = N.PENDING, N.RUNNING, N.COMPLETED, N.FAILED, N.CANCELLED

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from app.coordination.engine.topology import resolve_topology
 from app.core.vocabulary import CoordinationTopology, TaskStructure
-from app.engine.coordination.topology import resolve_topology
 
 S, T = TaskStructure, CoordinationTopology
 WAVES = [1, 3, 1]

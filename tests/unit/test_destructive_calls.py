@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from app.loop.tools.base import define_tool
-from app.loop.tools.registry import describe
-from app.schemas.tools import ToolApproval
+from app.runs.schemas.tools import ToolApproval
+from app.runs.tools.base import define_tool
+from app.runs.tools.registry import describe
 
 
 async def _noop(context: Any, arguments: dict[str, Any]) -> str:

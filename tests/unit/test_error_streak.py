@@ -14,16 +14,16 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.core.config import LoopGuardSettings, load_settings
 from app.core.messages import ToolUseBlock
-from app.engine.bus import EventBus
-from app.engine.group_commit import GroupCommitter
-from app.engine.leases import LeaseTerm
-from app.engine.runs import RunCommands
+from app.db.connection import make_sessionmaker
+from app.events.engine.bus import EventBus
 from app.llm.providers.registry import Providers
-from app.loop.boundary import write_boundaries
-from app.loop.run_loop import RunLoop
-from app.loop.stagnation import StagnationPolicy
-from app.loop.watchers import ErrorStreak, Watchers
-from app.store.db import make_sessionmaker
+from app.runs.engine.leases import LeaseTerm
+from app.runs.engine.runs import RunCommands
+from app.runs.loop.boundary import write_boundaries
+from app.runs.loop.run_loop import RunLoop
+from app.runs.loop.stagnation import StagnationPolicy
+from app.runs.loop.watchers import ErrorStreak, Watchers
+from app.runtime.group_commit import GroupCommitter
 from app.wiring import build_tools, build_workers
 
 _ids = count()

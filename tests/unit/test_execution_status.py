@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from app.core.states import ExecutionStatus, NodeStatus, TaskStatus
-from app.engine.workflow_observer import execution_status_of, node_status_of
-from app.engine.workflows import cancel_route
-from app.schemas.tasks import TaskRead
+from app.tasks.schemas.tasks import TaskRead
+from app.workflows.engine.workflow_observer import execution_status_of, node_status_of
+from app.workflows.engine.workflows import cancel_route
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

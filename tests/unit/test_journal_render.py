@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from app.loop.journal import (
+from app.runs.engine.journal import (
     DIGEST_MAX_CHARS,
     JOURNAL_ACK,
     render_digest,
     render_full,
     render_markdown,
 )
-from app.schemas.journal import Journal, JournalEntry
+from app.runs.schemas.journal import Journal, JournalEntry
 
 
 def entry(text: str, call: str = "call-1", run: str = "run-1", **extra: str) -> JournalEntry:

@@ -17,7 +17,7 @@ from app.core.messages import (
     results_message,
 )
 from app.llm.provider import ToolChoice
-from app.loop.loop_detection import (
+from app.runs.loop.loop_detection import (
     LADDER,
     LoopDetection,
     LoopPolicy,
@@ -126,7 +126,10 @@ def test_healthy_varied_work_never_triggers() -> None:
     batches = [
         r("README.md"),
         s("retry policy"),
-        [call("read_file", path="app/retry.py"), call("read_file", path="app/loop.py")],
+        [
+            call("read_file", path="app/retry.py"),
+            call("read_file", path="app/runs/loop/__init__.py"),
+        ],
         [call("edit_file", path="app/retry.py", patch="1")],
         [call("run_tests", path="tests/unit")],
         [call("edit_file", path="app/retry.py", patch="2")],

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from app.loop.tools.base import ToolContext
-from app.loop.tools.mcp import McpPolicy, McpUnavailable
-from app.loop.tools.mcp.adapt import ListedTool, ServerTool, as_tool, exposed_name, listed
-from app.schemas.agents import AgentRead
-from app.schemas.mcp import McpServers, server_of
+from app.agents.schemas import AgentRead
+from app.runs.schemas.mcp import McpServers, server_of
+from app.runs.tools.base import ToolContext
+from app.runs.tools.mcp.adapt import ListedTool, ServerTool, as_tool, exposed_name, listed
+from app.runs.tools.mcp.errors import McpUnavailable
+from app.runs.tools.mcp.policy import McpPolicy
 
 # hints (read_only, idempotent, destructive) -> (may repeat, destructive, asks approval)
 ANNOTATIONS = {
@@ -186,7 +187,7 @@ def test_a_tool_belongs_to_a_server_by_its_prefix() -> None:
 def test_a_result_is_its_text_with_other_content_summarised() -> None:
     import mcp_types
 
-    from app.loop.tools.mcp.connection import MAX_RESULT_CHARS, _text
+    from app.runs.tools.mcp.connection import MAX_RESULT_CHARS, _text
 
     result = mcp_types.CallToolResult(
         content=[

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.core.states import RunStatus
-from app.schemas.runs import RunRead
+from app.runs.schemas.runs import RunRead
 from app.telemetry.metrics import Metrics
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)

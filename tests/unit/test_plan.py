@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from app.core.states import PLAN_STEP_ALLOWED, PlanStepStatus
-from app.loop.kinds import plan
-from app.schemas.plans import MAX_PLAN_STEPS, PlanDraft
+from app.runs.loop.kinds import plan
+from app.runs.schemas.plans import MAX_PLAN_STEPS, PlanDraft
 
 S = PlanStepStatus
 ANY = plan.PlanSize().drafts(None)  # plan_execute's first plan: 1 to MAX_PLAN_STEPS steps

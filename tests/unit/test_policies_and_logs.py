@@ -17,9 +17,9 @@ from app.core.messages import (
 )
 from app.core.model_config import ScriptedTurn
 from app.core.sanitize import sanitize
-from app.engine.retry import ToolRetryPolicy, tool_retry_delay
 from app.llm.provider import LLMRequest
 from app.llm.providers.scripted import ScriptedProvider
+from app.runs.loop.retry import ToolRetryPolicy, tool_retry_delay
 from app.telemetry.logs import JsonFormatter, log_events
 
 

@@ -3,9 +3,10 @@ profile's token budget (seed 002, "Prompt Profiles")."""
 
 from __future__ import annotations
 
+from app.agents.schemas import Personality
 from app.core.vocabulary import ModelTier
 from app.llm.tokens import count_text
-from app.loop.prompt_profiles import (
+from app.runs.loop.prompt_profiles import (
     BASIC,
     FULL,
     STANDARD,
@@ -15,7 +16,6 @@ from app.loop.prompt_profiles import (
     profile_for,
     render,
 )
-from app.schemas.agents import Personality
 
 SHORT = Personality(
     description="A careful analyst.",

@@ -11,8 +11,8 @@ import pytest
 
 from app.core.states import RunStatus
 from app.core.streams import RUNS_STREAM, TASK_STREAM, run_stream
-from app.engine.bus import EventBus
-from app.engine.published import Written, published, run_written
+from app.events.engine.bus import EventBus
+from app.events.engine.published import Written, published, run_written
 from app.telemetry.metrics import Metrics
 from tests.unit.test_metrics import a_run, sample
 

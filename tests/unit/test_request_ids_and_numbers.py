@@ -9,8 +9,8 @@ import logging
 import httpx
 import pytest
 
-from app.api.headers import decimal
-from app.api.request_ids import accepted
+from app.http.headers import decimal
+from app.http.request_ids import accepted
 from app.telemetry.logs import (
     JsonFormatter,
     QueryRedactingFilter,

@@ -13,8 +13,8 @@ import pytest
 
 from app.core.errors import ValidationFailed
 from app.core.vocabulary import MisfirePolicy
-from app.engine.triggers import schedule_times
-from app.engine.triggers.schedule_times import (
+from app.triggers.engine import schedule_times
+from app.triggers.engine.schedule_times import (
     FirePlan,
     NeverFires,
     check,
@@ -23,7 +23,7 @@ from app.engine.triggers.schedule_times import (
     next_fires,
     upcoming,
 )
-from app.schemas.triggers import ScheduleConfig
+from app.triggers.schemas import ScheduleConfig
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

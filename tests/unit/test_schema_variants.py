@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from app.api.headers import IF_MATCH_PATTERN, expected_version
-from app.api.pagination import CURSOR_PATTERN, decode_cursor, encode_cursor
 from app.core import requirements
+from app.core.bounds import VERSION_MAX
 from app.core.errors import ValidationFailed
 from app.core.model_config import (
     AnthropicFallback,
@@ -29,10 +28,11 @@ from app.core.model_config import (
     ToolCallsTurn,
     TransportFault,
 )
-from app.engine.conditions import ConditionSyntaxError, parse
-from app.schemas.bounds import VERSION_MAX
-from app.schemas.runs import LANE_PATTERN, Answer, HumanResponse, RetryCall, RunCreate
-from app.schemas.workflows import (
+from app.http.headers import IF_MATCH_PATTERN, expected_version
+from app.http.pagination import CURSOR_PATTERN, decode_cursor, encode_cursor
+from app.runs.schemas.runs import LANE_PATTERN, Answer, HumanResponse, RetryCall, RunCreate
+from app.workflows.engine.conditions import ConditionSyntaxError, parse
+from app.workflows.schemas.workflows import (
     CONDITION_PATTERN,
     NODE_CONFIGS,
     AgentAssignmentNode,

@@ -13,14 +13,14 @@ from textwrap import dedent
 
 import pytest
 
-from app.workspaces.semantic import (
+from app.workspaces.repo.semantic.analysis import analyse_merge
+from app.workspaces.repo.semantic.model import (
     SemanticCheck,
     SemanticConfig,
     SemanticIssue,
     SkipReason,
-    analyse_merge,
 )
-from app.workspaces.semantic.modules import module_names
+from app.workspaces.repo.semantic.modules import module_names
 
 Files = Mapping[str, str | None]  # path -> text; None: the branch deleted the file
 

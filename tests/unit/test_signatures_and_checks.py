@@ -22,8 +22,8 @@ from app.core.signatures import (
     verify,
 )
 from app.core.vocabulary import TriggerKind
-from app.engine.triggers.checks import check_config, check_target, first_fire_at
-from app.schemas.triggers import ScheduleConfig, TriggerRead
+from app.triggers.engine.checks import check_config, check_target, first_fire_at
+from app.triggers.schemas import ScheduleConfig, TriggerRead
 
 SECRET = "whsec_test"
 BODY = b'{"hello": "world"}'

@@ -10,7 +10,7 @@ import pytest
 
 from app.core.config import LoopGuardSettings, load_settings
 from app.core.messages import ToolUseBlock
-from app.loop.stagnation import (
+from app.runs.loop.stagnation import (
     Stagnation,
     StagnationPolicy,
     StagnationState,
@@ -148,7 +148,10 @@ def test_turn_sequences_give_these_verdicts(
 
 def test_healthy_varied_work_never_triggers() -> None:
     work = [
-        [call("read_file", path="app/retry.py"), call("read_file", path="app/loop.py")],
+        [
+            call("read_file", path="app/retry.py"),
+            call("read_file", path="app/loop/__init__.py"),
+        ],
         [call("edit_file", path="app/retry.py", patch="1")],
         [call("run_tests", path="tests/unit")],
         [call("edit_file", path="app/retry.py", patch="2")],

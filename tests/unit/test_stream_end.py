@@ -3,8 +3,8 @@ event of the same commit (an automatic resume) or a retry put it back in the que
 
 from __future__ import annotations
 
-from app.api.streams import ends_at
-from app.engine.stream_tails import Encoded
+from app.events.api.streams import ends_at
+from app.events.engine.stream_tails import Encoded
 
 
 def test_a_runs_stream_ends_by_the_runs_latest_status_in_a_batch() -> None:

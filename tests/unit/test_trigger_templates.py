@@ -10,8 +10,8 @@ import pytest
 
 from app.core.errors import ValidationFailed
 from app.core.vocabulary import TriggerKind
-from app.engine.triggers import templates
-from app.engine.triggers.templates import (
+from app.triggers.engine import templates
+from app.triggers.engine.templates import (
     ROOTS,
     TemplateTooLarge,
     as_text,

@@ -19,8 +19,8 @@ from app.core.errors import InvalidTransition
 from app.core.signatures import sign, signature_header
 from app.core.states import DELIVERY_ALLOWED, DeliveryStatus, check_delivery_transition
 from app.core.vocabulary import WebhookEventType
-from app.engine.webhooks.policy import DeliveryPolicy, retry_delay
-from app.schemas.webhooks import WebhookCreate
+from app.webhooks.engine.policy import DeliveryPolicy, retry_delay
+from app.webhooks.schemas import WebhookCreate
 
 MIGRATION = Path(__file__).parents[2] / "migrations" / "versions" / "0012_webhooks.py"
 

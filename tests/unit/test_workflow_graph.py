@@ -10,15 +10,15 @@ import pytest
 import yaml
 
 from app.core.requirements import NOTHING, leaves, satisfied
-from app.engine.workflow_graph import (
+from app.workflows.engine.workflow_graph import (
     Graph,
     export_yaml,
     structural_issues,
     topological_order,
     validate_workflow,
 )
-from app.engine.workflow_plan import plan_execution
-from app.schemas.workflows import WorkflowEdge, WorkflowNode
+from app.workflows.engine.workflow_plan import plan_execution
+from app.workflows.schemas.workflows import WorkflowEdge, WorkflowNode
 
 
 def node(node_id: str, node_type: str = "task", **config: Any) -> WorkflowNode:

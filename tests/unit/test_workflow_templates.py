@@ -13,14 +13,14 @@ import yaml
 
 from app.core.errors import ValidationFailed
 from app.core.vocabulary import BoardColumn, VariableType, WorkflowKind
-from app.engine.workflow_graph import validate_workflow
-from app.engine.workflow_templates.catalogue import (
+from app.workflows.engine.templates.catalogue import (
     TemplateBroken,
     WorkflowTemplate,
     builtin_templates,
     load_template,
 )
-from app.schemas.workflow_templates import TemplateInstantiate, TemplateVariable
+from app.workflows.engine.workflow_graph import validate_workflow
+from app.workflows.schemas.workflow_templates import TemplateInstantiate, TemplateVariable
 
 BUILTINS = builtin_templates()
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.workspaces.git import GitRunner
-from app.workspaces.repository import Repository
+from app.workspaces.repo.git import GitRunner
+from app.workspaces.repo.repository import Repository
 
 ISOLATED = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -8,9 +8,9 @@ import asyncio
 import sys
 from pathlib import Path
 
-from app.workspaces.git import GitRunner
-from app.workspaces.merge import Merger
-from app.workspaces.repository import Repository
+from app.workspaces.repo.git import GitRunner
+from app.workspaces.repo.merge import Merger
+from app.workspaces.repo.repository import Repository
 
 
 async def main(repo_path: str, worktree: str, branch: str, base: str) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.workspaces.commands import CommandPolicy, run_command
-from app.workspaces.errors import CommandRefusal, CommandRefused, PathRefused
+from app.workspaces.repo.commands import CommandPolicy, run_command
+from app.workspaces.repo.errors import CommandRefusal, CommandRefused, PathRefused
 
 POLICY = CommandPolicy(allowlist=frozenset({"echo", "env", "pwd", "sh", "head", "ls"}))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.workspaces.repository import Repository, cut_diff
+from app.workspaces.repo.repository import Repository, cut_diff
 from tests.workspaces.conftest import commit_file, sh_git
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.workspaces.errors import FileToolError, FileToolFailure, PathRefusal, PathRefused
-from app.workspaces.files import (
+from app.workspaces.repo.errors import FileToolError, FileToolFailure, PathRefusal, PathRefused
+from app.workspaces.repo.files import (
     Entry,
     EntryKind,
     FileLimits,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.workspaces.errors import GitError, GitTimeout
-from app.workspaces.git import GitIdentity, GitPolicy, GitRunner
-from app.workspaces.repository import real_path
+from app.workspaces.repo.errors import GitError, GitTimeout
+from app.workspaces.repo.git import GitIdentity, GitPolicy, GitRunner
+from app.workspaces.repo.repository import real_path
 from tests.workspaces.conftest import sh_git
 
 

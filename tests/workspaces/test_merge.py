@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from app.workspaces.errors import MergeLockBusy, WorktreeDirty
-from app.workspaces.merge import MergeMode, MergePolicy, Merger, MergeResult, MergeStatus
-from app.workspaces.merge_lock import LOCK_NAME, MergeLock
-from app.workspaces.repository import Repository
+from app.workspaces.repo.errors import MergeLockBusy, WorktreeDirty
+from app.workspaces.repo.merge import MergeMode, MergePolicy, Merger, MergeResult, MergeStatus
+from app.workspaces.repo.merge_lock import LOCK_NAME, MergeLock
+from app.workspaces.repo.repository import Repository
 from tests.workspaces.conftest import assert_consistent, commit_file, sh_git
 
 

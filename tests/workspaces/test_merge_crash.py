@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from app.workspaces.merge import Merger, MergeStatus
-from app.workspaces.merge_lock import LOCK_NAME, MergeStage
-from app.workspaces.recovery import BaseState, recover
-from app.workspaces.repository import Repository
+from app.workspaces.repo.merge import Merger, MergeStatus
+from app.workspaces.repo.merge_lock import LOCK_NAME, MergeStage
+from app.workspaces.repo.recovery import BaseState, recover
+from app.workspaces.repo.repository import Repository
 from tests.workspaces.conftest import assert_consistent, commit_file, sh_git
 
 ROOT = Path(__file__).resolve().parents[2]

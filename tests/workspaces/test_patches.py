@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app.workspaces.errors import PatchFailure, PatchRejected
-from app.workspaces.git import GitRunner
-from app.workspaces.patches import apply_patch, patch_paths
-from app.workspaces.repository import Repository
+from app.workspaces.repo.errors import PatchFailure, PatchRejected
+from app.workspaces.repo.git import GitRunner
+from app.workspaces.repo.patches import apply_patch, patch_paths
+from app.workspaces.repo.repository import Repository
 from tests.workspaces.conftest import sh_git
 
 MAX = 1_000_000

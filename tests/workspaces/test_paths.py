@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.workspaces.errors import PathRefusal, PathRefused
-from app.workspaces.paths import confine, relative
+from app.workspaces.repo.errors import PathRefusal, PathRefused
+from app.workspaces.repo.paths import confine, relative
 
 
 @pytest.fixture

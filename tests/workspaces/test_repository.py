@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.workspaces.errors import GitError, NotARepository
-from app.workspaces.git import GitRunner
-from app.workspaces.repository import FileStat, Repository
+from app.workspaces.repo.errors import GitError, NotARepository
+from app.workspaces.repo.git import GitRunner
+from app.workspaces.repo.repository import FileStat, Repository
 from tests.workspaces.conftest import commit_file, sh_git
 
 

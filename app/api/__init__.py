@@ -1,1 +1,0 @@
-"""HTTP only: routers, dependencies, error rendering and SSE streams."""

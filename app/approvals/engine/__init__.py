@@ -1,0 +1,1 @@
+"""The approvals' behaviour: commands, components and pure rules."""

@@ -1,0 +1,1 @@
+"""The costs' and budgets' behaviour: commands, components and pure rules."""

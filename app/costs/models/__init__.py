@@ -1,0 +1,1 @@
+"""The costs' and budgets' tables."""

@@ -1,0 +1,1 @@
+"""The costs' and budgets' shapes the API reads and writes."""

@@ -1,0 +1,1 @@
+"""The costs' and budgets' SQL only: functions take a session, flush when they write, and never commit."""

@@ -1,1 +1,0 @@
-"""Behaviour over time: the TaskEngine writer, the event bus and its Postgres listener."""

@@ -1,0 +1,1 @@
+"""The event streams' HTTP routes."""

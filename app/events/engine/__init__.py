@@ -1,0 +1,1 @@
+"""The event streams' behaviour: commands, components and pure rules."""

@@ -1,1 +1,0 @@
-"""The agent loop: executor, tools, and (later) detectors, compaction and the journal."""

@@ -1,0 +1,1 @@
+"""The runs' HTTP routes."""

@@ -1,0 +1,1 @@
+"""The runs' command-line verbs."""

@@ -1,0 +1,1 @@
+"""The runs' behaviour: commands, components and pure rules."""

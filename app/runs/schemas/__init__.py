@@ -1,0 +1,1 @@
+"""The runs' shapes the API reads and writes."""

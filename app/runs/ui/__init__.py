@@ -1,0 +1,1 @@
+"""The runs' dashboard pages."""

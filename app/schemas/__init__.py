@@ -1,1 +1,0 @@
-"""API shapes, one module per resource."""

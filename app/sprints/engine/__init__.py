@@ -1,0 +1,1 @@
+"""The sprints' behaviour: commands, components and pure rules."""

@@ -1,0 +1,1 @@
+"""The sprints' shapes the API reads and writes."""

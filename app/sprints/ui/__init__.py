@@ -1,0 +1,1 @@
+"""The sprints' dashboard pages."""

@@ -1,1 +1,0 @@
-"""SQL only: functions take a session, flush when they write, and never commit."""

@@ -1,0 +1,1 @@
+"""The tasks' and boards' tables."""

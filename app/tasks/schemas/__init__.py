@@ -1,0 +1,1 @@
+"""The tasks' and boards' shapes the API reads and writes."""

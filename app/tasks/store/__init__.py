@@ -1,0 +1,1 @@
+"""The tasks' and boards' SQL only: functions take a session, flush when they write, and never commit."""

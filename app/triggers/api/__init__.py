@@ -1,0 +1,1 @@
+"""The triggers' HTTP routes."""

@@ -1,0 +1,1 @@
+"""The workflows' behaviour: commands, components and pure rules."""

@@ -1,0 +1,1 @@
+"""The workflows' shapes the API reads and writes."""

@@ -1,0 +1,1 @@
+"""The workflows' dashboard pages."""

@@ -1,0 +1,1 @@
+"""The workspaces' dashboard pages."""
