@@ -9,8 +9,8 @@ from alembic import context
 from sqlalchemy import Connection
 
 from app.core.config import load_settings
-from app.tables import Base
 from app.db.connection import make_engine
+from app.tables import Base
 
 target_metadata = Base.metadata
 

@@ -15,10 +15,10 @@ from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import idempotency, migrate
-from app.tables import Base
 from app.db.connection import make_sessionmaker
 from app.events.models import IDEMPOTENCY_KEYS
 from app.runs.engine.runs import CREATE_SCOPE, SPAWN_SCOPE
+from app.tables import Base
 from app.tasks.engine.task_engine import CREATE_SCOPE as TASK_CREATE_SCOPE
 from app.tasks.engine.task_engine import TOOL_CREATE_SCOPE
 

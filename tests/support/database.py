@@ -14,8 +14,8 @@ import asyncpg
 from sqlalchemy.engine import make_url
 
 from app.db import migrate
-from app.tables import Base
 from app.db.connection import libpq_url, make_engine
+from app.tables import Base
 
 LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 EMBEDDED_DIR = Path(os.environ.get("LOOPWRIGHT_TEST_PGDATA", "/tmp/loopwright-test-pgdata"))

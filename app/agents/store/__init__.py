@@ -1,1 +1,1 @@
-"""The agents' SQL only: functions take a session, flush when they write, and never commit."""
+"""The agents' SQL: functions take a session, flush when they write, and never commit."""

@@ -1,1 +1,2 @@
-"""The costs' and budgets' SQL only: functions take a session, flush when they write, and never commit."""
+"""The costs' and budgets' SQL: functions take a session, flush when they write, and
+never commit."""

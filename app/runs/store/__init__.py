@@ -1,1 +1,1 @@
-"""The runs' SQL only: functions take a session, flush when they write, and never commit."""
+"""The runs' SQL: functions take a session, flush when they write, and never commit."""

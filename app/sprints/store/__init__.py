@@ -1,1 +1,1 @@
-"""The sprints' SQL only: functions take a session, flush when they write, and never commit."""
+"""The sprints' SQL: functions take a session, flush when they write, and never commit."""

@@ -1,1 +1,2 @@
-"""The tasks' and boards' SQL only: functions take a session, flush when they write, and never commit."""
+"""The tasks' and boards' SQL: functions take a session, flush when they write, and
+never commit."""

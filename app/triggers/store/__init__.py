@@ -1,1 +1,1 @@
-"""The triggers' SQL only: functions take a session, flush when they write, and never commit."""
+"""The triggers' SQL: functions take a session, flush when they write, and never commit."""
