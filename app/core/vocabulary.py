@@ -96,7 +96,7 @@ class Ceremony(StrEnum):
 
 
 class WorkflowKind(StrEnum):
-    """The four workflow types of seed 002: how a definition's tasks are worked."""
+    """The four workflow types: how a definition's tasks are worked."""
 
     SEQUENTIAL = "sequential"  # one step after another
     PARALLEL = "parallel"  # branches at once, under `max_parallel_tasks`
@@ -119,7 +119,7 @@ class ConflictEscalation(StrEnum):
     AGENT = "agent"  # the workspace's review agent is given the conflict in a run
 
 
-MAX_WORKTREES = 8  # a workspace's worktrees at once (seed 002)
+MAX_WORKTREES = 8  # a workspace's worktrees at once
 
 
 class MergeOutcome(StrEnum):

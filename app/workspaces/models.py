@@ -1,4 +1,4 @@
-"""Workspaces (SPEC C11): a project's git repository that agents change, each task in a
+"""Workspaces: a project's git repository that agents change, each task in a
 worktree of its own, merged back in order."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The workspace tools: `read_file`, `list_files`, `search`, `write_file`, `apply_patch` and
-`run_command`, for runs whose task's project has a workspace (SPEC C11). Each works in the
+`run_command`, for runs whose task's project has a workspace. Each works in the
 task's own worktree (made at the first call), every path confined to it (`..`, absolute
 paths, `.git` and symbolic links leading out are refused), every answer capped.
 

@@ -1,4 +1,4 @@
-"""The system prompt follows the model's tier (seed 002, "Prompt Profiles"): a large model
+"""The system prompt follows the model's tier: a large model
 gets the `full` profile, a medium one `standard`, a small one `basic`, and a model in no
 tier the full one (the safe default). A profile decides how much of the agent's
 personality is rendered and within how many tokens; the agent's own prompt (its authority

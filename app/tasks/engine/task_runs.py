@@ -11,7 +11,7 @@ A task assigned to an agent whose dependencies are all completed becomes a run o
                                        which dispatches a new run
     run handed back at shutdown        task → interrupted; → in_progress when it runs again
     run cancelled                      task → cancelled
-    run out of budget                  task stays (seed 002): retry the run once there is room
+    run out of budget                  task stays: retry the run once there is room
     task cancelled                     its queued and active runs are cancelled
 
 A run's input is the task, its acceptance criteria and the results of the tasks it

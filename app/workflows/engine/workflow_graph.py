@@ -2,8 +2,8 @@
 
 Two levels of checking. `structural_issues` is what saving a definition requires (ids are
 unique, edges join known nodes, each node's config fits its type, conditions parse): an
-editor may save an unfinished graph. `validate_workflow` adds the semantic rules of seed
-002 (one start, one end, reachability, branch shapes, task titles, no cycles), which
+editor may save an unfinished graph. `validate_workflow` adds the semantic rules (one
+start, one end, reachability, branch shapes, task titles, no cycles), which
 activation requires. Every issue names the node or the edge at fault.
 """
 

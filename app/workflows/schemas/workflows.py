@@ -41,7 +41,7 @@ _PARALLEL_DOC = (
     "and start as those finish. Null: no limit."
 )
 _KIND_DOC = (
-    "How its tasks are worked (seed 002's four types): `kanban` and `agile_kanban` put them "
+    "How its tasks are worked (four types): `kanban` and `agile_kanban` put them "
     "on the project's board under `board`'s WIP limits, `agile_kanban` in sprints too."
 )
 _BOARD_DOC = "The board and sprint defaults its project starts with (null: none)."

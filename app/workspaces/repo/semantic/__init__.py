@@ -1,4 +1,4 @@
-"""Semantic conflict checks (SPEC C11): after a textually clean merge, what the merge broke
+"""Semantic conflict checks: after a textually clean merge, what the merge broke
 in the Python files it touched, found from their syntax trees alone (no git, no imports
 run). `analyse_merge(before, after)` is the entry point; see `analysis` for which files
 it reads and `model` for what it returns."""
