@@ -22,7 +22,7 @@ from app.llm.providers.scripted import ScriptedProvider
 from app.runs.engine.runs import CANCELLED_WHILE_WAITING
 from app.runs.loop.exits import CANCELLED_BEFORE_IT_RAN
 from app.runs.loop.retry import ToolRetryPolicy
-from app.runs.loop.run_loop import SUMMARY_PROMPT
+from app.runs.loop.turns import SUMMARY_PROMPT
 from app.runs.schemas.runs import RunRead
 from app.runs.store import history
 from tests.support.runs import (
