@@ -19,6 +19,7 @@ from app.coordination import api as coordinations
 from app.core.config import Settings, load_settings
 from app.costs.api import budgets, costs
 from app.dashboard import pages as ui
+from app.dashboard.page import Page
 from app.http import docs, health, problems
 from app.http import metrics as metrics_api
 from app.http.body_limit import BodyLimit
@@ -70,10 +71,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(
-    settings: Settings | None = None, *, tools: Sequence[Tool] = (), announce: bool = False
+    settings: Settings | None = None,
+    *,
+    tools: Sequence[Tool] = (),
+    pages: Sequence[Page] = (),
+    announce: bool = False,
 ) -> FastAPI:
-    """The application; `tools` are added to the built-in ones for the run workers;
-    `announce`: say where to go once it is ready (`loopwright serve`)."""
+    """The application; `tools` are added to the built-in ones for the run workers, `pages`
+    to the dashboard's; `announce`: say where to go once it is ready (`loopwright serve`)."""
     settings = settings or load_settings()
     app = FastAPI(
         title="Loopwright",
@@ -122,7 +127,7 @@ def create_app(
     app.include_router(sprints.projects)
     app.include_router(workspaces.projects)
     app.include_router(workspaces.router)
-    ui.install(app)  # the dashboard at /ui; / leads there
+    ui.install(app, (*ui.PAGES, *pages))  # the dashboard at /ui; / leads there
     app.openapi = lambda: build_openapi(app, keys_required=keys_required)  # type: ignore[method-assign]
     return app
 

@@ -23,12 +23,14 @@ from app.agents.store import agents as agent_store
 from app.core.model_config import FallbackModel, ModelConfig, ModelProvider, ScriptedTurn
 from app.core.vocabulary import CostTier
 from app.dashboard.deps import DbDep, ServicesDep, Viewer, ViewerDep
+from app.dashboard.page import NavItem, Page
 from app.dashboard.templating import render
 from app.runs.schemas.tools import ToolApproval, ToolRead
 from app.runs.store import history
 from app.runs.store import runs as run_store
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router, NavItem("agents", "Agents", "/ui/agents", order=100))
 
 AGENTS_PAGE = 50
 RECENT_RUNS = 20  # an agent's runs its page lists; the runs board has them all

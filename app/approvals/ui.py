@@ -16,6 +16,7 @@ from app.core.states import ApprovalStatus
 from app.core.streams import APPROVALS_STREAM
 from app.core.vocabulary import ApprovalKind
 from app.dashboard.deps import DbDep, ViewerDep
+from app.dashboard.page import NavItem, Page
 from app.dashboard.templating import render
 from app.events import store as event_store
 from app.events import ui as events
@@ -23,6 +24,7 @@ from app.workspaces import store as workspace_store
 from app.workspaces.schemas import WorktreeRead
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router, NavItem("approvals", "Approvals", "/ui/approvals", order=40))
 
 INBOX_PAGE = 50
 _PENDING = {"status": ApprovalStatus.PENDING.value}

@@ -18,6 +18,7 @@ from app.coordination.schemas import CoordinationRead, SubtaskState
 from app.core.streams import TASK_STREAM, coordination_stream
 from app.core.vocabulary import CoordinationTopology
 from app.dashboard.deps import DbDep, ViewerDep
+from app.dashboard.page import Page
 from app.dashboard.templating import render
 from app.events import store as event_store
 from app.events import ui as events
@@ -25,6 +26,7 @@ from app.tasks.schemas.tasks import TaskRead
 from app.tasks.store import tasks as task_store
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router)  # no link in the bar: a coordination is reached from its task
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.core.sessions import LOGIN_COOKIE, SESSION_COOKIE
 from app.dashboard.deps import ServicesDep, Viewer, safe_next
+from app.dashboard.page import Page
 from app.dashboard.templating import render
 from app.services import Services
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router)  # the login form: no link in the bar
 LOGIN_PATH = "/ui/login"
 _LOGIN_FORM_S = 3_600  # a login form left open longer than this is refused: reload it
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from importlib.resources import files
@@ -15,34 +14,13 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 from markupsafe import Markup
 
 from app.dashboard.deps import Viewer
 
 STATIC_URL = "/ui/static"
 
-
-@dataclass(frozen=True)
-class NavItem:
-    key: str
-    label: str
-    href: str
-
-
-# The pages the bar links to, in order: a new page adds its line here.
-NAV = (
-    NavItem("overview", "Overview", "/ui/overview"),
-    NavItem("runs", "Runs", "/ui/runs"),
-    NavItem("lanes", "Lanes", "/ui/lanes"),
-    NavItem("approvals", "Approvals", "/ui/approvals"),
-    NavItem("workflows", "Workflows", "/ui/workflows"),
-    NavItem("tasks", "Tasks", "/ui/tasks"),
-    NavItem("boards", "Boards", "/ui/boards"),
-    NavItem("sprints", "Sprints", "/ui/sprints"),
-    NavItem("workspaces", "Workspaces", "/ui/workspaces"),
-    NavItem("agents", "Agents", "/ui/agents"),
-)
 
 # Everything a page loads comes from the service itself; scripts only from files.
 _HEADERS = {
@@ -101,7 +79,6 @@ def _environment() -> Environment:
     env.filters["compact"] = _compact
     env.filters["usd"] = _usd
     env.globals["static"] = static_url
-    env.globals["nav"] = NAV
     return env
 
 
@@ -110,18 +87,21 @@ TEMPLATES = Jinja2Templates(env=_environment())
 
 def render(
     request: Request,
-    template: str,
+    template: str | Template,
     viewer: Viewer,
     context: dict[str, Any] | None = None,
     *,
     status_code: int = 200,
 ) -> HTMLResponse:
-    """A page or a fragment of one, with the dashboard's security headers."""
-    response = TEMPLATES.TemplateResponse(
-        request,
-        template,
-        {"viewer": viewer, "section": "", **(context or {})},
-        status_code=status_code,
-        headers=_HEADERS,
-    )
-    return response
+    """A page or a fragment of one, with the dashboard's security headers and its
+    navigation bar's links. `template`: a name in the dashboard's templates, or one a page
+    compiled itself (`TEMPLATES.env.from_string`: a page whose files live elsewhere)."""
+    page = TEMPLATES.env.get_template(template)  # a compiled one is returned as it is
+    values = {
+        "request": request,
+        "viewer": viewer,
+        "section": "",
+        "nav": request.app.state.dashboard_nav,
+        **(context or {}),
+    }
+    return HTMLResponse(page.render(values), status_code=status_code, headers=_HEADERS)

@@ -7,6 +7,7 @@ import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -36,9 +37,10 @@ async def running_server(settings: Settings) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def running_app(settings: Settings) -> AsyncIterator[tuple[str, FastAPI]]:
-    """As `running_server`, also yielding the app (its `state.services` once started)."""
-    app = create_app(settings)
+async def running_app(settings: Settings, **options: Any) -> AsyncIterator[tuple[str, FastAPI]]:
+    """As `running_server`, also yielding the app (its `state.services` once started);
+    `options` go to `create_app` (tools or pages of the test's own)."""
+    app = create_app(settings, **options)
     sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)

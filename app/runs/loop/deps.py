@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -28,6 +28,9 @@ from app.runs.schemas.runs import RunRead
 from app.runs.tools.mcp.hub import McpHub
 from app.runtime.group_commit import GroupCommitter
 from app.telemetry.metrics import Metrics
+
+if TYPE_CHECKING:  # the kinds' loops import this module
+    from app.runs.loop.kinds.registry import LoopKinds
 
 # The provider for an agent's model, as one run (or one purpose of it) calls it: a scripted
 # model keeps its place in the script per caller.
@@ -58,6 +61,7 @@ class LoopDeps:
     prices: PriceTable = field(default_factory=PriceTable)
     downgrade_at_percent: float | None = None  # None: runs keep their agent's model
     auto_loops: AutoLoopPolicy = field(default_factory=AutoLoopPolicy)  # `auto`'s choice
+    loop_kinds: LoopKinds | None = None  # None: the built-in ones (kinds/registry.LOOP_KINDS)
     breakers: Breakers = field(default_factory=Breakers)  # shared with the tool runner
     llm_policy: LLMRetryPolicy = field(default_factory=LLMRetryPolicy)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # between LLM attempts

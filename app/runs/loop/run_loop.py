@@ -197,7 +197,8 @@ class RunLoop(Turns):
             return
         if not await self._answer_pending_calls():
             return
-        await registry.loop_of(kind.kind).drive(self)
+        kinds = deps.loop_kinds or registry.LOOP_KINDS
+        await kinds.loop_of(kind.kind).drive(self)
 
     # -- boundaries ------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse, Response
 from app.agents.store import agents as agent_store
 from app.core.streams import RUNS_STREAM, lane_stream
 from app.dashboard.deps import DbDep, ViewerDep
+from app.dashboard.page import NavItem, Page
 from app.dashboard.templating import render
 from app.events import store as event_store
 from app.events import ui as events
@@ -27,6 +28,7 @@ from app.runs.store import runs as run_store
 from app.runs.store.runs import BusyLane
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router, NavItem("lanes", "Lanes", "/ui/lanes", order=30))
 
 LANES_PAGE = 50  # lanes per page of the list
 QUEUE_PREVIEW = 5  # queued runs a lane's card shows on the list

@@ -23,6 +23,7 @@ from app.core.messages import ToolUseBlock
 from app.core.states import RUN_SETTLED, RunStatus, WaitReason
 from app.core.streams import RUNS_STREAM
 from app.dashboard.deps import DbDep, Viewer, ViewerDep
+from app.dashboard.page import NavItem, Page
 from app.dashboard.templating import render
 from app.events import store as event_store
 from app.events import ui as events
@@ -31,6 +32,7 @@ from app.runs.store import history
 from app.runs.store import runs as run_store
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router, NavItem("runs", "Runs", "/ui/runs", order=20))
 
 BOARD_PAGE = 50  # runs per page of the board
 TRANSCRIPT_WINDOW = 50  # messages a run's page opens with; earlier ones page in

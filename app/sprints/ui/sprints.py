@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from app.core.states import SPRINT_ALLOWED, SprintStatus
 from app.core.streams import SPRINTS_STREAM, TASK_STREAM
 from app.dashboard.deps import DbDep, ServicesDep, Viewer, ViewerDep
+from app.dashboard.page import NavItem, Page
 from app.dashboard.templating import render
 from app.db.connection import one_snapshot
 from app.events import store as event_store
@@ -27,6 +28,7 @@ from app.sprints.ui.charts import burn_up_chart, velocity_chart
 from app.tasks.ui.tasks import PROJECT_CHOICES
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router, NavItem("sprints", "Sprints", "/ui/sprints", order=80))
 
 LIST_PAGE = 50  # sprints per page of a project's list
 VELOCITY_SHOWN = 12  # completed sprints in the velocity chart

@@ -22,6 +22,7 @@ from app.core.states import COLUMN_STATUS, STATUS_COLUMN, TaskStatus, task_path
 from app.core.streams import TASK_STREAM
 from app.core.vocabulary import BoardColumn, WipMode
 from app.dashboard.deps import DbDep, ViewerDep
+from app.dashboard.page import NavItem, Page
 from app.dashboard.templating import render
 from app.db.connection import one_snapshot
 from app.events import store as event_store
@@ -34,6 +35,7 @@ from app.tasks.store import tasks as task_store
 from app.tasks.ui.tasks import PROJECT_CHOICES, agents_by_assignee
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router, NavItem("boards", "Boards", "/ui/boards", order=70))
 
 OFF_BOARD = "off_board"  # the piece that holds the tasks in no column
 ProjectPath = Annotated[str, Path(min_length=1, max_length=200)]

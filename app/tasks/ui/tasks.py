@@ -25,6 +25,7 @@ from app.coordination import store as coordination_store
 from app.core.states import TaskStatus, allowed_targets
 from app.core.streams import TASK_STREAM
 from app.dashboard.deps import DbDep, ViewerDep
+from app.dashboard.page import NavItem, Page
 from app.dashboard.templating import render
 from app.db.connection import one_snapshot
 from app.events import store as event_store
@@ -36,6 +37,7 @@ from app.tasks.store import tasks as task_store
 from app.workspaces import store as workspace_store
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router, NavItem("tasks", "Tasks", "/ui/tasks", order=60))
 
 COLUMN_CARDS = 50  # newest tasks a column of the board shows; its "more" link has the rest
 STATUS_PAGE = 50  # tasks per page of one status's list

@@ -25,6 +25,7 @@ from app.core.states import NodeStatus
 from app.core.streams import execution_stream
 from app.core.vocabulary import NodeType
 from app.dashboard.deps import DbDep, ServicesDep, Viewer, ViewerDep
+from app.dashboard.page import NavItem, Page
 from app.dashboard.templating import render
 from app.events import store as event_store
 from app.events import ui as events
@@ -43,6 +44,7 @@ from app.workflows.schemas.workflows import (
 from app.workflows.ui.graph_layout import Layout, PlacedEdge, layout
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router, NavItem("workflows", "Workflows", "/ui/workflows", order=50))
 
 LIST_PAGE = 50  # definitions per page of the list
 EXECUTIONS_PAGE = 50  # executions per page of a definition's list

@@ -20,6 +20,7 @@ from app.approvals import store as approval_store
 from app.core.streams import WORKTREES_STREAM
 from app.core.vocabulary import WorktreeStatus
 from app.dashboard.deps import DbDep, ServicesDep, ViewerDep
+from app.dashboard.page import NavItem, Page
 from app.dashboard.templating import render
 from app.events import store as event_store
 from app.events import ui as events
@@ -31,6 +32,7 @@ from app.workspaces.schemas import WorktreeRead
 from app.workspaces.ui.diff_lines import conflict_lines, diff_lines
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = Page(router, NavItem("workspaces", "Workspaces", "/ui/workspaces", order=90))
 
 WORKTREES_PAGE = 50
 

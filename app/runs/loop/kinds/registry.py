@@ -1,6 +1,16 @@
-"""Which loop drives a run: its agent's kind, or what `auto` chose for it."""
+"""Which loop drives a run of each kind (one line per kind), and which kind a run starting
+now takes: its agent's, or what `auto` chose for it.
+
+A kind's *name* stays a declared vocabulary (`ExecutionLoopKind`): the API's schema and
+the `agents` table's CHECK refuse a name no process knows, before any run exists, and every
+process (`serve`, each `worker`) reads the same list. `LoopKinds` refuses to be built
+without a loop for each declared name, so a name is never accepted that no worker drives.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from app.agents.schemas import AgentRead
 from app.core.vocabulary import ExecutionLoopKind
@@ -15,6 +25,40 @@ from app.runs.schemas.runs import LoopSelection
 from app.tasks.store import task_runs
 
 AGENTS_CHOICE = "the agent's execution_loop"
+
+# A fresh loop for each execution (a kind keeps no state between them, but may within one).
+LoopFactory = Callable[[], ExecutionLoop]
+
+
+class LoopKinds:
+    """The loops a process's workers drive runs with, by kind: one for every declared kind
+    but `auto`, which is resolved to one of them when a run starts."""
+
+    def __init__(self, loops: Mapping[ExecutionLoopKind, LoopFactory]) -> None:
+        if ExecutionLoopKind.AUTO in loops:
+            raise ValueError("auto is resolved to a kind when a run starts: it has no loop")
+        missing = set(ExecutionLoopKind) - {ExecutionLoopKind.AUTO} - loops.keys()
+        if missing:
+            names = ", ".join(sorted(kind.value for kind in missing))
+            raise ValueError(f"no loop for the declared kind(s) {names}")
+        self.loops: Mapping[ExecutionLoopKind, LoopFactory] = MappingProxyType(dict(loops))
+
+    def loop_of(self, kind: ExecutionLoopKind) -> ExecutionLoop:
+        """The loop that drives a run of this kind (`auto` is never a run's kind:
+        `selection` resolved it when the run started)."""
+        factory = self.loops.get(kind)
+        if factory is None:
+            raise ValueError(f"{kind.value} is resolved to a kind when the run starts")
+        return factory()
+
+
+LOOP_KINDS = LoopKinds(
+    {
+        ExecutionLoopKind.REACT: ReAct,
+        ExecutionLoopKind.PLAN_EXECUTE: PlanExecute,
+        ExecutionLoopKind.HYBRID: Hybrid,
+    }
+)
 
 
 async def selection(
@@ -31,15 +75,3 @@ async def selection(
     spent_percent = None if tightest is None else tightest[1]
     chosen = select_loop(complexity, spent_percent, deps.auto_loops)
     return LoopSelection(kind=chosen.kind, reason=f"auto: {chosen.reason}")
-
-
-def loop_of(kind: ExecutionLoopKind) -> ExecutionLoop:
-    """The loop that drives a run of this kind (`auto` is never a run's kind: `selection`
-    resolved it when the run started)."""
-    if kind is ExecutionLoopKind.REACT:
-        return ReAct()
-    if kind is ExecutionLoopKind.PLAN_EXECUTE:
-        return PlanExecute()
-    if kind is ExecutionLoopKind.HYBRID:
-        return Hybrid()
-    raise ValueError(f"{kind.value} is resolved to a kind when the run starts")
