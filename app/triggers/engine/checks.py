@@ -80,7 +80,7 @@ def check_config(kind: str, config: dict[str, Any], field: str) -> BaseModel:
     """`config` read and checked by the trigger's kind."""
     trigger_kind = KINDS.of(kind)
     try:
-        parsed = trigger_kind.config.model_validate(config)
+        parsed: BaseModel = trigger_kind.config.model_validate(config)
     except ValidationError as exc:
         raise refused(exc, field) from None
     trigger_kind.check(parsed, field)
