@@ -251,7 +251,10 @@ def _published_union(shape: Literal["create", "read"]) -> Any:
         cls: type[BaseModel], core_schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         variants = [getattr(shapes, shape) for shapes in PUBLISHED_KINDS.values()]
-        return published_as(*variants, tag="kind").__func__(cls, core_schema, handler)
+        published: JsonSchemaValue = published_as(*variants, tag="kind").__func__(
+            cls, core_schema, handler
+        )
+        return published
 
     return classmethod(schema)
 
