@@ -35,8 +35,10 @@ router = APIRouter(prefix="/v1/triggers", tags=["triggers"], dependencies=[Depen
 
 def _shown(trigger: TriggerRead, now: datetime) -> TriggerRead:
     """A trigger with its next fire times after `now`, if its kind has any (a schedule:
-    none while it is disabled)."""
-    kind = KINDS.of(trigger.kind)
+    none while it is disabled); one whose kind is no longer registered, as it is stored."""
+    kind = KINDS.find(trigger.kind)
+    if kind is None:
+        return trigger
     config = kind.config_of(trigger)
     times = kind.next_fire_times(config, trigger.enabled, now, NEXT_FIRES_SHOWN)
     return trigger.model_copy(update={"next_fire_times": times})

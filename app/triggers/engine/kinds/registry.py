@@ -45,10 +45,13 @@ class TriggerKinds:
             self.unregister(kind.name)
 
     def of(self, name: str) -> Kind[Any]:
-        try:
-            return self._kinds[name]
-        except KeyError:
-            raise UnknownKind(f"no trigger kind named {name!r} is registered") from None
+        found = self.find(name)
+        if found is None:
+            raise UnknownKind(f"no trigger kind named {name!r} is registered")
+        return found
+
+    def find(self, name: str) -> Kind[Any] | None:
+        return self._kinds.get(name)
 
     def sources(self, parts: SourceParts) -> list[tuple[str, Source]]:
         """Each kind's source, named, in the kinds' order."""
