@@ -423,9 +423,7 @@ async def test_a_schedule_disabled_after_it_was_found_due_does_not_fire(
         trigger_id: str, fire_time: datetime, fired_at: datetime, *, catching_up: bool
     ) -> object:
         await world.triggers.set_enabled(trigger_id, False, expected_version=None)
-        return await world.fire_schedule(
-            trigger_id, fire_time, fired_at, catching_up=catching_up
-        )
+        return await world.fire_schedule(trigger_id, fire_time, fired_at, catching_up=catching_up)
 
     scheduler = Scheduler(world.sessionmaker, pause_first, clock=world.clock)
     world.clock.now = NOW + timedelta(minutes=1)

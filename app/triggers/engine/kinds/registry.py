@@ -5,6 +5,7 @@ OpenAPI document shows it."""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,8 +27,14 @@ class TriggerKinds:
         self._kinds: dict[str, Kind[Any]] = {}
 
     def register(self, kind: Kind[Any]) -> None:
+        """Add `kind` (ValueError for a name taken, or shapes tagged with another name:
+        the published unions map each tag to its shape)."""
         if kind.name in self._kinds:
             raise ValueError(f"a trigger kind named {kind.name!r} is registered already")
+        for shape in (kind.create_shape, kind.read_shape):
+            tags = typing.get_args(shape.model_fields["kind"].annotation)
+            if tags != (kind.name,):
+                raise ValueError(f"{shape.__name__}.kind must be Literal[{kind.name!r}]")
         self._kinds[kind.name] = kind
         PUBLISHED_KINDS[kind.name] = kind.shapes
 
