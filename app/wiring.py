@@ -78,12 +78,11 @@ from app.tasks.engine.task_engine import TaskEngine
 from app.tasks.engine.task_runs import TaskRuns
 from app.tasks.tools import task_tools
 from app.telemetry.metrics import Metrics
-from app.triggers.engine.chain_relay import ChainRelay
 from app.triggers.engine.commands import TriggerCommands
 from app.triggers.engine.firing import TriggerFiring
 from app.triggers.engine.hooks import TriggerHooks
+from app.triggers.engine.kinds import KINDS, SourceParts
 from app.triggers.engine.log_retention import LogRetention
-from app.triggers.engine.scheduler import Scheduler
 from app.webhooks.engine.commands import WebhookCommands
 from app.webhooks.engine.deliverer import WebhookDeliverer
 from app.webhooks.engine.policy import DeliveryPolicy
@@ -401,16 +400,7 @@ def build_runtime(
         metrics=metrics,
     )
 
-    trigger_settings = settings.triggers
-    scheduler = Scheduler(
-        sessionmaker,
-        firing.fire_schedule,
-        interval_s=trigger_settings.scheduler_interval_s,
-        metrics=metrics,
-    )
-    chain_relay = ChainRelay(
-        sessionmaker, firing.fire_chain, interval_s=trigger_settings.chain_relay_interval_s
-    )
+    trigger_sources = KINDS.sources(SourceParts(sessionmaker, firing, settings.triggers, metrics))
 
     components = [
         Component("listener", listener.start, listener.stop),
@@ -437,10 +427,10 @@ def build_runtime(
         *_history_retention(settings, sessionmaker, metrics),
         Component("group committer", committer.start, committer.stop),
         Component("reconciler", reconciler.start, reconciler.stop),  # first pass: at boot
-        # Both fire through the fire path, which creates runs and executions: after the
-        # TaskEngine (an execution's tasks) and the group committer.
-        Component("scheduler", scheduler.start, scheduler.stop),
-        Component("chain relay", chain_relay.start, chain_relay.stop),
+        # The trigger kinds' sources (the scheduler, the chain relay) fire through the fire
+        # path, which creates runs and executions: after the TaskEngine (an execution's
+        # tasks) and the group committer.
+        *(Component(name, source.start, source.stop) for name, source in trigger_sources),
         *_webhook_deliverer(settings, sessionmaker, bus, delivery_policy, metrics),
         *_log_retention(settings, sessionmaker),
     ]

@@ -251,6 +251,8 @@ class StepKind(StrEnum):
 RESUME_POINTS = frozenset(StepKind) - {StepKind.NOTE}
 
 
+# The built-in kinds' names, as the API publishes them. Each kind is a module registered in
+# `triggers/engine/kinds/`; one registered from elsewhere has a name not listed here.
 class TriggerKind(StrEnum):
     """What fires a trigger."""
 

@@ -9,10 +9,22 @@ template runs; a placeholder that does not parse is refused when the trigger is 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    StringConstraints,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from app.core.fields import Name, Text
 from app.core.schema_variants import PublishedAs, published_as
@@ -182,7 +194,9 @@ _SECRET = (
 )
 
 
-class _TriggerCreateFields(BaseModel):
+# What every kind's create shape has besides its `kind` and `config` (no docstring: a
+# shape without one of its own would publish it).
+class TriggerCreateFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name = Field(examples=["New issues"])
@@ -191,7 +205,7 @@ class _TriggerCreateFields(BaseModel):
     target: Target
 
 
-class WebhookTriggerCreate(_TriggerCreateFields):
+class WebhookTriggerCreate(TriggerCreateFields):
     """Fired by a signed `POST /v1/hooks/{trigger_id}`; the create's response holds the
     secret, once."""
 
@@ -199,18 +213,71 @@ class WebhookTriggerCreate(_TriggerCreateFields):
     config: WebhookConfig = Field(default_factory=WebhookConfig)
 
 
-class ScheduleTriggerCreate(_TriggerCreateFields):
+class ScheduleTriggerCreate(TriggerCreateFields):
     """Fired by a cron expression in a time zone, or every `interval_s` seconds."""
 
     kind: Literal[TriggerKind.SCHEDULE]
     config: ScheduleConfig
 
 
-class ChainTriggerCreate(_TriggerCreateFields):
+class ChainTriggerCreate(TriggerCreateFields):
     """Fired when a run of an agent settles or an execution of a workflow finishes."""
 
     kind: Literal[TriggerKind.CHAIN]
     config: ChainConfig
+
+
+@dataclass(frozen=True)
+class KindShapes:
+    """A trigger kind's shapes as the API publishes them: its config, and its create and
+    read shapes, each of which fixes `kind` to the kind's name (a `Literal`)."""
+
+    config: type[BaseModel]
+    create: type[BaseModel]
+    read: type[BaseModel]
+
+
+# The shapes of each registered kind, by name, in the order the kinds were registered. The
+# kinds' registry (`triggers/engine/kinds/`) keeps it, as a kind is registered or removed:
+# the flat shapes below check a kind's name against it, and publish its unions.
+PUBLISHED_KINDS: dict[str, KindShapes] = {}
+
+
+def _published_union(shape: Literal["create", "read"]) -> Any:
+    """A `__get_pydantic_json_schema__`: `oneOf` the registered kinds' `shape`, read when
+    the document is built (`published_as`, tagged by `kind`)."""
+
+    def schema(
+        cls: type[BaseModel], core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        variants = [getattr(shapes, shape) for shapes in PUBLISHED_KINDS.values()]
+        published: JsonSchemaValue = published_as(*variants, tag="kind").__func__(
+            cls, core_schema, handler
+        )
+        return published
+
+    return classmethod(schema)
+
+
+class _PublishedConfigs:
+    """`Annotated[dict[str, Any], _PublishedConfigs()]`: published as the union of the
+    registered kinds' configs."""
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        configs = tuple(shapes.config for shapes in PUBLISHED_KINDS.values())
+        union: Any = Union[configs]  # noqa: UP007 (a union of a tuple made at run time)
+        return handler(TypeAdapter(union).core_schema)
+
+
+def registered_kind(kind: str) -> str:
+    """`kind`, if a kind of that name is registered; else the error a closed enum gives."""
+    if kind not in PUBLISHED_KINDS:
+        names = [repr(name) for name in PUBLISHED_KINDS]
+        expected = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        raise PydanticCustomError("enum", "Input should be {expected}", {"expected": expected})
+    return kind
 
 
 class TriggerCreate(BaseModel):
@@ -220,21 +287,21 @@ class TriggerCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: TriggerKind
+    kind: str
     name: Name
     description: Text = ""
     enabled: bool = True
-    # Read by kind (and the target by its own `kind`) in `triggers/engine/commands.py`,
+    # Read by kind (and the target by its own `kind`) in `triggers/engine/checks.py`,
     # which names the field at fault as `body.config.…` / `body.target.…`.
     target: dict[str, Any]
     config: dict[str, Any] = Field(default_factory=dict)
 
-    __get_pydantic_json_schema__ = published_as(
-        WebhookTriggerCreate, ScheduleTriggerCreate, ChainTriggerCreate, tag="kind"
-    )
+    __get_pydantic_json_schema__ = _published_union("create")
 
-
-ConfigOfAnyKind = WebhookConfig | ScheduleConfig | ChainConfig
+    @field_validator("kind")
+    @classmethod
+    def _registered(cls, kind: str) -> str:
+        return registered_kind(kind)
 
 
 class TriggerPatch(PatchBody):
@@ -245,7 +312,7 @@ class TriggerPatch(PatchBody):
     name: Name | None = None
     description: Text | None = None
     target: Annotated[dict[str, Any], PublishedAs(Target)] | None = None
-    config: Annotated[dict[str, Any], PublishedAs(ConfigOfAnyKind)] | None = None
+    config: Annotated[dict[str, Any], _PublishedConfigs()] | None = None
 
 
 # How many of a schedule's next fire times a trigger read through the API shows.
@@ -258,7 +325,8 @@ _NEXT_FIRES = (
 )
 
 
-class _TriggerReadFields(BaseModel):
+# What every kind's read shape has besides its `kind` and `config`.
+class TriggerReadFields(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: str = Field(examples=["trg_01jd2x7k8m9n0p1q2r3s4t5v6w"])
@@ -279,52 +347,32 @@ class _TriggerReadFields(BaseModel):
     updated_at: datetime
 
 
-class WebhookTriggerRead(_TriggerReadFields):
+class WebhookTriggerRead(TriggerReadFields):
     kind: Literal[TriggerKind.WEBHOOK]
     config: WebhookConfig
     next_fire_times: None = Field(description="Null: a webhook has no fire times.")
 
 
-class ScheduleTriggerRead(_TriggerReadFields):
+class ScheduleTriggerRead(TriggerReadFields):
     kind: Literal[TriggerKind.SCHEDULE]
     config: ScheduleConfig
     next_fire_times: list[datetime] = Field(max_length=NEXT_FIRES_SHOWN, description=_NEXT_FIRES)
 
 
-class ChainTriggerRead(_TriggerReadFields):
+class ChainTriggerRead(TriggerReadFields):
     kind: Literal[TriggerKind.CHAIN]
     config: ChainConfig
     next_fire_times: None = Field(description="Null: a chain has no fire times.")
 
 
-class TriggerRead(_TriggerReadFields):
+class TriggerRead(TriggerReadFields):
     """A trigger; `config` is its kind's (`WebhookConfig`, `ScheduleConfig`,
     `ChainConfig`)."""
 
-    kind: TriggerKind
+    kind: str
     config: dict[str, Any]
 
-    __get_pydantic_json_schema__ = published_as(
-        WebhookTriggerRead, ScheduleTriggerRead, ChainTriggerRead, tag="kind"
-    )
-
-    def schedule(self) -> ScheduleConfig:
-        """The config of a schedule (ValueError for another kind)."""
-        if self.kind is not TriggerKind.SCHEDULE:
-            raise ValueError(f"trigger {self.id} is a {self.kind.value} trigger")
-        return ScheduleConfig.model_validate(self.config)
-
-    def chain(self) -> ChainConfig:
-        """The config of a chain (ValueError for another kind)."""
-        if self.kind is not TriggerKind.CHAIN:
-            raise ValueError(f"trigger {self.id} is a {self.kind.value} trigger")
-        return ChainConfig.model_validate(self.config)
-
-    def webhook(self) -> WebhookConfig:
-        """The config of a webhook (ValueError for another kind)."""
-        if self.kind is not TriggerKind.WEBHOOK:
-            raise ValueError(f"trigger {self.id} is a {self.kind.value} trigger")
-        return WebhookConfig.model_validate(self.config)
+    __get_pydantic_json_schema__ = _published_union("read")
 
 
 # -- fires -----------------------------------------------------------------------------

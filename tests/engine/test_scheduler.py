@@ -27,6 +27,7 @@ from app.runs.store import runs as run_store
 from app.tasks.engine.task_engine import TaskEngine
 from app.telemetry.metrics import Metrics
 from app.triggers.engine.firing import TriggerFiring
+from app.triggers.engine.kinds.schedule import ScheduleFire
 from app.triggers.engine.scheduler import Fire, Scheduler
 from app.triggers.models import TriggerFire
 from app.triggers.schemas import FireRead
@@ -58,7 +59,7 @@ def world(
 
 def scheduler_of(world: World) -> Scheduler:
     return Scheduler(
-        world.sessionmaker, world.firing.fire_schedule, clock=world.clock, metrics=world.metrics
+        world.sessionmaker, world.fire_schedule, clock=world.clock, metrics=world.metrics
     )
 
 
@@ -119,7 +120,7 @@ class Process:
         self.metrics = Metrics()
         firing = TriggerFiring(sessions, bus, runs, workflows, clock=clock, metrics=self.metrics)
         self.scheduler = Scheduler(
-            sessions, firing.fire_schedule, clock=clock, metrics=self.metrics
+            sessions, ScheduleFire(firing), clock=clock, metrics=self.metrics
         )
 
 
@@ -422,9 +423,7 @@ async def test_a_schedule_disabled_after_it_was_found_due_does_not_fire(
         trigger_id: str, fire_time: datetime, fired_at: datetime, *, catching_up: bool
     ) -> object:
         await world.triggers.set_enabled(trigger_id, False, expected_version=None)
-        return await world.firing.fire_schedule(
-            trigger_id, fire_time, fired_at, catching_up=catching_up
-        )
+        return await world.fire_schedule(trigger_id, fire_time, fired_at, catching_up=catching_up)
 
     scheduler = Scheduler(world.sessionmaker, pause_first, clock=world.clock)
     world.clock.now = NOW + timedelta(minutes=1)
@@ -451,7 +450,7 @@ async def test_a_schedule_that_cannot_fire_does_not_hold_back_the_others(
         ) -> object:
             if trigger_id == broken_id:
                 raise failures[0]
-            return await world.firing.fire_schedule(
+            return await world.fire_schedule(
                 trigger_id, fire_time, fired_at, catching_up=catching_up
             )
 

@@ -31,9 +31,12 @@ from app.runs.store import runs as run_store
 from app.tasks.engine.task_engine import TaskEngine
 from app.telemetry.metrics import Metrics
 from app.triggers.engine import templates
-from app.triggers.engine.commands import TriggerCommands, TriggerDisabled
-from app.triggers.engine.firing import FireResult, TriggerFiring
+from app.triggers.engine.commands import TriggerCommands
+from app.triggers.engine.fires import FireResult, TriggerDisabled
+from app.triggers.engine.firing import TriggerFiring
 from app.triggers.engine.hooks import TriggerHooks
+from app.triggers.engine.kinds.chain import ChainFire
+from app.triggers.engine.kinds.schedule import ScheduleFire
 from app.triggers.models import HookSignature, TriggerFire
 from app.triggers.schemas import TriggerCreate, TriggerRead
 from app.workflows import store as workflow_store
@@ -66,6 +69,9 @@ class World:
         self.firing = TriggerFiring(
             sessionmaker, bus, self.runs, self.workflows, clock=clock, metrics=self.metrics
         )
+        # The scheduler's and the chain relay's entries to the fire path.
+        self.fire_schedule = ScheduleFire(self.firing)
+        self.fire_chain = ChainFire(self.firing)
         self.triggers = TriggerCommands(sessionmaker, bus, clock=clock)
         self.agents = AgentCommands(sessionmaker)
 
@@ -310,7 +316,7 @@ async def test_a_hook_refuses_other_kinds(world: World) -> None:
         config={"interval_s": 60},
         target=run_target(await world.agent(), input="tick"),
     )
-    assert schedule.kind is TriggerKind.SCHEDULE and schedule.secret is None
+    assert schedule.kind == TriggerKind.SCHEDULE and schedule.secret is None
     with pytest.raises(NotFound):
         await hooks.authenticate(schedule.id, b"{}", "t=1,v1=00")
 
@@ -401,8 +407,8 @@ async def test_overlap_skip_records_the_fire_skipped_while_the_last_run_is_unfin
     trigger = await schedule_trigger(world, "skip", run_target(agent_id, input="{{ fire_time }}"))
     first_time, second_time, third_time = (NOW + timedelta(minutes=m) for m in (1, 2, 3))
 
-    first = await world.firing.fire_schedule(trigger.id, first_time, NOW)
-    second = await world.firing.fire_schedule(trigger.id, second_time, NOW)
+    first = await world.fire_schedule(trigger.id, first_time, NOW)
+    second = await world.fire_schedule(trigger.id, second_time, NOW)
     run = await run_of(world, first)
     assert run.input == first_time.isoformat() and run.metadata["trigger"]["fire_time"] == (
         first_time.isoformat()
@@ -412,7 +418,7 @@ async def test_overlap_skip_records_the_fire_skipped_while_the_last_run_is_unfin
     assert second.fire.scheduled_for == second_time
 
     await world.runs.cancel(run.id)  # finished: the next fire starts a run again
-    third = await world.firing.fire_schedule(trigger.id, third_time, NOW)
+    third = await world.fire_schedule(trigger.id, third_time, NOW)
     assert third is not None and third.fire.status is FireStatus.STARTED
 
 
@@ -422,13 +428,13 @@ async def test_overlap_enqueue_and_interrupt_take_the_last_runs_lane(world: Worl
     cutting = await schedule_trigger(world, "interrupt", run_target(agent_id, input="tick"))
     later = NOW + timedelta(minutes=1)
 
-    first = await run_of(world, await world.firing.fire_schedule(queued.id, NOW, NOW))
-    behind = await run_of(world, await world.firing.fire_schedule(queued.id, later, NOW))
+    first = await run_of(world, await world.fire_schedule(queued.id, NOW, NOW))
+    behind = await run_of(world, await world.fire_schedule(queued.id, later, NOW))
     assert behind.lane == first.lane and behind.multitask is Multitask.ENQUEUE
     assert behind.conversation_id != first.conversation_id  # a lane, not a conversation
 
-    held = await run_of(world, await world.firing.fire_schedule(cutting.id, NOW, NOW))
-    taker = await run_of(world, await world.firing.fire_schedule(cutting.id, later, NOW))
+    held = await run_of(world, await world.fire_schedule(cutting.id, NOW, NOW))
+    taker = await run_of(world, await world.fire_schedule(cutting.id, later, NOW))
     assert taker.lane == held.lane and taker.multitask is Multitask.INTERRUPT
     async with world.sessionmaker() as session:
         cancelled = await run_store.get_run(session, held.id)
@@ -442,12 +448,12 @@ async def test_overlap_of_a_workflow_target(world: World) -> None:
     beside = await schedule_trigger(world, "enqueue", target)
     later = NOW + timedelta(minutes=1)
 
-    assert (await world.firing.fire_schedule(skipping.id, NOW, NOW)) is not None
-    skipped = await world.firing.fire_schedule(skipping.id, later, NOW)
+    assert (await world.fire_schedule(skipping.id, NOW, NOW)) is not None
+    skipped = await world.fire_schedule(skipping.id, later, NOW)
     assert skipped is not None and skipped.fire.status is FireStatus.SKIPPED
     assert "execution" in (skipped.fire.error or "")
-    await world.firing.fire_schedule(beside.id, NOW, NOW)
-    both = await world.firing.fire_schedule(beside.id, later, NOW)
+    await world.fire_schedule(beside.id, NOW, NOW)
+    both = await world.fire_schedule(beside.id, later, NOW)
     assert both is not None and both.fire.status is FireStatus.STARTED
 
 
@@ -460,15 +466,15 @@ async def test_a_chain_fire_records_its_depth_and_stops_past_the_limit(world: Wo
     )
     context = {"source": {"kind": "workflow", "id": "wfx_1"}}
 
-    fired = await world.firing.fire_chain(chain.id, context, "workflow:wfx_1:9", 2)
+    fired = await world.fire_chain(chain.id, context, "workflow:wfx_1:9", 2)
     run = await run_of(world, fired)
     assert run.input == "after wfx_1" and run.metadata["trigger"]["depth"] == 2
     assert run.metadata["trigger"]["source"] == {"kind": "workflow", "id": "wfx_1"}
-    deep = await world.firing.fire_chain(chain.id, context, "workflow:wfx_2:9", 6)
+    deep = await world.fire_chain(chain.id, context, "workflow:wfx_2:9", 6)
     assert deep is not None and deep.fire.status is FireStatus.SKIPPED
     assert deep.fire.error == "chain depth 6 is over the limit of 5"
     assert deep.fire.source_id == "wfx_1"
 
     await world.triggers.set_enabled(chain.id, False, expected_version=None)
-    assert await world.firing.fire_chain(chain.id, context, "workflow:wfx_3:9", 1) is None
-    assert await world.firing.fire_schedule("trg_gone", NOW, NOW) is None
+    assert await world.fire_chain(chain.id, context, "workflow:wfx_3:9", 1) is None
+    assert await world.fire_schedule("trg_gone", NOW, NOW) is None

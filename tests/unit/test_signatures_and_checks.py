@@ -22,7 +22,9 @@ from app.core.signatures import (
     verify,
 )
 from app.core.vocabulary import TriggerKind
-from app.triggers.engine.checks import check_config, check_target, first_fire_at
+from app.triggers.engine.checks import check_config, check_target
+from app.triggers.engine.kinds.schedule import SCHEDULE
+from app.triggers.engine.kinds.webhook import WEBHOOK
 from app.triggers.schemas import ScheduleConfig, TriggerRead
 
 SECRET = "whsec_test"
@@ -160,10 +162,10 @@ def test_first_fire_times() -> None:
     now = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # Berlin moves to summer time on the 29th
     daily = ScheduleConfig(cron="30 2 * * *", timezone="Europe/Berlin")
     # 02:30 does not exist in Berlin on the 29th: cronsim fires at the first time after it.
-    assert first_fire_at(daily, now) == datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
+    assert SCHEDULE.next_fire_at(daily, True, now) == datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
     nine = ScheduleConfig(cron="0 9 * * *", timezone="Europe/Berlin")
-    assert first_fire_at(nine, now) == datetime(2026, 3, 29, 7, 0, tzinfo=UTC)  # CEST
-    assert first_fire_at(ScheduleConfig(interval_s=90), now) == datetime(
+    assert SCHEDULE.next_fire_at(nine, True, now) == datetime(2026, 3, 29, 7, 0, tzinfo=UTC)  # CEST
+    assert SCHEDULE.next_fire_at(ScheduleConfig(interval_s=90), True, now) == datetime(
         2026, 3, 28, 12, 1, 30, tzinfo=UTC
     )
 
@@ -185,11 +187,12 @@ def test_a_trigger_reads_its_config_by_its_kind() -> None:
     timer = TriggerRead.model_validate(
         {**common, "kind": "schedule", "config": {"cron": "* * * * *"}}
     )
-    assert hook.webhook().payload_schema is None and timer.schedule().cron == "* * * * *"
+    assert WEBHOOK.config_of(hook).payload_schema is None
+    assert SCHEDULE.config_of(timer).cron == "* * * * *"
     with pytest.raises(ValueError, match="is a webhook trigger"):
-        hook.schedule()
+        SCHEDULE.config_of(hook)
     with pytest.raises(ValueError, match="is a schedule trigger"):
-        timer.webhook()
+        WEBHOOK.config_of(timer)
 
 
 @pytest.mark.parametrize(

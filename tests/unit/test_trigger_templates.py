@@ -11,8 +11,8 @@ import pytest
 from app.core.errors import ValidationFailed
 from app.core.vocabulary import TriggerKind
 from app.triggers.engine import templates
+from app.triggers.engine.kinds import KINDS
 from app.triggers.engine.templates import (
-    ROOTS,
     TemplateTooLarge,
     as_text,
     compile_template,
@@ -20,7 +20,7 @@ from app.triggers.engine.templates import (
     render,
 )
 
-WEBHOOK = ROOTS[TriggerKind.WEBHOOK]
+WEBHOOK = KINDS.of(TriggerKind.WEBHOOK).roots
 CONTEXT: dict[str, Any] = {
     "payload": {
         "issue": {"title": "Crash on save", "number": 7, "labels": ["bug", "p1"]},
@@ -94,10 +94,10 @@ def test_each_fault_is_named_lists_and_odd_keys_included() -> None:
 
 
 def test_roots_depend_on_the_kind() -> None:
-    schedule = ROOTS[TriggerKind.SCHEDULE]
+    schedule = KINDS.of(TriggerKind.SCHEDULE).roots
     assert compile_template("{{ fire_time }}", schedule, "f").tree is not None
     assert faults("{{ payload.x }}", schedule)[0][0] == "body.target.context"
-    chain = ROOTS[TriggerKind.CHAIN]
+    chain = KINDS.of(TriggerKind.CHAIN).roots
     assert (
         render(compile_template("{{ source.result }}", chain, "f"), {"source": {"result": 1}}) == 1
     )

@@ -20,7 +20,7 @@ from app.events.api.streams import LastEventIdHeader, LastEventIdQuery, open_str
 from app.http.deps import ServicesDep, SessionDep, get_principal
 from app.http.headers import IdempotencyKeyHeader, IfMatchHeader, etag, expected_version
 from app.http.pagination import CursorQuery, decode_cursor, page
-from app.triggers.engine import schedule_times
+from app.triggers.engine.kinds import KINDS
 from app.triggers.schemas import (
     NEXT_FIRES_SHOWN,
     FireRead,
@@ -34,12 +34,13 @@ router = APIRouter(prefix="/v1/triggers", tags=["triggers"], dependencies=[Depen
 
 
 def _shown(trigger: TriggerRead, now: datetime) -> TriggerRead:
-    """A schedule with its next fire times after `now` (none while it is disabled)."""
-    if trigger.kind is not TriggerKind.SCHEDULE:
+    """A trigger with its next fire times after `now`, if its kind has any (a schedule:
+    none while it is disabled); one whose kind is no longer registered, as it is stored."""
+    kind = KINDS.find(trigger.kind)
+    if kind is None:
         return trigger
-    times = []
-    if trigger.enabled:
-        times = schedule_times.upcoming(trigger.schedule(), now, NEXT_FIRES_SHOWN)
+    config = kind.config_of(trigger)
+    times = kind.next_fire_times(config, trigger.enabled, now, NEXT_FIRES_SHOWN)
     return trigger.model_copy(update={"next_fire_times": times})
 
 

@@ -1,38 +1,22 @@
 """What a trigger must satisfy when it is saved, beyond its schema: its config read by its
-kind (a webhook's payload schema is a JSON Schema; a schedule's cron expression and time
-zone are real), its target read by the target's kind, and the target's templates (their
-placeholders parse and read only roots the trigger's kind provides). Each fault is a 422
-naming its field (`body.config.cron`, `body.target.input`)."""
+kind (and checked by it: a webhook's payload schema is a JSON Schema; a schedule's cron
+expression and time zone are real), its target read by the target's kind, and the
+target's templates (their placeholders parse and read only roots the trigger's kind
+provides). Each fault is a 422 naming its field (`body.config.cron`, `body.target.input`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import Draft202012Validator, validator_for
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from app.core.errors import FieldError, ValidationFailed
-from app.core.vocabulary import TriggerKind
-from app.triggers.engine import schedule_times
-from app.triggers.engine.templates import CEREMONY_ROOTS, ROOTS, Template, compile_templates
-from app.triggers.schemas import (
-    ChainConfig,
-    RunTarget,
-    ScheduleConfig,
-    Target,
-    WebhookConfig,
-    WorkflowTarget,
-)
+from app.triggers.engine.kinds import KINDS
+from app.triggers.engine.templates import CEREMONY_ROOTS, Template, compile_templates
+from app.triggers.schemas import RunTarget, Target, WorkflowTarget
 
-CONFIGS: dict[TriggerKind, type[WebhookConfig | ScheduleConfig | ChainConfig]] = {
-    TriggerKind.WEBHOOK: WebhookConfig,
-    TriggerKind.SCHEDULE: ScheduleConfig,
-    TriggerKind.CHAIN: ChainConfig,
-}
 _TARGET: TypeAdapter[RunTarget | WorkflowTarget] = TypeAdapter(Target)
 # The fields of each target that are templates.
 TEMPLATE_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
@@ -74,7 +58,7 @@ def refused(exc: ValidationError, prefix: str, *, tagged: bool = False) -> Valid
     return ValidationFailed(errors)
 
 
-def check_target(kind: TriggerKind, target: dict[str, Any], field: str) -> CheckedTarget:
+def check_target(kind: str, target: dict[str, Any], field: str) -> CheckedTarget:
     try:
         parsed = _TARGET.validate_python(target)
     except ValidationError as exc:
@@ -84,7 +68,7 @@ def check_target(kind: TriggerKind, target: dict[str, Any], field: str) -> Check
         for name in TEMPLATE_FIELDS[type(parsed)]
         if getattr(parsed, name) is not None
     }
-    roots = ROOTS[kind]
+    roots = KINDS.of(kind).roots
     if isinstance(parsed, RunTarget) and parsed.sprint is not None:
         roots = roots | CEREMONY_ROOTS
     compiled = compile_templates(values, roots)
@@ -92,31 +76,12 @@ def check_target(kind: TriggerKind, target: dict[str, Any], field: str) -> Check
     return CheckedTarget(parsed, {name[prefix:]: t for name, t in compiled.items()})
 
 
-def check_config(
-    kind: TriggerKind, config: dict[str, Any], field: str
-) -> WebhookConfig | ScheduleConfig | ChainConfig:
+def check_config(kind: str, config: dict[str, Any], field: str) -> BaseModel:
+    """`config` read and checked by the trigger's kind."""
+    trigger_kind = KINDS.of(kind)
     try:
-        parsed = CONFIGS[kind].model_validate(config)
+        parsed: BaseModel = trigger_kind.config.model_validate(config)
     except ValidationError as exc:
         raise refused(exc, field) from None
-    if isinstance(parsed, WebhookConfig) and parsed.payload_schema is not None:
-        _check_payload_schema(parsed.payload_schema, f"{field}.payload_schema")
-    if isinstance(parsed, ScheduleConfig):
-        schedule_times.check(parsed)  # names `body.config.cron` / `.timezone`
+    trigger_kind.check(parsed, field)
     return parsed
-
-
-def _check_payload_schema(schema: dict[str, Any], field: str) -> None:
-    try:
-        validator_for(schema, default=Draft202012Validator).check_schema(schema)
-    except SchemaError as exc:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
-        raise ValidationFailed.field(
-            f"{field}{where}", f"is not a valid JSON Schema: {exc.message[:300]}"
-        ) from None
-
-
-def first_fire_at(config: ScheduleConfig, now: datetime) -> datetime:
-    """A schedule's first fire time after `now` (it is armed when created, enabled, or its
-    config changes): the schedule time math's next fire (`schedule_times.py`)."""
-    return schedule_times.next_fire(config, now)

@@ -1,9 +1,11 @@
 """Trigger commands: create (with `Idempotency-Key`), patch (compare-and-set on version),
 delete, enable, disable, and a webhook's secret rotation. Each is one short transaction.
 
-A schedule is armed while it is enabled: `next_fire_at` is its first fire time after the
-create, the enable or a change of its config, and NULL while it is disabled. Every change
-wakes the readers of the triggers stream (a scheduler among them) after its commit.
+What differs by kind is the kind's (`engine/kinds/`): a schedule is armed while it is
+enabled (`next_fire_at` is its first fire time after the create, the enable or a change of
+its config, and NULL while it is disabled), a chain is checked against the other chains
+while it is enabled, a webhook has a secret. Every change wakes the readers of the
+triggers stream (a scheduler among them) after its commit.
 """
 
 from __future__ import annotations
@@ -16,45 +18,22 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.store import agents as agent_store
-from app.core.errors import Conflict, NotFound, ProblemCode, VersionConflict
+from app.core.errors import Conflict, NotFound, VersionConflict
 from app.core.ids import new_id
 from app.core.streams import TRIGGERS_STREAM
-from app.core.vocabulary import TargetKind, TriggerKind
 from app.db import idempotency
 from app.db.idempotent_create import CreateKey, keyed_create
 from app.events.engine.bus import EventBus
 from app.events.engine.published import Written, published
 from app.runs.store import conversations
-from app.triggers.engine import chain_graph
-from app.triggers.engine.checks import check_config, check_target, first_fire_at
-from app.triggers.schemas import (
-    ChainConfig,
-    RunTarget,
-    ScheduleConfig,
-    TriggerCreate,
-    TriggerPatch,
-    TriggerRead,
-    WorkflowTarget,
-)
+from app.triggers.engine.checks import check_config, check_target
+from app.triggers.engine.kinds import KINDS
+from app.triggers.schemas import RunTarget, TriggerCreate, TriggerPatch, TriggerRead
 from app.triggers.store import triggers as store
 from app.workflows import store as workflow_store
 
 CREATE_SCOPE = "triggers.create"
-MAX_CHAINS = 10_000  # enabled chains read for the graph check
 SECRET_PREFIX = "whsec_"
-
-
-class TriggerDisabled(Conflict):
-    """The trigger is disabled: it does not fire until it is enabled again."""
-
-    code = ProblemCode.TRIGGER_DISABLED
-
-    def __init__(self, trigger_id: str) -> None:
-        self.trigger_id = trigger_id
-        super().__init__(f"trigger {trigger_id!r} is disabled; enable it to fire it")
-
-    def extensions(self) -> dict[str, Any]:
-        return {"trigger_id": self.trigger_id}
 
 
 def new_secret() -> str:
@@ -88,6 +67,7 @@ class TriggerCommands:
     ) -> tuple[TriggerRead, bool]:
         """The trigger (a webhook's with its secret), and whether it is the first response
         to this key, replayed: the trigger as it is now, its current secret included."""
+        kind = KINDS.of(body.kind)
         checked = check_target(body.kind, body.target, "body.target")
         config = check_config(body.kind, body.config, "body.config")
         now = self._clock()
@@ -108,8 +88,8 @@ class TriggerCommands:
                 return found, True
             await _check_target_exists(session, checked.target)
             trigger_id = new_id("trg")
-            if isinstance(config, ChainConfig) and body.enabled:
-                await _check_chain(session, trigger_id, config, checked.target)
+            if body.enabled:
+                await kind.check_enabled(session, trigger_id, config, checked.target)
             values = {
                 "id": trigger_id,
                 "name": body.name,
@@ -118,8 +98,8 @@ class TriggerCommands:
                 "enabled": body.enabled,
                 "target": checked.target.model_dump(mode="json"),
                 "config": config.model_dump(mode="json"),
-                "secret": new_secret() if body.kind is TriggerKind.WEBHOOK else None,
-                "next_fire_at": _armed(config, body.enabled, now),
+                "secret": new_secret() if kind.has_secret else None,
+                "next_fire_at": kind.next_fire_at(config, body.enabled, now),
                 "version": 1,
                 "created_at": now,
                 "updated_at": now,
@@ -136,10 +116,12 @@ class TriggerCommands:
         now = self._clock()
         async with self._sessionmaker() as session, session.begin():
             current = await _current(session, trigger_id, expected_version)
+            kind = KINDS.of(current.kind)
             values: dict[str, Any] = {
                 k: v for k, v in changes.items() if k in ("name", "description")
             }
             target = current.target
+            config = kind.config_of(current)
             if "target" in changes:
                 target = check_target(current.kind, changes["target"], "body.target").target
                 await _check_target_exists(session, target)
@@ -147,11 +129,9 @@ class TriggerCommands:
             if "config" in changes:
                 config = check_config(current.kind, changes["config"], "body.config")
                 values["config"] = config.model_dump(mode="json")
-                if current.kind is TriggerKind.SCHEDULE:
-                    values["next_fire_at"] = _armed(config, current.enabled, now)
-            if current.kind is TriggerKind.CHAIN and current.enabled:
-                chain = ChainConfig.model_validate(values.get("config", current.config))
-                await _check_chain(session, trigger_id, chain, target)
+                values["next_fire_at"] = kind.next_fire_at(config, current.enabled, now)
+            if current.enabled:
+                await kind.check_enabled(session, trigger_id, config, target)
             updated = await store.update_trigger(
                 session, trigger_id, read_version=current.version, values=values, now=now
             )
@@ -177,11 +157,14 @@ class TriggerCommands:
             current = await _current(session, trigger_id, expected_version)
             if current.enabled is enabled:
                 return current
-            values: dict[str, Any] = {"enabled": enabled}
-            if current.kind is TriggerKind.SCHEDULE:
-                values["next_fire_at"] = _armed(current.schedule(), enabled, now)
-            if current.kind is TriggerKind.CHAIN and enabled:
-                await _check_chain(session, trigger_id, current.chain(), current.target)
+            kind = KINDS.of(current.kind)
+            config = kind.config_of(current)
+            values: dict[str, Any] = {
+                "enabled": enabled,
+                "next_fire_at": kind.next_fire_at(config, enabled, now),
+            }
+            if enabled:
+                await kind.check_enabled(session, trigger_id, config, current.target)
             updated = await store.update_trigger(
                 session, trigger_id, read_version=current.version, values=values, now=now
             )
@@ -194,8 +177,8 @@ class TriggerCommands:
         now = self._clock()
         async with self._sessionmaker() as session, session.begin():
             current = await _current(session, trigger_id, expected_version)
-            if current.kind is not TriggerKind.WEBHOOK:
-                raise Conflict(f"a {current.kind.value} trigger has no secret to rotate")
+            if not KINDS.of(current.kind).has_secret:
+                raise Conflict(f"a {current.kind} trigger has no secret to rotate")
             updated = await store.update_trigger(
                 session,
                 trigger_id,
@@ -230,42 +213,3 @@ async def _check_target_exists(session: AsyncSession, target: Any) -> None:
             raise NotFound("conversation", conversation)
     elif await workflow_store.get_workflow(session, target.workflow_id) is None:
         raise NotFound("workflow", target.workflow_id)
-
-
-async def _check_chain(
-    session: AsyncSession, trigger_id: str, config: ChainConfig, target: RunTarget | WorkflowTarget
-) -> None:
-    """An enabled chain must not close a cycle, or make a path over `MAX_CHAIN_DEPTH`
-    chains, with the other enabled chains (422 naming `body.target`). Chains are checked
-    one at a time (an advisory lock until commit), so two saved at once cannot close a
-    cycle that neither sees."""
-    await store.lock_chains(session)
-    others = await store.list_triggers(
-        session,
-        after_id=None,
-        limit=MAX_CHAINS,
-        filters={"kind": TriggerKind.CHAIN.value, "enabled": True},
-    )
-    chain_graph.check(
-        _edge(trigger_id, config, target),
-        [_edge(t.id, t.chain(), t.target) for t in others],
-    )
-
-
-def _edge(
-    trigger_id: str, config: ChainConfig, target: RunTarget | WorkflowTarget
-) -> chain_graph.ChainEdge:
-    source = config.agent_id if config.source is TargetKind.RUN else config.workflow_id
-    aim = target.agent_id if isinstance(target, RunTarget) else target.workflow_id
-    return chain_graph.ChainEdge(
-        trigger_id,
-        chain_graph.Node(config.source, source or ""),
-        chain_graph.Node(target.kind, aim),
-    )
-
-
-def _armed(config: Any, enabled: bool, now: datetime) -> datetime | None:
-    """A schedule's `next_fire_at`: its first fire from now while enabled, else NULL."""
-    if not isinstance(config, ScheduleConfig) or not enabled:
-        return None
-    return first_fire_at(config, now)

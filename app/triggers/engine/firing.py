@@ -35,17 +35,16 @@ A template context holds `trigger` ({id, name, kind}) and `fired_at` (ISO 8601) 
 what the caller gives (a webhook: `payload`, `headers`; a schedule: `fire_time`; a
 chain: `source`).
 
-A schedule's overlap policy is read in step 2, under the trigger's lock: while the run its
-previous fire started is unfinished, the fire is recorded `skipped`, or its run takes that
-run's lane (`enqueue`, `interrupt`). `fire_schedule` and `fire_chain` are the scheduler's
-and the chain relay's entries (their callables' signatures); they return None for a
-trigger disabled or deleted since it was found due, instead of raising into their pass.
+The kind's fire rule (`Kind.admit`, `engine/kinds/`) is read in step 2, under the
+trigger's lock: a schedule's overlap policy, while the run its previous fire started is
+unfinished, records the fire `skipped`, or gives its run that run's lane (`enqueue`,
+`interrupt`). The kinds' sources fire through `FirePath` (`fires.py`), the methods below.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -55,26 +54,23 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.errors import AppError, NotFound
 from app.core.ids import new_id
-from app.core.states import ExecutionStatus, RunStatus
 from app.core.streams import TRIGGERS_STREAM
-from app.core.vocabulary import FireStatus, Multitask, OverlapPolicy, TriggerKind
+from app.core.vocabulary import FireStatus, Multitask
 from app.db.idempotent_create import CreateKey
 from app.events import store as event_store
 from app.events.engine.bus import EventBus
 from app.events.engine.published import Written, published
 from app.runs.engine.runs import RunCommands, RunCreated
 from app.runs.schemas.runs import RunCreate
-from app.runs.store import runs as run_store
 from app.telemetry.metrics import Metrics
 from app.triggers.engine.ceremonies import NoSprintForCeremony, ceremony_context
-from app.triggers.engine.chain_graph import MAX_CHAIN_DEPTH
 from app.triggers.engine.checks import check_target
-from app.triggers.engine.commands import TriggerDisabled
+from app.triggers.engine.fires import FireResult, TriggerDisabled
+from app.triggers.engine.kinds import KINDS
 from app.triggers.engine.templates import TemplateTooLarge, as_text, render
 from app.triggers.schemas import FireRead, RunTarget, TriggerRead
 from app.triggers.store import triggers as store
 from app.triggers.store.triggers import FireRow
-from app.workflows import store as workflow_store
 from app.workflows.engine.workflows import Activated, WorkflowCommands
 from app.workflows.schemas.workflows import ActivateRequest
 
@@ -87,24 +83,12 @@ _EVENTS = {
     FireStatus.FAILED: "trigger.fire_failed",
     FireStatus.SKIPPED: "trigger.fire_skipped",
 }
-# A run of these statuses has not finished (a schedule's overlap policy applies).
-UNFINISHED = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING_ON_HUMAN})
 # Who fires a workflow target (the actor of its tasks' audit trail).
 ACTOR = "trigger:{trigger_id}"
 
 
 class FireFailed(Exception):
     """The target could not be started; the message is the fire's `error`."""
-
-
-@dataclass(frozen=True)
-class FireResult:
-    """A fire: `replayed` when the occasion had fired before (this is that first fire and
-    nothing started now); `response` is what a webhook delivery was answered."""
-
-    fire: FireRead
-    replayed: bool = False
-    response: dict[str, Any] | None = None
 
 
 @dataclass
@@ -158,7 +142,7 @@ class TriggerFiring:
         occasion (here or in another process) gets the first fire back, `replayed`. A
         target that cannot start is a `failed` fire, not an exception; a trigger that is
         gone or disabled raises (NotFound, TriggerDisabled) and records nothing.
-        `multitask` overrides a run target's lane policy (a schedule's overlap policy);
+        `multitask` overrides a run target's lane policy (and the kind's fire rule's);
         `about` is added to the run's `metadata.trigger`; `source_id` is a chain's source
         (the run or execution whose end fired it)."""
         fired_at = fired_at or self._clock()
@@ -167,8 +151,9 @@ class TriggerFiring:
             if found is not None:
                 return FireResult(found.fire, replayed=True, response=found.response)
             trigger = await self.enabled_trigger(session, trigger_id)
-            overlap = await _overlap(session, trigger, catching_up=catching_up)
-            if overlap.skip is not None:
+            kind = KINDS.of(trigger.kind)
+            admission = await kind.admit(session, trigger, catching_up=catching_up)
+            if admission.skip is not None:
                 fired = await self._record(
                     session,
                     trigger,
@@ -177,7 +162,7 @@ class TriggerFiring:
                     fire_key=fire_key,
                     fired_at=fired_at,
                     scheduled_for=scheduled_for,
-                    error=overlap.skip,
+                    error=admission.skip,
                     source_id=source_id,
                 )
             else:
@@ -188,65 +173,12 @@ class TriggerFiring:
                     fire_key=fire_key,
                     fired_at=fired_at,
                     scheduled_for=scheduled_for,
-                    multitask=multitask or overlap.multitask,
-                    lane=overlap.lane,
+                    multitask=multitask or admission.multitask,
+                    lane=admission.lane,
                     about=about,
                     source_id=source_id,
                 )
         return await self.published(fired)
-
-    async def fire_schedule(
-        self,
-        trigger_id: str,
-        fire_time: datetime,
-        fired_at: datetime,
-        *,
-        catching_up: bool = False,
-    ) -> FireResult | None:
-        """A schedule's fire time (the scheduler's `Fire`): the occasion is the fire time,
-        the template context's `fire_time` too. A fire `catching_up` (a missed time after
-        the first of a `run_all` pass) waits behind the previous fire's run whatever the
-        overlap policy. None when the schedule was disabled or deleted since it was found
-        due."""
-        at = fire_time.astimezone(UTC)
-        return await self._quietly(
-            self.fire(
-                trigger_id,
-                {"fire_time": at.isoformat()},
-                fire_key=at.isoformat(),
-                fired_at=fired_at,
-                scheduled_for=at,
-                catching_up=catching_up,
-            )
-        )
-
-    async def fire_chain(
-        self, trigger_id: str, context: dict[str, Any], fire_key: str, depth: int
-    ) -> FireResult | None:
-        """A chain's fire (the chain relay's `FireChain`): `depth` chains led to it, and it
-        goes into the run's `metadata.trigger.depth`. Past `MAX_CHAIN_DEPTH` the fire is
-        skipped, so a cascade the save-time check could not see (through a workflow's
-        tasks) stops. None when the chain was disabled or deleted since it was matched."""
-        source = context["source"]
-        if depth > MAX_CHAIN_DEPTH:
-            reason = f"chain depth {depth} is over the limit of {MAX_CHAIN_DEPTH}"
-            skipped = self.skip(
-                trigger_id, fire_key=fire_key, reason=reason, source_id=source["id"]
-            )
-            return await self._quietly(skipped)
-        about = {"depth": depth, "source": {"kind": source["kind"], "id": source["id"]}}
-        fired = self.fire(
-            trigger_id, context, fire_key=fire_key, about=about, source_id=source["id"]
-        )
-        return await self._quietly(fired)
-
-    @staticmethod
-    async def _quietly(firing: Awaitable[FireResult]) -> FireResult | None:
-        try:
-            return await firing
-        except (NotFound, TriggerDisabled) as exc:
-            log.info("a due trigger did not fire: %s", exc)
-            return None
 
     async def skip(
         self,
@@ -321,12 +253,12 @@ class TriggerFiring:
         fire_time = scheduled_for or fired_at
         full_context = {
             **context,
-            "trigger": {"id": trigger.id, "name": trigger.name, "kind": trigger.kind.value},
+            "trigger": {"id": trigger.id, "name": trigger.name, "kind": trigger.kind},
             "fired_at": fired_at.isoformat(),
         }
         marker = {
             "id": trigger.id,
-            "kind": trigger.kind.value,
+            "kind": trigger.kind,
             "fire_id": fire_id,
             "fire_key": fire_key,
             "fire_time": fire_time.isoformat(),
@@ -406,7 +338,7 @@ class TriggerFiring:
         await store.mark_fired(session, trigger.id, fired_at)
         data = {
             "trigger_id": trigger.id,
-            "kind": trigger.kind.value,
+            "kind": trigger.kind,
             "fire_id": fire_id,
             "fire_key": fire_key,
             "status": status.value,
@@ -427,7 +359,7 @@ class TriggerFiring:
         events = [(_EVENTS[fire.status], {"fire_id": fire.id, "trigger_id": fire.trigger_id})]
         published(self._bus, [Written(TRIGGERS_STREAM, events, {"trigger_id": fire.trigger_id})])
         if self._metrics is not None:
-            self._metrics.trigger_fired(fired.trigger.kind.value, fire.status.value)
+            self._metrics.trigger_fired(fired.trigger.kind, fire.status.value)
         if fired.run is not None:
             self._runs.announce(fired.run)
         if fired.execution is not None and fired.activation is not None:
@@ -509,47 +441,3 @@ def _errors(exc: ValidationError) -> str:
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
-
-
-@dataclass(frozen=True)
-class Overlap:
-    """What a schedule's overlap policy makes of this fire: `skip` (the reason), or the
-    lane and lane policy its run takes (the previous fire's run's lane)."""
-
-    skip: str | None = None
-    lane: str | None = None
-    multitask: Multitask | None = None
-
-
-_OVERLAP_MULTITASK = {
-    OverlapPolicy.ENQUEUE: Multitask.ENQUEUE,
-    OverlapPolicy.INTERRUPT: Multitask.INTERRUPT,
-}
-
-
-async def _overlap(
-    session: AsyncSession, trigger: TriggerRead, *, catching_up: bool = False
-) -> Overlap:
-    """A schedule whose previous fire's run is not finished (queued, running, waiting on a
-    person) follows its overlap policy: `skip` records this fire skipped; `enqueue` puts
-    the new run behind it on its lane; `interrupt` cancels it (at its next boundary) and
-    takes its lane. For a workflow target, `skip` skips while the previous execution runs,
-    and the other two start the new execution beside it. A fire `catching_up` enqueues
-    (or starts beside) whatever the policy. Other kinds: no policy."""
-    if trigger.kind is not TriggerKind.SCHEDULE:
-        return Overlap()
-    policy = OverlapPolicy.ENQUEUE if catching_up else trigger.schedule().overlap
-    previous = await store.last_started_fire(session, trigger.id)
-    if previous is None:
-        return Overlap()
-    if previous.run_id is not None:
-        run = await run_store.get_run(session, previous.run_id)
-        if run is None or run.status not in UNFINISHED:
-            return Overlap()
-        if policy is OverlapPolicy.SKIP:
-            return Overlap(skip=f"overlap: the previous fire's run {run.id} is {run.status}")
-        return Overlap(lane=run.lane, multitask=_OVERLAP_MULTITASK[policy])
-    execution = await workflow_store.get_execution(session, previous.execution_id or "")
-    if policy is OverlapPolicy.SKIP and execution and execution.status is ExecutionStatus.RUNNING:
-        return Overlap(skip=f"overlap: the previous fire's execution {execution.id} is running")
-    return Overlap()

@@ -33,8 +33,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.config import TriggerSettings
 from app.core.errors import FieldError, NotFound, ValidationFailed
 from app.core.signatures import SignatureReused, verify
-from app.core.vocabulary import TriggerKind
-from app.triggers.engine.firing import FireResult, TriggerFiring
+from app.triggers.engine.fires import FireResult
+from app.triggers.engine.firing import TriggerFiring
+from app.triggers.engine.kinds.webhook import WEBHOOK
 from app.triggers.schemas import FireRead, HookAccepted, TriggerRead
 from app.triggers.store import triggers as store
 
@@ -107,7 +108,7 @@ class TriggerHooks:
         A disabled trigger is refused later, once the caller is known to hold the secret."""
         async with self._sessionmaker() as session:
             trigger = await store.get_trigger(session, trigger_id, with_secret=True)
-        if trigger is None or trigger.kind is not TriggerKind.WEBHOOK or trigger.secret is None:
+        if trigger is None or trigger.kind != WEBHOOK.name or trigger.secret is None:
             raise NotFound("webhook trigger", trigger_id)
         now = self._clock()
         signature = verify(
@@ -130,7 +131,7 @@ class TriggerHooks:
         """Check the payload (ValidationFailed naming `body.<path>`), then fire once per
         delivery id (or signature)."""
         trigger = delivery.trigger
-        check_payload(trigger.webhook().payload_schema, payload)
+        check_payload(WEBHOOK.config_of(trigger).payload_schema, payload)
         occasion = f"delivery:{delivery_id}" if delivery_id else f"signature:{delivery.signature}"
         now = delivery.received_at
         async with self._sessionmaker() as session, session.begin():

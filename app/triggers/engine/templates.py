@@ -12,10 +12,10 @@ lookup; a missing key is null) or a literal (`{{ '{{' }}` writes two braces). Ru
 - object keys are text, never templates; numbers, booleans and null are kept as they are.
 
 `compile_template` checks a template when its trigger is saved: every placeholder parses,
-holds no comparison, and its key starts with a root the trigger's kind provides (`ROOTS`);
-a `{{` that opens no placeholder is refused too. Errors name the field by its path
-(`body.target.context.ticket`). `render` is bounded: past `MAX_RENDERED_CHARS` it raises
-`TemplateTooLarge`, which a fire records as its failure.
+holds no comparison, and its key starts with a root the trigger's kind provides (its
+`roots`, `engine/kinds/`); a `{{` that opens no placeholder is refused too. Errors name
+the field by its path (`body.target.context.ticket`). `render` is bounded: past
+`MAX_RENDERED_CHARS` it raises `TemplateTooLarge`, which a fire records as its failure.
 """
 
 from __future__ import annotations
@@ -27,15 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import FieldError, ValidationFailed
-from app.core.vocabulary import TriggerKind
 from app.workflows.engine.conditions import ConditionSyntaxError, Key, Operand, parse, value_of
 
-# What a template of each kind of trigger may read (see `firing.py` for their values).
-ROOTS: dict[TriggerKind, frozenset[str]] = {
-    TriggerKind.WEBHOOK: frozenset({"payload", "headers", "trigger", "fired_at"}),
-    TriggerKind.SCHEDULE: frozenset({"trigger", "fire_time", "fired_at"}),
-    TriggerKind.CHAIN: frozenset({"source", "trigger", "fired_at"}),
-}
 # A sprint ceremony's run target (`RunTarget.sprint`) adds these to any kind's.
 CEREMONY_ROOTS = frozenset({"sprint", "velocity"})
 MAX_PLACEHOLDERS = 500  # in one trigger's target, all its templates together
