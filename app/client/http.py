@@ -100,6 +100,18 @@ class Client:
         )
 
 
+def all_pages(client: Client, path: str, **params: Any) -> list[dict[str, Any]]:
+    """Every item of a paged list, page after page."""
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = client.get(path, limit=200, cursor=cursor, **params)
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return items
+
+
 def _parse(lines: Iterator[str]) -> Iterator[Event]:
     kind, data, event_id = "", "", None
     for line in lines:

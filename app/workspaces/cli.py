@@ -9,17 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from app.client.arguments import count
+from app.client.commands import Commands, add_verb
 from app.client.exits import Exit
-from app.client.http import Client, ClientError
-from app.client.verbs import Verb, all_pages, one_line, print_table
+from app.client.http import Client, ClientError, all_pages
+from app.client.output import one_line, print_table
 from app.core.vocabulary import ConflictEscalation, MergeOrder, WorktreeStatus
-from app.sprints.cli import count
-
-Wrap = Callable[[Verb], Callable[[argparse.Namespace], None]]
 
 DIFF_LIMIT_BYTES = 4 * 1024 * 1024  # the most the server sends of a diff's text
 HUNK_LINES = 40  # lines of a conflict hunk `worktrees show` prints
@@ -238,18 +236,14 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def add_parsers(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    server: argparse.ArgumentParser,
-    wrap: Wrap,
-) -> None:
+def register(commands: Commands) -> None:
     """`loopwright workspace PROJECT ...` and `loopwright worktrees [ACTION] ...`."""
-    space = commands.add_parser(
+    space = add_verb(
+        commands,
         "workspace",
-        help="show, set or remove a project's workspace (its git repository, merge order, ...)",
-        parents=[server],
+        "show, set or remove a project's workspace (its git repository, merge order, ...)",
+        workspace,
     )
-    space.set_defaults(handler=wrap(workspace))
     space.add_argument("project", help="the project")
     space.add_argument(
         "--repo", metavar="PATH", help="the git repository (on the server's machine)"
@@ -287,12 +281,12 @@ def add_parsers(
     )
     space.add_argument("--remove", action="store_true", help="remove the workspace")
 
-    trees = commands.add_parser(
+    trees = add_verb(
+        commands,
         "worktrees",
-        help="list tasks' worktrees, show one (diff stat, merge), print its diff, merge it",
-        parents=[server],
+        "list tasks' worktrees, show one (diff stat, merge), print its diff, merge it",
+        worktrees,
     )
-    trees.set_defaults(handler=wrap(worktrees))
     trees.add_argument(
         "action", nargs="?", choices=["list", "show", "diff", "merge"], default="list"
     )
