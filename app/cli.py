@@ -16,13 +16,13 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.agents import cli as agents
 from app.approvals import cli as approvals
-from app.client.commands import Resource
+from app.client.commands import Handler, Resource
 from app.coordination import cli as coordinations
 from app.core.net import listening_socket
 from app.core.process import tune_gc
@@ -42,8 +42,6 @@ if TYPE_CHECKING:
     from pydantic_settings import SettingsError
 
     from app.core.config import Settings
-
-Handler = Callable[[argparse.Namespace], None]
 
 # The client's resources, each a module whose `register(commands)` adds its verbs
 # (app/client/commands.py), in the order `loopwright --help` lists them.
