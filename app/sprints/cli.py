@@ -7,12 +7,11 @@ from __future__ import annotations
 import argparse
 from datetime import date
 from typing import Any
-from urllib.parse import quote
 
 from app.client.arguments import count
 from app.client.commands import Commands, add_verb
 from app.client.exits import Exit
-from app.client.http import Client, ClientError, all_pages
+from app.client.http import Client, ClientError, all_pages, segment
 from app.client.output import one_line, print_table
 from app.core.states import SPRINT_ALLOWED, SprintStatus
 
@@ -42,7 +41,7 @@ def list_sprints(args: argparse.Namespace, client: Client) -> Exit:
 
 
 def show(args: argparse.Namespace, client: Client) -> Exit:
-    print_sprint(client.get(f"/v1/sprints/{_segment(args.id)}"))
+    print_sprint(client.get(f"/v1/sprints/{segment(args.id)}"))
     return Exit.COMPLETED
 
 
@@ -63,12 +62,12 @@ def add(args: argparse.Namespace, client: Client) -> Exit:
     """`sprints add ID TASK=POINTS ...`: the tasks join the planned sprint (a task in it
     already gets these points)."""
     tasks = [{"task_id": task, "story_points": points} for task, points in _pairs(args.tasks)]
-    print_sprint(client.post(f"/v1/sprints/{_segment(args.id)}/tasks", {"tasks": tasks}))
+    print_sprint(client.post(f"/v1/sprints/{segment(args.id)}/tasks", {"tasks": tasks}))
     return Exit.COMPLETED
 
 
 def remove(args: argparse.Namespace, client: Client) -> Exit:
-    path = f"/v1/sprints/{_segment(args.id)}/tasks/{_segment(args.task)}"
+    path = f"/v1/sprints/{segment(args.id)}/tasks/{segment(args.task)}"
     print_sprint(client.delete(path))
     return Exit.COMPLETED
 
@@ -77,7 +76,7 @@ def advance(args: argparse.Namespace, client: Client) -> Exit:
     """One step along the lifecycle: each status has exactly one next. Two people (or the
     sprint clock) advancing at once move it one step: the second asks for a step it is no
     longer at, and the server refuses it (`invalid_transition`)."""
-    sprint = client.get(f"/v1/sprints/{_segment(args.id)}")
+    sprint = client.get(f"/v1/sprints/{segment(args.id)}")
     current = SprintStatus(sprint["status"])
     following = sorted(SPRINT_ALLOWED[current])
     if not following:
@@ -93,7 +92,7 @@ def velocity(args: argparse.Namespace, client: Client) -> Exit:
     """The average over the newest `--window` completed sprints, then each one, newest
     first."""
     report = client.get(
-        f"/v1/projects/{_segment(args.project)}/velocity", window=args.window, limit=args.limit
+        f"/v1/projects/{segment(args.project)}/velocity", window=args.window, limit=args.limit
     )
     averaged = report["sprints_averaged"]
     if not averaged:
@@ -159,11 +158,6 @@ def _pairs(values: list[str]) -> list[tuple[str, int]]:
             )
         pairs.append((task, int(points)))
     return pairs
-
-
-def _segment(value: str) -> str:
-    """An id or name as one path segment: a `/` in it stays in it."""
-    return quote(value, safe="")
 
 
 def _day(value: str) -> str:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 from typing import Any
-from urllib.parse import quote
 
 from app.client.commands import Commands, add_verb
 from app.client.exits import Exit
-from app.client.http import Client, ClientError, all_pages
+from app.client.http import Client, ClientError, all_pages, segment
 from app.client.output import one_line, print_table
 from app.coordination import cli as coordinations
 from app.core.vocabulary import AssignmentStrategy, BoardColumn, WipMode
@@ -56,7 +55,7 @@ def route(args: argparse.Namespace, client: Client) -> Exit:
 
 def board(args: argparse.Namespace, client: Client) -> Exit:
     """The board; with `--limit COLUMN N` or `--no-limit COLUMN`, after that change."""
-    base = f"/v1/projects/{quote(args.project, safe='')}"
+    base = f"/v1/projects/{segment(args.project)}"
     if args.limit:
         column, size = _limit_args(args.limit)
         mode = WipMode.ADVISORY if args.advisory else WipMode.STRICT

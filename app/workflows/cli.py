@@ -8,11 +8,10 @@ from __future__ import annotations
 import argparse
 import re
 from typing import Any
-from urllib.parse import quote
 
 from app.client.commands import Commands, add_verb
 from app.client.exits import Exit
-from app.client.http import Client, ClientError, all_pages
+from app.client.http import Client, ClientError, all_pages, segment
 from app.client.output import one_line, print_table
 
 DESCRIPTION_WIDTH = 72
@@ -65,7 +64,7 @@ def _instantiate(args: argparse.Namespace, client: Client) -> Exit:
             "(see `loopwright workflows templates`)",
             Exit.USAGE,
         )
-    path = f"/v1/workflow-templates/{quote(args.template, safe='')}"
+    path = f"/v1/workflow-templates/{segment(args.template)}"
     template = client.get(path)
     types = {v["name"]: v["type"] for v in template["variables"]}
     body: dict[str, Any] = {"variables": _variables(args.var or [], types)}

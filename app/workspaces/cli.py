@@ -10,12 +10,11 @@ import argparse
 import os
 import sys
 from typing import Any
-from urllib.parse import quote
 
 from app.client.arguments import count
 from app.client.commands import Commands, add_verb
 from app.client.exits import Exit
-from app.client.http import Client, ClientError, all_pages
+from app.client.http import Client, ClientError, all_pages, segment
 from app.client.output import one_line, print_table
 from app.core.vocabulary import ConflictEscalation, MergeOrder, WorktreeStatus
 
@@ -57,7 +56,7 @@ def workspace(args: argparse.Namespace, client: Client) -> Exit:
     """Show it; with options, set them first (a new workspace needs `--repo`; an existing
     one keeps what is not given, written only if nobody changed it since it was read);
     with `--remove`, remove it."""
-    path = f"/v1/projects/{_segment(args.project)}/workspace"
+    path = f"/v1/projects/{segment(args.project)}/workspace"
     given = {field: getattr(args, option) for option, field in _SETTINGS.items()}
     given = {field: value for field, value in given.items() if value is not None}
     if "repository" in given:  # the server wants it absolute; a relative one is from here
@@ -142,7 +141,7 @@ def _list(args: argparse.Namespace, client: Client) -> Exit:
 
 def _show(args: argparse.Namespace, client: Client) -> Exit:
     """Its facts, its diff stat, its last merge and its open escalation."""
-    w = client.get(f"/v1/worktrees/{_segment(args.id)}")
+    w = client.get(f"/v1/worktrees/{segment(args.id)}")
     print(f"worktree {w['id']}  [{w['status']}]")
     print(f"project {w['project']}, task {w['task_id']}, branch {w['branch']}")
     print(f"directory {w['path']}{' (removed)' if w['removed'] else ''}")
@@ -196,7 +195,7 @@ def _print_merge(merge: dict[str, Any]) -> None:
 def _diff(args: argparse.Namespace, client: Client) -> Exit:
     """The unified diff as git prints it (for a pager, or `git apply`); a cut is said on
     stderr."""
-    found = client.get(f"/v1/worktrees/{_segment(args.id)}/diff", limit_bytes=DIFF_LIMIT_BYTES)
+    found = client.get(f"/v1/worktrees/{segment(args.id)}/diff", limit_bytes=DIFF_LIMIT_BYTES)
     sys.stdout.write(found["text"])
     if not found["text"]:
         print(f"loopwright: no committed change in {found['branch']}", file=sys.stderr)
@@ -212,7 +211,7 @@ def _diff(args: argparse.Namespace, client: Client) -> Exit:
 def _merge(args: argparse.Namespace, client: Client) -> Exit:
     """Exit 0 when merged; 1 when the merge was tried and escalated (a conflict, semantic
     issues); 6 when refused (not queued)."""
-    w = client.post(f"/v1/worktrees/{_segment(args.id)}/merge")
+    w = client.post(f"/v1/worktrees/{segment(args.id)}/merge")
     merge = w["merge"] or {}
     if w["status"] == WorktreeStatus.MERGED:
         print(f"worktree {w['id']}: merged as {merge.get('merged_sha')}")
@@ -230,10 +229,6 @@ def _changes(diff: dict[str, Any] | None) -> str:
         return "—"
     files = len(diff["files"])
     return f"+{diff['insertions']} -{diff['deletions']} in {files} file{'s' * (files != 1)}"
-
-
-def _segment(value: str) -> str:
-    return quote(value, safe="")
 
 
 def register(commands: Commands) -> None:
