@@ -1,3 +1,3 @@
-"""The terminal client behind `loopwright`'s verbs: plain HTTP against a running server
-(`http.py`), a run's events printed as they come (`render.py`, `follow.py`), and the
-verbs themselves (`verbs.py`)."""
+"""The command line's shell, shared by every resource's verbs (`app/<domain>/cli`): plain
+HTTP against a running server (`http.py`), how a verb joins the command and exits
+(`commands.py`, `exits.py`), what it prints (`output.py`) and reads (`arguments.py`)."""

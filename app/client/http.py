@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -98,6 +99,23 @@ class Client:
             "at yours.",
             Exit.UNREACHABLE,
         )
+
+
+def segment(value: str) -> str:
+    """An id or name as one path segment: a `/` in it stays in it."""
+    return quote(value, safe="")
+
+
+def all_pages(client: Client, path: str, **params: Any) -> list[dict[str, Any]]:
+    """Every item of a paged list, page after page."""
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = client.get(path, limit=200, cursor=cursor, **params)
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return items
 
 
 def _parse(lines: Iterator[str]) -> Iterator[Event]:

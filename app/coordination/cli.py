@@ -11,23 +11,15 @@ from typing import Any
 
 import httpx
 
-from app.client import verbs
+from app.client.arguments import load_file
+from app.client.commands import Commands, add_verb
 from app.client.exits import BY_STATUS, Exit
-from app.client.http import Client, ClientError, Event
-from app.client.verbs import all_pages, load_file, one_line, print_table
-from app.tasks import cli as boards
+from app.client.http import Client, ClientError, Event, all_pages
+from app.client.output import one_line, print_table
+from app.core.vocabulary import CoordinationTopology
 
 SETTLED = ("coordination.completed", "coordination.failed", "coordination.cancelled")
 _RECONNECTS = 5  # a dropped stream is resumed this many times in a row, then given up
-
-
-def tasks(args: argparse.Namespace, client: Client) -> Exit:
-    """`loopwright tasks`: list, move, route, or coordinate."""
-    if args.action == "coordinate":
-        return coordinate(args, client)
-    if args.action == "move":
-        return boards.move(args, client)
-    return verbs.tasks(args, client)
 
 
 def coordinate(args: argparse.Namespace, client: Client) -> Exit:
@@ -151,3 +143,49 @@ def _follow(client: Client, coordination_id: str) -> Exit:
         if drops > _RECONNECTS:
             raise ClientError(f"the coordination's stream keeps dropping ({problem})")
         time.sleep(min(2**drops / 4, 5))
+
+
+def add_coordinate_options(tasks: argparse.ArgumentParser) -> None:
+    """`tasks coordinate`'s options, on the `tasks` verb (`app/tasks/cli.py`)."""
+    tasks.add_argument(
+        "--file",
+        help='coordinate: the subtasks, a YAML or JSON file of {"subtasks": [...]} '
+        "(default: the decomposer's LLM makes them)",
+    )
+    tasks.add_argument(
+        "--topology",
+        choices=[topology.value for topology in CoordinationTopology],
+        help="coordinate: how the agents work together (default: the task's)",
+    )
+    tasks.add_argument("--orchestrator", help="coordinate: the agent that synthesises (id or name)")
+    tasks.add_argument(
+        "--decomposer", help="coordinate: the agent whose model splits the task (no --file)"
+    )
+    tasks.add_argument(
+        "--max-concurrency",
+        type=int,
+        metavar="N",
+        help="coordinate: at most N subtasks of a wave at once",
+    )
+    tasks.add_argument(
+        "--fail-fast", action="store_true", help="coordinate: a failed subtask stops the rest"
+    )
+    tasks.add_argument(
+        "--auto-accept",
+        action="store_true",
+        help="coordinate: accept the subtasks' results without a person's review",
+    )
+    tasks.add_argument(
+        "--follow", action="store_true", help="coordinate: then follow it until it settles"
+    )
+
+
+def register(commands: Commands) -> None:
+    parser = add_verb(
+        commands,
+        "coordinations",
+        "a coordination's phases and subtasks, or its events",
+        coordinations,
+    )
+    parser.add_argument("action", choices=["show", "follow"])
+    parser.add_argument("id", help="coordination id")

@@ -5,19 +5,17 @@ the server's problem on one line, exit 6."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from datetime import date
 from typing import Any
-from urllib.parse import quote
 
+from app.client.arguments import count
+from app.client.commands import Commands, add_verb
 from app.client.exits import Exit
-from app.client.http import Client, ClientError
-from app.client.verbs import Verb, all_pages, one_line, print_table
+from app.client.http import Client, ClientError, all_pages, segment
+from app.client.output import one_line, print_table
 from app.core.states import SPRINT_ALLOWED, SprintStatus
 
 TITLE_WIDTH = 60
-
-Wrap = Callable[[Verb], Callable[[argparse.Namespace], None]]
 
 
 def list_sprints(args: argparse.Namespace, client: Client) -> Exit:
@@ -43,7 +41,7 @@ def list_sprints(args: argparse.Namespace, client: Client) -> Exit:
 
 
 def show(args: argparse.Namespace, client: Client) -> Exit:
-    print_sprint(client.get(f"/v1/sprints/{_segment(args.id)}"))
+    print_sprint(client.get(f"/v1/sprints/{segment(args.id)}"))
     return Exit.COMPLETED
 
 
@@ -64,12 +62,12 @@ def add(args: argparse.Namespace, client: Client) -> Exit:
     """`sprints add ID TASK=POINTS ...`: the tasks join the planned sprint (a task in it
     already gets these points)."""
     tasks = [{"task_id": task, "story_points": points} for task, points in _pairs(args.tasks)]
-    print_sprint(client.post(f"/v1/sprints/{_segment(args.id)}/tasks", {"tasks": tasks}))
+    print_sprint(client.post(f"/v1/sprints/{segment(args.id)}/tasks", {"tasks": tasks}))
     return Exit.COMPLETED
 
 
 def remove(args: argparse.Namespace, client: Client) -> Exit:
-    path = f"/v1/sprints/{_segment(args.id)}/tasks/{_segment(args.task)}"
+    path = f"/v1/sprints/{segment(args.id)}/tasks/{segment(args.task)}"
     print_sprint(client.delete(path))
     return Exit.COMPLETED
 
@@ -78,7 +76,7 @@ def advance(args: argparse.Namespace, client: Client) -> Exit:
     """One step along the lifecycle: each status has exactly one next. Two people (or the
     sprint clock) advancing at once move it one step: the second asks for a step it is no
     longer at, and the server refuses it (`invalid_transition`)."""
-    sprint = client.get(f"/v1/sprints/{_segment(args.id)}")
+    sprint = client.get(f"/v1/sprints/{segment(args.id)}")
     current = SprintStatus(sprint["status"])
     following = sorted(SPRINT_ALLOWED[current])
     if not following:
@@ -94,7 +92,7 @@ def velocity(args: argparse.Namespace, client: Client) -> Exit:
     """The average over the newest `--window` completed sprints, then each one, newest
     first."""
     report = client.get(
-        f"/v1/projects/{_segment(args.project)}/velocity", window=args.window, limit=args.limit
+        f"/v1/projects/{segment(args.project)}/velocity", window=args.window, limit=args.limit
     )
     averaged = report["sprints_averaged"]
     if not averaged:
@@ -162,11 +160,6 @@ def _pairs(values: list[str]) -> list[tuple[str, int]]:
     return pairs
 
 
-def _segment(value: str) -> str:
-    """An id or name as one path segment: a `/` in it stays in it."""
-    return quote(value, safe="")
-
-
 def _day(value: str) -> str:
     """A date as YYYY-MM-DD; anything else is the command line's fault (exit 2)."""
     try:
@@ -175,39 +168,25 @@ def _day(value: str) -> str:
         raise argparse.ArgumentTypeError(f"{value!r} is not a date (YYYY-MM-DD)") from None
 
 
-def count(value: str) -> int:
-    """An argument type: a whole number from 1 (also the workspace verbs')."""
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1")
-    return int(value)
-
-
-def add_parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    server: argparse.ArgumentParser,
-    wrap: Wrap,
-) -> None:
-    """`loopwright sprints ACTION ...`; each action takes the server options (`server`)."""
+def register(commands: Commands) -> None:
+    """`loopwright sprints ACTION ...`: each action is a verb of its own."""
     sprints = commands.add_parser(
         "sprints", help="list, show, plan, advance sprints, and a project's velocity"
     )
     actions = sprints.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    def action(name: str, help_text: str, verb: Verb) -> argparse.ArgumentParser:
-        parser = actions.add_parser(name, help=help_text, parents=[server])
-        parser.set_defaults(handler=wrap(verb))
-        return parser
-
-    listed = action("list", "sprints, oldest first", list_sprints)
+    listed = add_verb(actions, "list", "sprints, oldest first", list_sprints)
     listed.add_argument("--project", help="only this project's")
     listed.add_argument(
         "--status", choices=[s.value for s in SprintStatus], help="only those in this status"
     )
 
-    shown = action("show", "a sprint: its backlog with points and statuses, its points", show)
+    shown = add_verb(
+        actions, "show", "a sprint: its backlog with points and statuses, its points", show
+    )
     shown.add_argument("id", help="sprint id")
 
-    created = action("create", "plan a sprint (it starts when advanced)", create)
+    created = add_verb(actions, "create", "plan a sprint (it starts when advanced)", create)
     created.add_argument("--project", required=True)
     created.add_argument("--name", required=True)
     created.add_argument("--start", required=True, type=_day, help="its first day, YYYY-MM-DD")
@@ -222,15 +201,18 @@ def add_parser(
         "(00:00 UTC the day after)",
     )
 
-    added = action("add", "commit tasks to a planned sprint, with their story points", add)
+    added = add_verb(
+        actions, "add", "commit tasks to a planned sprint, with their story points", add
+    )
     added.add_argument("id", help="sprint id")
     added.add_argument("tasks", nargs="+", metavar="TASK=POINTS")
 
-    removed = action("remove", "take a task out of a planned sprint", remove)
+    removed = add_verb(actions, "remove", "take a task out of a planned sprint", remove)
     removed.add_argument("id", help="sprint id")
     removed.add_argument("task", help="task id")
 
-    advanced = action(
+    advanced = add_verb(
+        actions,
         "advance",
         "move a sprint to its next status (planning → active → in_review → retrospective → "
         "completed)",
@@ -238,7 +220,7 @@ def add_parser(
     )
     advanced.add_argument("id", help="sprint id")
 
-    rate = action("velocity", "what a project's completed sprints delivered", velocity)
+    rate = add_verb(actions, "velocity", "what a project's completed sprints delivered", velocity)
     rate.add_argument("project")
     rate.add_argument(
         "--window", type=count, default=3, help="completed sprints the average spans (default 3)"

@@ -1,26 +1,61 @@
-"""Kanban boards from the command line: `board PROJECT` prints a project's columns (count
-against WIP limit, the oldest tasks of each) and sets or removes a column's WIP limit;
-`tasks move TASK COLUMN` moves a task to a column."""
+"""Tasks and their Kanban boards from the command line: `tasks` lists tasks, `tasks move
+TASK COLUMN` moves one to a column, `tasks route TASK` gives one to an agent by a strategy,
+`tasks coordinate TASK` has several agents work on it (`app/coordination/cli.py`); `board
+PROJECT` prints a project's columns (count against WIP limit, the oldest tasks of each)
+and sets or removes a column's WIP limit."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
-from urllib.parse import quote
 
+from app.client.commands import Commands, add_verb
 from app.client.exits import Exit
-from app.client.http import Client, ClientError
-from app.client.verbs import one_line
-from app.core.vocabulary import BoardColumn, WipMode
+from app.client.http import Client, ClientError, all_pages, segment
+from app.client.output import one_line, print_table
+from app.coordination import cli as coordinations
+from app.core.vocabulary import AssignmentStrategy, BoardColumn, WipMode
 
 COLUMNS = [column.value for column in BoardColumn]
 TITLE_WIDTH = 60
 CARDS = 10  # tasks a column lists; its count has them all
 
 
+def tasks(args: argparse.Namespace, client: Client) -> Exit:
+    """`loopwright tasks`: list, move, route, or coordinate."""
+    if args.action == "coordinate":
+        return coordinations.coordinate(args, client)
+    if args.action == "move":
+        return move(args, client)
+    if args.action == "route":
+        return route(args, client)
+    rows = [
+        (t["id"], t["status"], t["priority"], t["assigned_to"] or "", one_line(t["title"], 50))
+        for t in all_pages(client, "/v1/tasks", status=args.status)
+    ]
+    print_table(rows, ("TASK", "STATUS", "PRIORITY", "ASSIGNED TO", "TITLE"))
+    return Exit.COMPLETED
+
+
+def route(args: argparse.Namespace, client: Client) -> Exit:
+    """`tasks route TASK --strategy S`: the task goes to the agent the strategy chooses."""
+    if not args.id or not args.strategy:
+        raise ClientError(
+            "say which task and how: loopwright tasks route TASK_ID --strategy S", Exit.USAGE
+        )
+    body = {"strategy": args.strategy, "role": args.role, "skills": args.skill or []}
+    if args.agent:
+        body["agent"] = args.agent
+    routed = client.post(f"/v1/tasks/{args.id}/route", body)
+    chain = " → ".join(routed["delegation_chain"])
+    via = f" (via {chain})" if chain else ""
+    print(f"task {routed['id']}: {routed['status']} to {routed['assigned_to']}{via}")
+    return Exit.COMPLETED
+
+
 def board(args: argparse.Namespace, client: Client) -> Exit:
     """The board; with `--limit COLUMN N` or `--no-limit COLUMN`, after that change."""
-    base = f"/v1/projects/{quote(args.project, safe='')}"
+    base = f"/v1/projects/{segment(args.project)}"
     if args.limit:
         column, size = _limit_args(args.limit)
         mode = WipMode.ADVISORY if args.advisory else WipMode.STRICT
@@ -88,3 +123,56 @@ def _print_tasks(
         print(f"  {task['id']}  {where}{one_line(task['title'], TITLE_WIDTH)}")
     if count > len(shown):
         print(f"  … {count - len(shown)} more")
+
+
+def register(commands: Commands) -> None:
+    listed = add_verb(
+        commands,
+        "tasks",
+        "list tasks, move one on its board, route one to an agent, or coordinate one",
+        tasks,
+    )
+    listed.add_argument(
+        "action", nargs="?", choices=["list", "move", "route", "coordinate"], default="list"
+    )
+    listed.add_argument("id", nargs="?", help="move, route, coordinate: the task's id")
+    listed.add_argument(
+        "column", nargs="?", choices=COLUMNS, help="move: the board column it goes to"
+    )
+    listed.add_argument("--assign", metavar="WHO", help="move: who takes it (through ready)")
+    listed.add_argument("--reason", help="move: why, for its audit trail")
+    listed.add_argument("--status", help="list: only this status")
+    listed.add_argument(
+        "--strategy",
+        choices=[strategy.value for strategy in AssignmentStrategy],
+        help="route: how to choose the agent",
+    )
+    listed.add_argument("--role", help="route: the agents' role")
+    listed.add_argument(
+        "--skill", action="append", help="route: a skill the agent needs (repeatable)"
+    )
+    listed.add_argument("--agent", help="route: manual's agent, or hierarchical's manager")
+    coordinations.add_coordinate_options(listed)
+
+    kanban = add_verb(
+        commands,
+        "board",
+        "a project's Kanban board: its columns, counts against WIP limits, and tasks",
+        board,
+    )
+    kanban.add_argument("project", help="the project")
+    kanban.add_argument(
+        "--limit",
+        nargs=2,
+        metavar=("COLUMN", "N"),
+        help="first set the column's WIP limit to N (strict: a move past it is refused)",
+    )
+    kanban.add_argument(
+        "--advisory", action="store_true", help="with --limit: past it, moves are only noted"
+    )
+    kanban.add_argument(
+        "--no-limit", choices=COLUMNS, metavar="COLUMN", help="first remove its WIP limit"
+    )
+    kanban.add_argument(
+        "--all", action="store_true", help=f"every task shown, not the first {CARDS}"
+    )

@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import re
 from typing import Any
-from urllib.parse import quote
 
+from app.client.commands import Commands, add_verb
 from app.client.exits import Exit
-from app.client.http import Client, ClientError
-from app.client.verbs import all_pages, one_line, print_table
+from app.client.http import Client, ClientError, all_pages, segment
+from app.client.output import one_line, print_table
 
 DESCRIPTION_WIDTH = 72
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -64,7 +64,7 @@ def _instantiate(args: argparse.Namespace, client: Client) -> Exit:
             "(see `loopwright workflows templates`)",
             Exit.USAGE,
         )
-    path = f"/v1/workflow-templates/{quote(args.template, safe='')}"
+    path = f"/v1/workflow-templates/{segment(args.template)}"
     template = client.get(path)
     types = {v["name"]: v["type"] for v in template["variables"]}
     body: dict[str, Any] = {"variables": _variables(args.var or [], types)}
@@ -89,3 +89,30 @@ def _variables(pairs: list[str], types: dict[str, str]) -> dict[str, int | str]:
         is_int = _INTEGER.fullmatch(number) is not None
         values[name] = int(number) if types.get(name) == "int" and is_int else value
     return values
+
+
+def register(commands: Commands) -> None:
+    parser = add_verb(
+        commands,
+        "workflows",
+        "list workflow definitions, the built-in templates, or make a definition from one",
+        workflows,
+    )
+    parser.add_argument(
+        "action", nargs="?", choices=["list", "templates", "instantiate"], default="list"
+    )
+    parser.add_argument("template", nargs="?", help="instantiate: the template's name")
+    parser.add_argument(
+        "--name", help="instantiate: the definition's name (default: the template's)"
+    )
+    parser.add_argument(
+        "--project",
+        help="instantiate: the project it works in (its board gets the template's WIP limits "
+        "where a column has none; agile_kanban opens its first sprint)",
+    )
+    parser.add_argument(
+        "--var",
+        action="append",
+        metavar="NAME=VALUE",
+        help="instantiate: a template variable (repeatable; see `workflows templates`)",
+    )

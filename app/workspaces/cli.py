@@ -9,17 +9,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
 
+from app.client.arguments import count
+from app.client.commands import Commands, add_verb
 from app.client.exits import Exit
-from app.client.http import Client, ClientError
-from app.client.verbs import Verb, all_pages, one_line, print_table
+from app.client.http import Client, ClientError, all_pages, segment
+from app.client.output import one_line, print_table
 from app.core.vocabulary import ConflictEscalation, MergeOrder, WorktreeStatus
-from app.sprints.cli import count
-
-Wrap = Callable[[Verb], Callable[[argparse.Namespace], None]]
 
 DIFF_LIMIT_BYTES = 4 * 1024 * 1024  # the most the server sends of a diff's text
 HUNK_LINES = 40  # lines of a conflict hunk `worktrees show` prints
@@ -59,7 +56,7 @@ def workspace(args: argparse.Namespace, client: Client) -> Exit:
     """Show it; with options, set them first (a new workspace needs `--repo`; an existing
     one keeps what is not given, written only if nobody changed it since it was read);
     with `--remove`, remove it."""
-    path = f"/v1/projects/{_segment(args.project)}/workspace"
+    path = f"/v1/projects/{segment(args.project)}/workspace"
     given = {field: getattr(args, option) for option, field in _SETTINGS.items()}
     given = {field: value for field, value in given.items() if value is not None}
     if "repository" in given:  # the server wants it absolute; a relative one is from here
@@ -144,7 +141,7 @@ def _list(args: argparse.Namespace, client: Client) -> Exit:
 
 def _show(args: argparse.Namespace, client: Client) -> Exit:
     """Its facts, its diff stat, its last merge and its open escalation."""
-    w = client.get(f"/v1/worktrees/{_segment(args.id)}")
+    w = client.get(f"/v1/worktrees/{segment(args.id)}")
     print(f"worktree {w['id']}  [{w['status']}]")
     print(f"project {w['project']}, task {w['task_id']}, branch {w['branch']}")
     print(f"directory {w['path']}{' (removed)' if w['removed'] else ''}")
@@ -198,7 +195,7 @@ def _print_merge(merge: dict[str, Any]) -> None:
 def _diff(args: argparse.Namespace, client: Client) -> Exit:
     """The unified diff as git prints it (for a pager, or `git apply`); a cut is said on
     stderr."""
-    found = client.get(f"/v1/worktrees/{_segment(args.id)}/diff", limit_bytes=DIFF_LIMIT_BYTES)
+    found = client.get(f"/v1/worktrees/{segment(args.id)}/diff", limit_bytes=DIFF_LIMIT_BYTES)
     sys.stdout.write(found["text"])
     if not found["text"]:
         print(f"loopwright: no committed change in {found['branch']}", file=sys.stderr)
@@ -214,7 +211,7 @@ def _diff(args: argparse.Namespace, client: Client) -> Exit:
 def _merge(args: argparse.Namespace, client: Client) -> Exit:
     """Exit 0 when merged; 1 when the merge was tried and escalated (a conflict, semantic
     issues); 6 when refused (not queued)."""
-    w = client.post(f"/v1/worktrees/{_segment(args.id)}/merge")
+    w = client.post(f"/v1/worktrees/{segment(args.id)}/merge")
     merge = w["merge"] or {}
     if w["status"] == WorktreeStatus.MERGED:
         print(f"worktree {w['id']}: merged as {merge.get('merged_sha')}")
@@ -234,22 +231,14 @@ def _changes(diff: dict[str, Any] | None) -> str:
     return f"+{diff['insertions']} -{diff['deletions']} in {files} file{'s' * (files != 1)}"
 
 
-def _segment(value: str) -> str:
-    return quote(value, safe="")
-
-
-def add_parsers(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    server: argparse.ArgumentParser,
-    wrap: Wrap,
-) -> None:
+def register(commands: Commands) -> None:
     """`loopwright workspace PROJECT ...` and `loopwright worktrees [ACTION] ...`."""
-    space = commands.add_parser(
+    space = add_verb(
+        commands,
         "workspace",
-        help="show, set or remove a project's workspace (its git repository, merge order, ...)",
-        parents=[server],
+        "show, set or remove a project's workspace (its git repository, merge order, ...)",
+        workspace,
     )
-    space.set_defaults(handler=wrap(workspace))
     space.add_argument("project", help="the project")
     space.add_argument(
         "--repo", metavar="PATH", help="the git repository (on the server's machine)"
@@ -287,12 +276,12 @@ def add_parsers(
     )
     space.add_argument("--remove", action="store_true", help="remove the workspace")
 
-    trees = commands.add_parser(
+    trees = add_verb(
+        commands,
         "worktrees",
-        help="list tasks' worktrees, show one (diff stat, merge), print its diff, merge it",
-        parents=[server],
+        "list tasks' worktrees, show one (diff stat, merge), print its diff, merge it",
+        worktrees,
     )
-    trees.set_defaults(handler=wrap(worktrees))
     trees.add_argument(
         "action", nargs="?", choices=["list", "show", "diff", "merge"], default="list"
     )

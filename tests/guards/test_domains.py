@@ -55,7 +55,7 @@ DEPENDS_ON: dict[str, set[str]] = {
     "triggers": {"agents", "events", "runs", "sprints", "webhooks", "workflows"},
     "webhooks": {"events"},
     "workflows": {"coordination", "events", "runs", "sprints", "tasks", "triggers"},
-    "workspaces": {"agents", "approvals", "events", "runs", "sprints", "tasks"},
+    "workspaces": {"agents", "approvals", "events", "runs", "tasks"},
 }
 
 

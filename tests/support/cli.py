@@ -7,6 +7,7 @@ import asyncio
 import os
 import pty
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,12 +27,16 @@ def _env(url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 async def cli(
-    url: str, *args: str, env: dict[str, str] | None = None, timeout_s: float = 60
+    url: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 60,
+    command: Sequence[str] = (LOOPWRIGHT,),
 ) -> Finished:
     """`loopwright ARGS` against the server at `url` (given as LOOPWRIGHT_URL, with `env`),
-    stdin closed."""
+    stdin closed; `command` runs another program in its place."""
     process = await asyncio.create_subprocess_exec(
-        LOOPWRIGHT,
+        *command,
         *args,
         env=_env(url, env),
         stdin=asyncio.subprocess.DEVNULL,

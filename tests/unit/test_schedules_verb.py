@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.client.verbs import _every, _local
+from app.triggers.cli import every, local
 
 
 @pytest.mark.parametrize(
@@ -20,11 +20,11 @@ from app.client.verbs import _every, _local
     ],
 )
 def test_an_interval_in_short(seconds: int, shown: str) -> None:
-    assert _every(seconds) == shown
+    assert every(seconds) == shown
 
 
 def test_a_fire_time_in_its_zone() -> None:
-    assert _local("2026-03-29T01:00:00+00:00", "Europe/Berlin") == "2026-03-29 03:00 CEST"
-    assert _local("2026-11-01T06:00:00+00:00", "America/New_York") == "2026-11-01 01:00 EST"
-    assert _local("2026-11-01T05:00:00+00:00", "America/New_York") == "2026-11-01 01:00 EDT"
-    assert _local("2026-03-29T01:00:00+00:00", "Nowhere/Else") == "2026-03-29T01:00:00+00:00"
+    assert local("2026-03-29T01:00:00+00:00", "Europe/Berlin") == "2026-03-29 03:00 CEST"
+    assert local("2026-11-01T06:00:00+00:00", "America/New_York") == "2026-11-01 01:00 EST"
+    assert local("2026-11-01T05:00:00+00:00", "America/New_York") == "2026-11-01 01:00 EDT"
+    assert local("2026-03-29T01:00:00+00:00", "Nowhere/Else") == "2026-03-29T01:00:00+00:00"

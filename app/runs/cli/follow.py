@@ -4,17 +4,27 @@ broke off."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from app.client.exits import BY_STATUS, Exit
 from app.client.http import Client, ClientError
 from app.runs.cli.render import SETTLED, Printer
 
 Ask = Callable[[str], str]  # shows a prompt, returns the line typed (EOFError: none)
 _RECONNECTS = 5  # a dropped stream is resumed this many times in a row, then given up
+
+
+def follow_here(client: Client, run_id: str) -> Exit:
+    """Follow the run on this command's output, asking its questions only of a person at a
+    terminal, and exit as the run came to."""
+    ask = input if sys.stdin.isatty() and sys.stdout.isatty() else None
+    status = follow(client, run_id, Printer(sys.stdout), ask)
+    return BY_STATUS.get(status, Exit.FAILED)
 
 
 def follow(client: Client, run_id: str, printer: Printer, ask: Ask | None) -> str:
