@@ -6,12 +6,18 @@ The suite runs in parallel (pytest-xdist, `-n auto` in `make test`). The databas
 - per worker, two clones of it: the *shared* database, behind one server per worker that
   the API tests talk to (`base_url`, `client`), never emptied, so each test works on the
   data it creates (its own agents, lanes, projects); and the *private* database, emptied
-  before each test that asks for it (`clean_db`): the engine and scenario tiers, the
+  before each test that asks for it (`clean_db`): the engine and scenario tests, the
   end-to-end processes and the servers a test starts itself run their own workers there,
   which must not claim the shared server's runs (nor it theirs).
 A test module whose server is its own (its settings differ, or it stops or restarts the
 server) marks itself `own_server`: its `base_url` is then a private server on the private
-database, started for each test with the module's `settings`."""
+database, started for each test with the module's `settings`.
+
+Tests are filed by what they test, as `app/` is (`tests/<domain>/`, the kernel's and the
+shell's folders), beside `tests/e2e` (real processes), `tests/ui` (a real browser) and
+`tests/guards`. Fixtures for a TaskEngine on the private database, for a store session
+rolled back after each test, and for the scripted-run harness are plugins any test may use
+(`tests/support/engine_fixtures.py`, `store_fixtures.py`, `scenario_fixtures.py`)."""
 
 from __future__ import annotations
 
@@ -28,6 +34,12 @@ from app.core.config import Settings
 from app.db.connection import make_engine
 from tests.support.database import clone, create_template, drop, empty_tables, server_url
 from tests.support.server import make_settings, running_server, serving_in_thread
+
+pytest_plugins = [
+    "tests.support.engine_fixtures",
+    "tests.support.store_fixtures",
+    "tests.support.scenario_fixtures",
+]
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 TEMPLATE = "lw_template"  # config.stash key, and xdist's workerinput key

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.api.test_runs_api import make_agent, scripted
+from tests.runs.test_runs_api import make_agent, scripted
 from tests.support.cluster import Cluster
 from tests.support.processes import ServerProcess
 

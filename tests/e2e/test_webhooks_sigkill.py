@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.api.test_webhooks_out import settled_log
 from tests.support.cluster import Cluster
 from tests.support.receiver import Answer, receiver
+from tests.webhooks.test_webhooks_out import settled_log
 
 # Timing: an attempt's lease running out after a SIGKILL.
 pytestmark = [pytest.mark.e2e, pytest.mark.alone]

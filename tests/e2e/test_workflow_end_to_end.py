@@ -21,16 +21,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.core.config import Settings
-from tests.api.test_approvals_api import requested
-from tests.api.test_workflow_executions_api import (
+from tests.approvals.test_approvals_api import requested
+from tests.support.server import make_settings
+from tests.support.sse import SseMessage, SseReader
+from tests.workflows.test_workflow_executions_api import (
     activate,
     follow,
     settled,
     stream_events,
 )
-from tests.api.test_workflows_api import create
-from tests.support.server import make_settings
-from tests.support.sse import SseMessage, SseReader
+from tests.workflows.test_workflows_api import create
 
 pytestmark = pytest.mark.own_server  # settings of its own (`settings` below)
 

@@ -193,7 +193,7 @@ async def test_arguments_that_are_not_a_json_object_are_kept_as_their_text(
     wire: ChatCompletionsWire, provider: OpenAIProvider, arguments: str, expected: dict[str, Any]
 ) -> None:
     """Not a crash and not a retry: the call is kept, for the tool runner to answer with an
-    error the model can act on (tests/engine/test_unparsed_arguments.py)."""
+    error the model can act on (tests/runs/test_unparsed_arguments.py)."""
     wire.plan(Reply.tools(ToolCall("ls", arguments, id="call_x")))
 
     response = await provider.complete(ask())

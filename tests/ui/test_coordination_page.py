@@ -7,8 +7,8 @@ import httpx
 import pytest
 from playwright.async_api import Page, expect
 
-from tests.api.test_approvals_api import requested
-from tests.api.test_coordination_api import subtask
+from tests.approvals.test_approvals_api import requested
+from tests.coordination.test_coordination_api import subtask
 from tests.ui.conftest import make_agent, scripted
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -1,6 +1,6 @@
 """With API keys: the dashboard asks for a login, its actions carry the session's CSRF
 token (a request without it, or with a forged one, is refused), and logout ends the
-session. The rules themselves are tested over HTTP in tests/api/test_ui_sessions.py."""
+session. The rules themselves are tested over HTTP in tests/dashboard/test_ui_sessions.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ import httpx
 import pytest
 from playwright.async_api import Page, expect
 
-from tests.api.test_workspaces_api import (
+from tests.workspaces.conftest import commit_file, make_repo, sh_git
+from tests.workspaces.test_workspaces_api import (
     approve_review,
     task_for,
     until_status,
@@ -19,7 +20,6 @@ from tests.api.test_workspaces_api import (
     write,
     writer,
 )
-from tests.workspaces.conftest import commit_file, make_repo, sh_git
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
