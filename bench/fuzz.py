@@ -24,7 +24,7 @@ A failure is any of (schemathesis's checks):
 Two depths. `make fuzz` (CI) is bounded to six minutes: the schema's examples; the
 coverage phase (every boundary and every invalid value each keyword of the schema allows,
 for every operation: deterministic) without its probes of undocumented HTTP methods
-(`tests/api/test_undocumented_methods.py` proves those are refused with a problem
+(`tests/http/test_undocumented_methods.py` proves those are refused with a problem
 document) and with only the valid boundaries of the three largest create bodies; and the
 fuzzing phase at 8 examples per operation, valid and invalid. Two schemathesis workers keep
 both the server's core and the fuzzer's busy. `make fuzz-deep` (`--deep`) adds what the

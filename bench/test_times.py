@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Case:
-    file: str  # tests/api/test_runs_api.py
+    file: str  # tests/runs/test_runs_api.py
     name: str
     seconds: float
 

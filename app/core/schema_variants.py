@@ -8,7 +8,7 @@ model publishes, in its place, the union of the variants the rule allows: each a
 with exactly its fields (`additionalProperties: false`), the tag a `const`. The document
 then says what the server accepts, and clients and fuzzers generate only that.
 
-The variants must accept exactly what the flat model accepts; tests/unit/test_published.py
+The variants must accept exactly what the flat model accepts; tests/events/test_published.py
 holds each pair to it.
 """
 
