@@ -44,7 +44,6 @@ from openai.types.chat import (
 )
 from openai.types.completion_usage import CompletionUsage
 
-from app.core.config import OpenAISettings
 from app.core.messages import (
     UNPARSED_ARGUMENTS,
     Block,
@@ -65,12 +64,13 @@ from app.llm.provider import (
     Usage,
     UsageSink,
 )
-from app.llm.providers.openai_errors import status_error
-from app.llm.providers.openai_settings import (
+from app.llm.providers.openai.errors import status_error
+from app.llm.providers.openai.settings import (
     KEY_ENV,
     OPENAI_BASE_URL,
     PLACEHOLDER_KEY,
     Endpoint,
+    OpenAISettings,
     endpoint,
     has_settings_key,
     missing_credentials,
