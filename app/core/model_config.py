@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -20,9 +21,10 @@ from app.core.fields import Name, Text, ToolName
 from app.core.schema_variants import published_as
 
 
+# The shipped providers, each with its published shapes below.
 class ModelProvider(StrEnum):
-    """The shipped providers of an agent's model, each with its published shapes below
-    (`app/llm/providers/registry.py` maps each name to its provider package)."""
+    """Who serves an agent's model (`app/llm/providers/registry.py` maps each to its
+    provider)."""
 
     ANTHROPIC = "anthropic"  # Anthropic's Messages API
     # OpenAI's Chat Completions API, or any server that speaks it (vLLM, Ollama, llama.cpp,
@@ -47,18 +49,18 @@ def withdraw_provider(name: str) -> None:
     _ADMITTED.discard(name)
 
 
-def _known_provider(name: str) -> str:
-    """A shipped name as its `ModelProvider`; another name if registered."""
-    if name in frozenset(ModelProvider):
-        return ModelProvider(name)
-    if name in _ADMITTED:
+def _known_provider(name: object) -> object:
+    """A shipped name, or another if registered; what is not a name is left to the type."""
+    if not isinstance(name, str) or name in frozenset(ModelProvider) or name in _ADMITTED:
         return name
     shipped = ", ".join(repr(p.value) for p in ModelProvider)
     raise ValueError(f"no model provider is named {name!r} (the shipped ones: {shipped})")
 
 
-# An agent's model provider: a shipped one or one registered since.
-ProviderName = Annotated[str, AfterValidator(_known_provider)]
+# An agent's model provider: a shipped one (as its member) or one registered since.
+ProviderName = Annotated[
+    ModelProvider | str, Field(union_mode="left_to_right"), BeforeValidator(_known_provider)
+]
 
 
 class FaultKind(StrEnum):
