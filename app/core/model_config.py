@@ -16,6 +16,7 @@ from pydantic import (
     StringConstraints,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from app.core.fields import Name, Text, ToolName
 from app.core.schema_variants import published_as
@@ -50,11 +51,13 @@ def withdraw_provider(name: str) -> None:
 
 
 def _known_provider(name: object) -> object:
-    """A shipped name, or another if registered; what is not a name is left to the type."""
+    """A shipped name, or another if registered; what is not a name is left to the type.
+    An unknown name is refused as the enum of names would refuse it."""
     if not isinstance(name, str) or name in frozenset(ModelProvider) or name in _ADMITTED:
         return name
-    shipped = ", ".join(repr(p.value) for p in ModelProvider)
-    raise ValueError(f"no model provider is named {name!r} (the shipped ones: {shipped})")
+    *others, last = [repr(str(known)) for known in [*ModelProvider, *sorted(_ADMITTED)]]
+    expected = f"{', '.join(others)} or {last}"
+    raise PydanticCustomError("enum", "Input should be {expected}", {"expected": expected})
 
 
 # An agent's model provider: a shipped one (as its member) or one registered since.
