@@ -1,7 +1,7 @@
 """The Anthropic provider: one streamed Messages API call through the official SDK, with
 our transcript translated to its wire shapes and every failure reported as a neutral
-ProviderError (`anthropic_errors` reads the API's statuses and messages); and its pool,
-which reads the key (or the key file) from `settings.llm.anthropic`."""
+ProviderError (`errors` reads the API's statuses and messages); and its pool,
+which reads the key (or the key file) from its settings group (`settings`)."""
 
 from __future__ import annotations
 
