@@ -331,3 +331,19 @@ def test_a_runs_provider_sdk_is_imported_off_the_event_loop() -> None:
         [sys.executable, "-c", LOADED_ON], capture_output=True, text=True, check=True
     )
     assert found.stdout.split() == ["False", "True"], found.stderr
+
+
+SCRIPTED_ALONE = """
+import sys
+import app.llm.providers.scripted
+print(sorted(m for m in sys.modules if m.split(".")[-1] in ("anthropic", "openai")))
+"""
+
+
+def test_the_scripted_double_depends_on_no_vendor() -> None:
+    """The tests' double answers in a fault dialect of its own: importing it loads no
+    vendor's provider package, nor its SDK."""
+    found = subprocess.run(
+        [sys.executable, "-c", SCRIPTED_ALONE], capture_output=True, text=True, check=True
+    )
+    assert found.stdout.strip() == "[]", found.stdout + found.stderr
