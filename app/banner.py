@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlalchemy.engine import make_url
 
 from app.core.config import Settings
-from app.llm.providers.registry import FACTORIES, missing_credentials
+from app.llm.providers.registry import KINDS, missing_credentials
 
 
 def banner(settings: Settings) -> str:
@@ -23,7 +23,7 @@ def banner(settings: Settings) -> str:
         url = make_url(database.url)
         data = f"PostgreSQL {url.host or 'local socket'}/{url.database} (LOOPWRIGHT_DATABASE__URL)"
     missing = missing_credentials(settings.llm)
-    usable = ", ".join(name for name in FACTORIES if name not in missing)
+    usable = ", ".join(name for name in KINDS if name not in missing)
     providers = "; ".join([usable, *(f"not {name}: {fix}" for name, fix in missing.items())])
     workers = settings.workers
     running = f"{workers.capacity} runs at a time" if workers.enabled else "off in this process"

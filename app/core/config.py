@@ -300,46 +300,19 @@ class HistorySettings(BaseModel):
         return None if self.retention_s is None else timedelta(seconds=self.retention_s)
 
 
-class AnthropicSettings(BaseModel):
-    """The `anthropic` provider (`LOOPWRIGHT_LLM__ANTHROPIC__API_KEY` and so on)."""
-
-    api_key: SecretStr | None = Field(None, description="Key for `anthropic` models.")
-    base_url: str | None = Field(None, description="Messages API base URL override.")
-    api_key_file: Path | None = Field(
-        None,
-        description="A file holding the key (a mounted secret); read again after a 401, so "
-        "a rotated key is picked up without a restart. Takes precedence over the key.",
-    )
-
-
-class OpenAISettings(BaseModel):
-    """The `openai` provider: OpenAI's API or a server speaking its Chat Completions
-    (`LOOPWRIGHT_LLM__OPENAI__API_KEY` and so on). The key goes to this base URL only."""
-
-    api_key: SecretStr | None = Field(
-        None, description="Key for `openai` models at the base URL below (OpenAI's API if unset)."
-    )
-    base_url: str | None = Field(
-        None,
-        description="Chat Completions base URL for every `openai` agent without one of its "
-        "own (e.g. `http://localhost:11434/v1` for Ollama); unset: OpenAI's API.",
-    )
-    api_key_file: Path | None = Field(
-        None,
-        description="A file holding the key (a mounted secret); read again after a 401. Takes "
-        "precedence over the key.",
-    )
-
-
 class LLMSettings(BaseModel):
-    """One group per model provider that needs settings (the scripted one needs none).
-    Unknown names are refused, so a setting of a provider that does not exist, or one
-    left over from an older layout, stops the process instead of being ignored."""
+    """One group per model provider that needs settings (`LOOPWRIGHT_LLM__<PROVIDER>__…`),
+    kept as given: each group's shape is its provider's (`app/llm/providers/<name>/
+    settings.py`), which the core may not import. The providers' registry reads and checks
+    every group when the process builds its providers, and refuses a group no provider owns
+    (a setting of a provider that does not exist, or one left over from an older layout)
+    instead of ignoring it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
 
-    anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
-    openai: OpenAISettings = Field(default_factory=OpenAISettings)
+    def group(self, provider: str) -> object:
+        """The provider's group as given (a mapping, or its settings object); {}: none."""
+        return (self.model_extra or {}).get(provider, {})
 
 
 _USD_PER_MTOK = Field(ge=0, le=10_000, description="USD per million tokens.")

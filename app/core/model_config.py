@@ -10,16 +10,19 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from app.core.fields import Name, Text, ToolName
 from app.core.schema_variants import published_as
 
 
+# The shipped providers, each with its published shapes below.
 class ModelProvider(StrEnum):
     """Who serves an agent's model (`app/llm/providers/registry.py` maps each to its
     provider)."""
@@ -29,6 +32,38 @@ class ModelProvider(StrEnum):
     # LM Studio, other vendors) at the model's `base_url`
     OPENAI = "openai"
     SCRIPTED = "scripted"  # plays the agent's `script`: the demo and test double
+
+
+# The providers registered beyond the shipped ones. The agent shapes check a name here
+# because the core may not import the providers' registry, which is this set's one writer
+# (`registry.register`). Their agents take the shapes' common fields; the API's document
+# publishes the shipped providers' shapes only.
+_ADMITTED: set[str] = set()
+
+
+def admit_provider(name: str) -> None:
+    """Lets agents name the provider `name` (called by the providers' registry)."""
+    _ADMITTED.add(name)
+
+
+def withdraw_provider(name: str) -> None:
+    _ADMITTED.discard(name)
+
+
+def _known_provider(name: object) -> object:
+    """A shipped name, or another if registered; what is not a name is left to the type.
+    An unknown name is refused as the enum of names would refuse it."""
+    if not isinstance(name, str) or name in frozenset(ModelProvider) or name in _ADMITTED:
+        return name
+    *others, last = [repr(str(known)) for known in [*ModelProvider, *sorted(_ADMITTED)]]
+    expected = f"{', '.join(others)} or {last}"
+    raise PydanticCustomError("enum", "Input should be {expected}", {"expected": expected})
+
+
+# An agent's model provider: a shipped one (as its member) or one registered since.
+ProviderName = Annotated[
+    ModelProvider | str, Field(union_mode="left_to_right"), BeforeValidator(_known_provider)
+]
 
 
 class FaultKind(StrEnum):
@@ -209,7 +244,7 @@ class FallbackModel(_FallbackFields):
     circuit breaker is open: of any provider (a scripted one only for a scripted agent).
     What it leaves unset comes from the agent's model when on the same provider."""
 
-    provider: ModelProvider
+    provider: ProviderName
     api_key_env: ApiKeyEnv | None = Field(None, description=_API_KEY_ENV_DESCRIPTION)
 
     __get_pydantic_json_schema__ = published_as(
@@ -222,8 +257,8 @@ class FallbackModel(_FallbackFields):
         return self
 
 
-def _check_key_env(provider: ModelProvider, api_key_env: str | None) -> None:
-    if api_key_env is not None and provider is not ModelProvider.OPENAI:
+def _check_key_env(provider: str, api_key_env: str | None) -> None:
+    if api_key_env is not None and provider != ModelProvider.OPENAI:
         raise ValueError("`api_key_env` is only for the openai provider")
 
 
@@ -281,7 +316,7 @@ class ModelConfig(_ModelFields):
     Completions API of OpenAI or of a compatible server at `base_url`; `scripted` plays
     `script` turn by turn (the demo and test double)."""
 
-    provider: ModelProvider
+    provider: ProviderName
     fallback: FallbackModel | None = None
     api_key_env: ApiKeyEnv | None = Field(None, description=_API_KEY_ENV_DESCRIPTION)
     script: list[ScriptedTurn] | None = Field(None, max_length=1_000)
@@ -292,16 +327,16 @@ class ModelConfig(_ModelFields):
 
     @model_validator(mode="after")
     def _fields_of_the_provider(self) -> ModelConfig:
-        if self.provider is ModelProvider.SCRIPTED and not self.script:
+        if self.provider == ModelProvider.SCRIPTED and not self.script:
             raise ValueError("a scripted model needs a non-empty `script`")
-        if self.provider is not ModelProvider.SCRIPTED and self.script is not None:
+        if self.provider != ModelProvider.SCRIPTED and self.script is not None:
             raise ValueError("`script` is only for the scripted provider")
         _check_key_env(self.provider, self.api_key_env)
         fallback = self.fallback
         if (
             fallback is not None
-            and fallback.provider is ModelProvider.SCRIPTED
-            and self.provider is not ModelProvider.SCRIPTED
+            and fallback.provider == ModelProvider.SCRIPTED
+            and self.provider != ModelProvider.SCRIPTED
         ):
             raise ValueError(
                 "a scripted fallback is only for a scripted model (it plays its script)"
@@ -318,7 +353,7 @@ class ModelConfig(_ModelFields):
             if self.fallback_name is None:
                 return None
             fallback = FallbackModel(provider=self.provider, name=self.fallback_name)
-        if fallback.provider is self.provider and fallback.base_url is None:
+        if fallback.provider == self.provider and fallback.base_url is None:
             base_url, key_env = self.base_url, fallback.api_key_env or self.api_key_env
         else:  # a server of its own: never this model's key
             base_url, key_env = fallback.base_url, fallback.api_key_env

@@ -17,11 +17,12 @@ from app.agents.schemas import AgentRead
 from app.coordination.engine.decompose_prompt import SYSTEM
 from app.coordination.engine.decomposer import SUBMIT_DECOMPOSITION, Decomposer, DecompositionFailed
 from app.coordination.schemas import Decomposition
-from app.core.config import AnthropicSettings, LLMSettings
+from app.core.config import LLMSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.costs.schemas.costs import CostGroupBy
 from app.costs.store import costs as cost_store
-from app.llm.prices import ModelPrice, PriceTable
+from app.llm.model_price import ModelPrice
+from app.llm.prices import PriceTable
 from app.llm.provider import (
     LLMRequest,
     LLMResponse,
@@ -31,6 +32,7 @@ from app.llm.provider import (
     ToolChoice,
     UsageSink,
 )
+from app.llm.providers.anthropic.settings import AnthropicSettings
 from app.llm.providers.registry import Providers
 from app.tasks.engine.task_engine import TaskEngine
 from app.tasks.engine.task_mutations import CreateTask
@@ -277,7 +279,7 @@ async def test_a_provider_that_fails_is_a_failure_with_its_billed_input_counted(
 async def test_a_model_without_a_provider_is_a_failure(
     sessionmaker: async_sessionmaker[AsyncSession], parent: TaskRead
 ) -> None:
-    decomposer = Decomposer(Providers(LLMSettings(), factories={}), PRICES, sessionmaker)
+    decomposer = Decomposer(Providers(LLMSettings(), kinds={}), PRICES, sessionmaker)
 
     with pytest.raises(DecompositionFailed) as failed:
         await decomposer.decompose(parent, agent([submits(VALID)]))

@@ -10,7 +10,7 @@ import anthropic
 import pytest
 
 from app.agents.schemas import AgentRead
-from app.core.config import AnthropicSettings, LLMSettings
+from app.core.config import LLMSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.llm.provider import (
     LLMRequest,
@@ -20,7 +20,8 @@ from app.llm.provider import (
     ToolSpec,
     Usage,
 )
-from app.llm.providers.anthropic import AnthropicProvider
+from app.llm.providers.anthropic.settings import AnthropicSettings
+from app.llm.providers.anthropic.wire import AnthropicProvider
 from app.llm.providers.registry import Providers
 from tests.support.anthropic_wire import (
     AnthropicWire,

@@ -17,7 +17,7 @@ from app.llm.policy import (
     retry_after_s,
 )
 from app.llm.provider import Overflow, ProviderError
-from app.llm.providers.anthropic_errors import http_error, parse_overflow
+from app.llm.providers.anthropic.errors import http_error, parse_overflow
 
 OVERFLOW = "input length and `max_tokens` exceed context limit: 188059 + 20000 > 200000"
 TIGHT_OVERFLOW = "input length and `max_tokens` exceed context limit: 198000 + 20000 > 200000"

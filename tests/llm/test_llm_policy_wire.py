@@ -20,7 +20,7 @@ from app.core.messages import Message, TextBlock
 from app.core.model_config import ModelConfig, ScriptedFault, ScriptedTurn
 from app.llm.policy import LLMRetryPolicy, Purpose
 from app.llm.provider import LLMRequest, Provider
-from app.llm.providers.anthropic import AnthropicProvider
+from app.llm.providers.anthropic.wire import AnthropicProvider
 from app.llm.providers.registry import Providers
 from app.llm.resilient import LLMCallFailed, ResilientModel, Route
 from tests.support.anthropic_wire import (

@@ -16,8 +16,8 @@ from app.core.breakers import Breakers
 from app.core.messages import Message, TextBlock
 from app.llm.policy import LLMRetryPolicy
 from app.llm.provider import LLMRequest, Provider
-from app.llm.providers.anthropic import AnthropicProvider
-from app.llm.providers.openai import OpenAIProvider
+from app.llm.providers.anthropic.wire import AnthropicProvider
+from app.llm.providers.openai.wire import OpenAIProvider
 from app.llm.resilient import LLMCallFailed, ResilientModel, Route
 from tests.llm.test_llm_policy_wire import Time
 from tests.support import anthropic_wire as messages_api

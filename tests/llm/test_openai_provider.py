@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.agents.schemas import AgentRead
-from app.core.config import LLMSettings, OpenAISettings
+from app.core.config import LLMSettings
 from app.core.messages import (
     UNPARSED_ARGUMENTS,
     Message,
@@ -32,9 +32,9 @@ from app.llm.provider import (
     ToolSpec,
     Usage,
 )
-from app.llm.providers.openai import ERROR_PREFIX, OpenAIProvider
-from app.llm.providers.openai_errors import parse_overflow
-from app.llm.providers.openai_settings import PLACEHOLDER_KEY
+from app.llm.providers.openai.errors import parse_overflow
+from app.llm.providers.openai.settings import PLACEHOLDER_KEY, OpenAISettings
+from app.llm.providers.openai.wire import ERROR_PREFIX, OpenAIProvider
 from app.llm.providers.registry import Providers
 from tests.support.chat_completions_wire import (
     ChatCompletionsWire,

@@ -9,7 +9,8 @@ import pytest
 
 from app.core.config import CostSettings
 from app.core.vocabulary import ModelTier
-from app.llm.prices import ModelPrice, PriceTable
+from app.llm.model_price import ModelPrice
+from app.llm.prices import PriceTable
 from app.llm.provider import Usage
 
 

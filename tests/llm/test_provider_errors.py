@@ -24,8 +24,8 @@ from app.llm.provider import (
     Usage,
     UsageSink,
 )
-from app.llm.providers.anthropic import AnthropicProvider
-from app.llm.providers.scripted import fault_error
+from app.llm.providers.anthropic.wire import AnthropicProvider
+from app.llm.providers.scripted.faults import fault_error
 from app.llm.resilient import ResilientModel
 from tests.support.anthropic_wire import AnthropicWire, HttpError, anthropic_wire
 

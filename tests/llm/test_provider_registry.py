@@ -11,30 +11,36 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from app.core.config import AnthropicSettings, LLMSettings, OpenAISettings, Settings
+from app.core.config import LLMSettings, Settings
 from app.core.messages import Message, TextBlock
 from app.core.model_config import ModelConfig, ScriptedTurn
+from app.core.vocabulary import ModelTier
+from app.llm.model_price import ModelPrice
 from app.llm.provider import (
     LLMRequest,
     LLMResponse,
     ModelOwner,
     Provider,
+    ProviderPool,
     ProviderUnavailable,
     TextSink,
     Usage,
     UsageSink,
 )
-from app.llm.providers.anthropic import AnthropicProvider
+from app.llm.providers.anthropic.settings import AnthropicSettings
+from app.llm.providers.anthropic.wire import AnthropicProvider
+from app.llm.providers.kind import ProviderKind
+from app.llm.providers.openai.settings import OpenAISettings
 from app.llm.providers.registry import (
-    FACTORIES,
-    PoolFactory,
+    KINDS,
     Providers,
     missing_credentials,
     provider_warnings,
+    settings_of,
 )
-from app.llm.providers.scripted import ScriptedProvider
+from app.llm.providers.scripted.provider import ScriptedProvider
 
 
 @dataclass(frozen=True)
@@ -54,10 +60,10 @@ def scripted_owner() -> Owner:
 
 def test_a_provider_name_without_a_factory_is_unavailable_and_named() -> None:
     # The schema only admits known names; a registry without one behaves the same.
-    owner = Owner(ModelConfig.model_construct(provider="nowhere", name="m"))  # type: ignore[arg-type]
+    owner = Owner(ModelConfig.model_construct(provider="nowhere", name="m"))
     with pytest.raises(ProviderUnavailable, match="'nowhere'"):
         Providers(LLMSettings())(owner, "run_1")
-    without_anthropic = {k: v for k, v in FACTORIES.items() if k != "anthropic"}
+    without_anthropic = {k: v for k, v in KINDS.items() if k != "anthropic"}
     with pytest.raises(ProviderUnavailable, match="'anthropic'"):
         Providers(LLMSettings(), without_anthropic)(anthropic_owner(), "run_1")
 
@@ -109,9 +115,9 @@ class Echo:
 
 
 class EchoPool:
-    """A provider's pool as a new module would write it."""
+    """A provider's pool as a new package would write it."""
 
-    def __init__(self, settings: LLMSettings) -> None:
+    def __init__(self) -> None:
         self.closed = False
         MADE.append(self)
 
@@ -125,11 +131,30 @@ class EchoPool:
 MADE: list[EchoPool] = []
 
 
+class EchoSettings(BaseModel):
+    pass
+
+
+class EchoKind:
+    name = "echo"
+    settings = EchoSettings
+    sdk_module = None
+    own_models_only = False
+    prices: dict[str, ModelPrice] = {}
+    tier_models: dict[ModelTier, str] = {}
+
+    def pool(self, settings: EchoSettings) -> ProviderPool:
+        return EchoPool()
+
+    def missing_credentials(self, settings: EchoSettings, model: ModelConfig | None) -> None:
+        return None
+
+
 async def test_a_new_provider_is_one_registry_entry() -> None:
     MADE.clear()
-    factories: dict[str, PoolFactory] = {**FACTORIES, "echo": EchoPool}
-    providers = Providers(LLMSettings(), factories)
-    owner = Owner(ModelConfig.model_construct(provider="echo", name="e"))  # type: ignore[arg-type]
+    kinds: dict[str, ProviderKind[Any]] = {**KINDS, "echo": EchoKind()}
+    providers = Providers(LLMSettings(), kinds)
+    owner = Owner(ModelConfig.model_construct(provider="echo", name="e"))
     assert MADE == []  # a pool is made on first use
     provider = providers(owner, "run_1")
     providers(owner, "run_2")
@@ -146,7 +171,8 @@ def test_each_provider_reads_its_own_settings_group(
     monkeypatch.setenv("LOOPWRIGHT_LLM__ANTHROPIC__API_KEY", "sk-from-env")
     monkeypatch.setenv("LOOPWRIGHT_LLM__ANTHROPIC__BASE_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("LOOPWRIGHT_LLM__ANTHROPIC__API_KEY_FILE", str(tmp_path / "k"))
-    anthropic = Settings().llm.anthropic
+    anthropic = settings_of(Settings().llm, KINDS["anthropic"])
+    assert isinstance(anthropic, AnthropicSettings)
     assert anthropic.api_key is not None
     assert anthropic.api_key.get_secret_value() == "sk-from-env"
     assert anthropic.base_url == "http://127.0.0.1:9"
@@ -157,8 +183,14 @@ def test_a_setting_in_the_old_flat_layout_is_refused_not_ignored(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("LOOPWRIGHT_LLM__ANTHROPIC_API_KEY", "sk-old-name")
-    with pytest.raises(ValidationError, match="anthropic_api_key"):
-        Settings()
+    with pytest.raises(ValueError, match="anthropic_api_key"):
+        Providers(Settings().llm)  # as the process builds its providers, at start-up
+
+
+def test_a_bad_value_in_a_providers_group_is_refused_at_start_up() -> None:
+    settings = LLMSettings.model_validate({"anthropic": {"api_key_file": ["not", "a", "path"]}})
+    with pytest.raises(ValidationError, match="api_key_file"):
+        Providers(settings)
 
 
 async def test_a_scripted_turn_streams_its_text_at_its_interval(
@@ -171,7 +203,7 @@ async def test_a_scripted_turn_streams_its_text_at_its_interval(
     async def sleep(seconds: float) -> None:
         pauses.append(seconds)
 
-    monkeypatch.setattr("app.llm.providers.scripted.asyncio.sleep", sleep)
+    monkeypatch.setattr("app.llm.providers.scripted.provider.asyncio.sleep", sleep)
     turn = ScriptedTurn(text="x" * 40, latency_ms=200, stream_interval_ms=50)
     chunks: list[str] = []
 
@@ -288,7 +320,7 @@ class Watch:
 
 sys.meta_path.insert(0, Watch())
 asyncio.run(load_sdks("openai", "scripted"))
-print("app.llm.providers.openai" in sys.modules)
+print("app.llm.providers.openai.wire" in sys.modules)
 """
 
 
@@ -299,3 +331,19 @@ def test_a_runs_provider_sdk_is_imported_off_the_event_loop() -> None:
         [sys.executable, "-c", LOADED_ON], capture_output=True, text=True, check=True
     )
     assert found.stdout.split() == ["False", "True"], found.stderr
+
+
+SCRIPTED_ALONE = """
+import sys
+import app.llm.providers.scripted
+print(sorted(m for m in sys.modules if m.split(".")[-1] in ("anthropic", "openai")))
+"""
+
+
+def test_the_scripted_double_depends_on_no_vendor() -> None:
+    """The tests' double answers in a fault dialect of its own: importing it loads no
+    vendor's provider package, nor its SDK."""
+    found = subprocess.run(
+        [sys.executable, "-c", SCRIPTED_ALONE], capture_output=True, text=True, check=True
+    )
+    assert found.stdout.strip() == "[]", found.stdout + found.stderr

@@ -18,8 +18,9 @@ from app.core.states import TaskStatus
 from app.core.vocabulary import Complexity
 from app.costs.schemas.costs import CostGroupBy
 from app.costs.store import costs as cost_store
-from app.llm.prices import ModelPrice, PriceTable
-from app.llm.providers.scripted import ScriptedProvider
+from app.llm.model_price import ModelPrice
+from app.llm.prices import PriceTable
+from app.llm.providers.scripted.provider import ScriptedProvider
 from app.routing.engine.auction import capability_scores
 from app.routing.engine.base import Candidate
 from app.routing.engine.model_scorer import ModelScorer

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.core.model_config import ModelConfig, ScriptedFault, ScriptedTurn
-from app.llm.providers.scripted import ScriptedProvider
+from app.llm.providers.scripted.provider import ScriptedProvider
 from app.runs.loop.compaction import (
     PIN_PREFIX,
     AskHuman,

@@ -17,7 +17,7 @@ from app.agents.schemas import AgentRead, Limits
 from app.core.breakers import CircuitBreakerPolicy
 from app.core.model_config import ScriptedFault, ScriptedTurn
 from app.core.states import RunStatus
-from app.llm.providers.scripted import ScriptedProvider
+from app.llm.providers.scripted.provider import ScriptedProvider
 from tests.support.runs import Harness, assert_valid_transcript, call, say
 from tests.support.scenarios import (
     MODEL,

@@ -18,7 +18,7 @@ from app.core.messages import (
 from app.core.model_config import ScriptedTurn
 from app.core.sanitize import sanitize
 from app.llm.provider import LLMRequest
-from app.llm.providers.scripted import ScriptedProvider
+from app.llm.providers.scripted.provider import ScriptedProvider
 from app.runs.loop.retry import ToolRetryPolicy, tool_retry_delay
 from app.telemetry.logs import JsonFormatter, log_events
 

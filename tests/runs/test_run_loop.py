@@ -18,7 +18,7 @@ from app.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from app.core.model_config import ScriptedFault, ScriptedToolCall, ScriptedTurn
 from app.core.states import RunStatus
 from app.llm.provider import LLMRequest, LLMResponse, TextSink, Usage, UsageSink
-from app.llm.providers.scripted import ScriptedProvider
+from app.llm.providers.scripted.provider import ScriptedProvider
 from app.runs.engine.runs import CANCELLED_WHILE_WAITING
 from app.runs.loop.exits import CANCELLED_BEFORE_IT_RAN
 from app.runs.loop.retry import ToolRetryPolicy

@@ -13,7 +13,7 @@ from app.core.messages import TextBlock, ToolUseBlock
 from app.core.model_config import ModelConfig, ScriptedTurn
 from app.events.store import StoredEvent
 from app.llm.provider import LLMRequest, LLMResponse, Provider, TextSink, Usage, UsageSink
-from app.llm.providers.scripted import ScriptedProvider
+from app.llm.providers.scripted.provider import ScriptedProvider
 from app.runs.loop.summary import SUMMARY_SYSTEM_PROMPT
 from app.runs.tools.base import ToolContext, define_tool
 from tests.support.runs import Harness

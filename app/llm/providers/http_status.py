@@ -1,11 +1,11 @@
 """What an HTTP error status says about a failed model call, for any vendor that speaks
-HTTP: the neutral class of a status, and the server's `x-should-retry` verdict. A
-vendor's module starts from these and adds what only its API means (its own statuses,
-its wording for a context overflow)."""
+HTTP: the neutral class of a status, the server's `x-should-retry` verdict, and the error
+they make. A vendor's module starts from these and adds what only its API means (its own
+overload status, its wording for a context overflow)."""
 
 from __future__ import annotations
 
-from app.llm.provider import ErrorClass
+from app.llm.provider import ErrorClass, Overflow, ProviderError
 
 CLASS_BY_STATUS: dict[int, ErrorClass] = {
     401: "auth",
@@ -34,3 +34,32 @@ def should_retry(headers: dict[str, str]) -> bool | None:
     if directive == "false":
         return False
     return None
+
+
+def http_error(
+    status: int,
+    message: str,
+    headers: dict[str, str],
+    *,
+    overloaded: int | None = None,
+    overflow: Overflow | None = None,
+) -> ProviderError:
+    """An error status with its message: a context overflow when the vendor's module read
+    one in it (`overflow`), an overload at the vendor's own status for one (`overloaded`),
+    else the status's class."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    error_class: ErrorClass
+    if overflow is not None:
+        error_class = "context_overflow"
+    elif status == overloaded:
+        error_class = "overloaded"
+    else:
+        error_class = class_of_status(status)
+    return ProviderError(
+        error_class,
+        message,
+        status=status,
+        headers=lowered,
+        overflow=overflow,
+        should_retry=should_retry(lowered),
+    )

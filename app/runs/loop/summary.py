@@ -11,7 +11,7 @@ from app.core.config import CompactionSettings
 from app.core.messages import Message, TextBlock, ToolUseBlock
 from app.core.model_config import ModelConfig
 from app.llm.provider import LLMRequest, Provider
-from app.llm.providers.registry import OWN_MODELS_ONLY
+from app.llm.providers.registry import own_models_only
 from app.runs.loop.compaction import Summarise
 from app.telemetry import spans
 
@@ -44,7 +44,7 @@ def render(messages: Sequence[Message]) -> str:
 def summary_settings(settings: CompactionSettings, model: ModelConfig) -> CompactionSettings:
     """The settings an agent's summaries use: the summary model, unless the agent's provider
     serves only its own models (a local server): then the agent's model summarises."""
-    if model.provider in OWN_MODELS_ONLY:
+    if own_models_only(model.provider):
         return settings.model_copy(update={"summary_model": model.name})
     return settings
 

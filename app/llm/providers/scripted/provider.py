@@ -4,10 +4,8 @@ The turn to play is the request's `turn` (the LLM calls the run made before this
 every run of a conversation starts the script afresh, a resumed run continues where it
 stopped, and text the loop adds to the transcript (notes, summaries) does not move it.
 A turn's `fault` is raised on the first `times` attempts at that turn (counted per provider
-instance, which the pool keeps per run), then the turn answers. The scripted model stands
-in for an Anthropic-like service: a fault's status, headers and message mean what they
-would from Anthropic's API (529 an overload, a 400 with its overflow wording a context
-overflow with the counts it states).
+instance, which the pool keeps per run), then the turn answers; what a fault means is
+`faults.py`'s.
 """
 
 from __future__ import annotations
@@ -18,18 +16,16 @@ from collections import Counter, OrderedDict
 from dataclasses import replace
 
 from app.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
-from app.core.model_config import FaultKind, ScriptedFault, ScriptedTurn, ScriptedUsage
+from app.core.model_config import ScriptedTurn, ScriptedUsage
 from app.llm.provider import (
-    ErrorClass,
     LLMRequest,
     LLMResponse,
     ModelOwner,
-    ProviderError,
     TextSink,
     Usage,
     UsageSink,
 )
-from app.llm.providers.anthropic_errors import http_error
+from app.llm.providers.scripted.faults import fault_error
 
 SCRIPTED_KEPT = 4096  # runs whose scripted provider (and its fault counts) a pool keeps
 
@@ -110,15 +106,6 @@ class ScriptedProvider:
             return [TextBlock(text=turn.text)]
         # A tool turn asked for when no tools are offered (a final summary turn).
         return [TextBlock(text="Summary: the scripted agent stopped before finishing its plan.")]
-
-
-def fault_error(fault: ScriptedFault) -> ProviderError:
-    """The error a fault stands for, as the service it imitates would report it."""
-    if fault.kind is not FaultKind.HTTP:  # the transport failed
-        kind: ErrorClass = "timeout" if fault.kind is FaultKind.TIMEOUT else "connection"
-        return ProviderError(kind, fault.message, status=fault.status, headers=fault.headers)
-    assert fault.status is not None  # the schema requires it for an http fault
-    return http_error(fault.status, fault.message, fault.headers)
 
 
 class ScriptedProviders:

@@ -1,7 +1,7 @@
 """The Anthropic provider: one streamed Messages API call through the official SDK, with
 our transcript translated to its wire shapes and every failure reported as a neutral
-ProviderError (`anthropic_errors` reads the API's statuses and messages); and its pool,
-which reads the key (or the key file) from `settings.llm.anthropic`."""
+ProviderError (`errors` reads the API's statuses and messages); and its pool,
+which reads the key (or the key file) from its settings group (`settings`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import anthropic
 import httpx2  # the SDK's transport: its errors surface raw once the body is streaming
 from anthropic.types import ContentBlockParam, MessageParam, ToolChoiceParam, ToolParam
 
-from app.core.config import AnthropicSettings
 from app.core.messages import Block, Message, TextBlock, ToolUseBlock
 from app.llm.provider import (
     LLMRequest,
@@ -27,8 +26,8 @@ from app.llm.provider import (
     Usage,
     UsageSink,
 )
-from app.llm.providers.anthropic_errors import status_error
-from app.llm.providers.anthropic_settings import KEY_ENV, missing_credentials
+from app.llm.providers.anthropic.errors import status_error
+from app.llm.providers.anthropic.settings import KEY_ENV, AnthropicSettings, missing_credentials
 from app.llm.providers.sdk_client import SdkClientOwner, transport_cause
 
 

@@ -1,6 +1,7 @@
-"""Where an `openai` model is reached and with which key, read from its settings group and
-the agent's model config without loading the SDK (a slow import, paid only by a process
-whose agents call such a server).
+"""The OpenAI-compatible provider's settings group (`LOOPWRIGHT_LLM__OPENAI__…`), and where
+an `openai` model is reached and with which key, read from it and the agent's model config
+without loading the SDK (a slow import, paid only by a process whose agents call such a
+server).
 
 The settings' key belongs to the settings' base URL (OpenAI's API when unset): it is sent
 there and nowhere else. An agent with a base URL of its own takes its key from the variable
@@ -12,14 +13,35 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
-from app.core.config import OpenAISettings
+from pydantic import BaseModel, Field, SecretStr
+
 from app.core.model_config import ModelConfig
 
 KEY_ENV = "LOOPWRIGHT_LLM__OPENAI__API_KEY"
 BASE_URL_ENV = "LOOPWRIGHT_LLM__OPENAI__BASE_URL"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 PLACEHOLDER_KEY = "loopwright-no-key"  # what a server that checks no key receives
+
+
+class OpenAISettings(BaseModel):
+    """The `openai` provider: OpenAI's API or a server speaking its Chat Completions
+    (`LOOPWRIGHT_LLM__OPENAI__API_KEY` and so on). The key goes to this base URL only."""
+
+    api_key: SecretStr | None = Field(
+        None, description="Key for `openai` models at the base URL below (OpenAI's API if unset)."
+    )
+    base_url: str | None = Field(
+        None,
+        description="Chat Completions base URL for every `openai` agent without one of its "
+        "own (e.g. `http://localhost:11434/v1` for Ollama); unset: OpenAI's API.",
+    )
+    api_key_file: Path | None = Field(
+        None,
+        description="A file holding the key (a mounted secret); read again after a 401. Takes "
+        "precedence over the key.",
+    )
 
 
 @dataclass(frozen=True)

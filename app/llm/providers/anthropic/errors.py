@@ -1,14 +1,13 @@
 """Anthropic's errors in neutral terms: which class each status and error type means,
 and the token counts its context-overflow messages state. Pure functions over status,
-type, message and headers, so the scripted model (which answers like this API) maps its
-faults the same way."""
+type, message and headers."""
 
 from __future__ import annotations
 
 import re
 
-from app.llm.provider import ErrorClass, Overflow, ProviderError
-from app.llm.providers.http_status import class_of_status, should_retry
+from app.llm.provider import Overflow, ProviderError
+from app.llm.providers import http_status
 
 # An `event: error` inside a stream arrives after the response has already said 200, so
 # its status is the one Anthropic's API pairs with the error's type. An unknown type
@@ -50,22 +49,9 @@ def status_error(
 def http_error(status: int, message: str, headers: dict[str, str]) -> ProviderError:
     """An error status with its message, classed as Anthropic's API means it: 529 is an
     overload, a 400 whose message reports a context overflow is one (with its counts)."""
-    lowered = {k.lower(): v for k, v in headers.items()}
     overflow = parse_overflow(message) if status == 400 else None
-    error_class: ErrorClass
-    if overflow is not None:
-        error_class = "context_overflow"
-    elif status == OVERLOADED:
-        error_class = "overloaded"
-    else:
-        error_class = class_of_status(status)
-    return ProviderError(
-        error_class,
-        message,
-        status=status,
-        headers=lowered,
-        overflow=overflow,
-        should_retry=should_retry(lowered),
+    return http_status.http_error(
+        status, message, headers, overloaded=OVERLOADED, overflow=overflow
     )
 
 

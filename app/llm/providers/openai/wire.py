@@ -1,8 +1,8 @@
 """The OpenAI-compatible provider: one streamed Chat Completions call through the official
 SDK, to OpenAI's API or any server that speaks it (vLLM, Ollama, llama.cpp, LM Studio,
 other vendors), with our transcript translated to chat messages and every failure reported
-as a neutral ProviderError (`openai_errors` reads the statuses and messages); and its pool,
-which finds each model's server and key (`openai_settings`).
+as a neutral ProviderError (`errors` reads the statuses and messages); and its pool,
+which finds each model's server and key (`settings`).
 
 Translation, both ways:
   system prompt          a `system` message, first
@@ -44,7 +44,6 @@ from openai.types.chat import (
 )
 from openai.types.completion_usage import CompletionUsage
 
-from app.core.config import OpenAISettings
 from app.core.messages import (
     UNPARSED_ARGUMENTS,
     Block,
@@ -65,12 +64,13 @@ from app.llm.provider import (
     Usage,
     UsageSink,
 )
-from app.llm.providers.openai_errors import status_error
-from app.llm.providers.openai_settings import (
+from app.llm.providers.openai.errors import status_error
+from app.llm.providers.openai.settings import (
     KEY_ENV,
     OPENAI_BASE_URL,
     PLACEHOLDER_KEY,
     Endpoint,
+    OpenAISettings,
     endpoint,
     has_settings_key,
     missing_credentials,
@@ -331,7 +331,7 @@ def tool_choice_param(choice: ToolChoice | None) -> ChatCompletionToolChoiceOpti
 
 class OpenAIProviders:
     """The `ProviderPool` of `openai` models: one provider per server and key source
-    (`openai_settings.Endpoint`), shared by every run and closed with the process."""
+    (`settings.Endpoint`), shared by every run and closed with the process."""
 
     def __init__(self, settings: OpenAISettings) -> None:
         self._settings = settings
