@@ -35,7 +35,7 @@ from app.tasks.api import boards, tasks
 from app.telemetry import task_dump, tracing
 from app.triggers.api import hooks, triggers
 from app.webhooks import api as webhooks
-from app.wiring import running
+from app.wiring import ComponentFactory, running
 from app.workflows.api import workflow_executions, workflow_templates, workflows
 from app.workspaces import api as workspaces
 
@@ -55,7 +55,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     loop = asyncio.get_running_loop()
     task_dump.install(loop)
     try:
-        async with running(app.state.settings, app.state.tools) as runtime:
+        async with running(
+            app.state.settings, app.state.tools, components=app.state.components
+        ) as runtime:
             app.state.runtime = runtime
             app.state.services = runtime.services
             if app.state.announce:
@@ -70,9 +72,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(
-    settings: Settings | None = None, *, tools: Sequence[Tool] = (), announce: bool = False
+    settings: Settings | None = None,
+    *,
+    tools: Sequence[Tool] = (),
+    components: Sequence[ComponentFactory] = (),
+    announce: bool = False,
 ) -> FastAPI:
-    """The application; `tools` are added to the built-in ones for the run workers;
+    """The application; `tools` are added to the built-in ones for the run workers, and
+    `components` (background components made from the services) to the process's own;
     `announce`: say where to go once it is ready (`loopwright serve`)."""
     settings = settings or load_settings()
     app = FastAPI(
@@ -87,6 +94,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.tools = list(tools)
+    app.state.components = list(components)
     app.state.announce = announce
     problems.install(app)
     # Outermost last: request ids see every response; the guard reads the bounded body.

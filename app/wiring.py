@@ -18,7 +18,7 @@ import importlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -70,6 +70,7 @@ from app.runs.tools.mcp.hub import McpHub
 from app.runs.tools.mcp.policy import McpPolicy
 from app.runs.tools.registry import ToolRegistry
 from app.runtime.group_commit import GroupCommitter
+from app.runtime.lifecycle import Component, Components
 from app.services import Services
 from app.sprints.engine.sprint_clock import SprintClock
 from app.sprints.engine.sprints import SprintCommands
@@ -99,23 +100,19 @@ from app.workspaces.tools import workspace_tools
 log = logging.getLogger(__name__)
 
 
+# A background component an embedding application (or a test) adds to the process, made
+# from its services; it starts after the process's own and stops before them.
+ComponentFactory = Callable[[Services], Component]
+
+
 @dataclass(frozen=True)
-class Component:
-    """A part of the process with a life of its own: started in order, stopped in reverse."""
-
-    name: str
-    start: Callable[[], object]
-    stop: Callable[[], Awaitable[None]]
-
-
-@dataclass
 class Runtime:
     """What one process holds while it runs."""
 
     services: Services
     db: AsyncEngine
     workers: WorkerPool | None
-    components: list[Component] = field(default_factory=list)  # in start order
+    components: Components  # in start order
 
 
 def load_plugin(entry: str) -> list[Tool]:
@@ -264,10 +261,12 @@ def build_runtime(
     stream_slots = StreamSlots(
         settings.streams.max_subscribers, settings.streams.full_retry_after_s
     )
+    components = Components()  # filled once below, in start order
     metrics = Metrics(
         task_queue_depth=lambda: task_engine.queue_depth,
         breaker_states=breakers.snapshot,
         open_streams=lambda: stream_slots.open,
+        component_restarts=components.restarts,
     )
     runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
@@ -275,12 +274,10 @@ def build_runtime(
     sprints = SprintCommands(sessionmaker, bus, idempotency_retention=retention)
     repos = Repos(settings.workspaces)
     worktrees = Worktrees(sessionmaker, repos)
-    pulls: list[TaskRuns] = []  # made below; a freed worktree pulls the project's tasks
-
-    async def pull_waiting(project: str) -> None:
-        for task_runs in pulls:
-            await task_runs.pull_project(project)
-
+    task_runs = TaskRuns(
+        sessionmaker, task_engine, runs, bus, poll_interval_s=settings.workers.poll_interval_s
+    )
+    pull_waiting = task_runs.pull_project  # a freed worktree pulls the project's tasks
     merge_queue = MergeQueue(
         sessionmaker,
         bus,
@@ -356,6 +353,7 @@ def build_runtime(
             sessionmaker, settings.streams.replay_batch, read_stream, stream_end
         ),
         sessions=_sessions(settings),
+        components=components,
     )
     committer = boundary_committer(sessionmaker)
     workers = None
@@ -376,10 +374,6 @@ def build_runtime(
     listener = PgListener(libpq_url(url), bus)
     workflow_observer = ExecutionObserver(sessionmaker, bus, task_engine)
     task_engine.add_observer(workflow_observer)
-    task_runs = TaskRuns(
-        sessionmaker, task_engine, runs, bus, poll_interval_s=settings.workers.poll_interval_s
-    )
-    pulls.append(task_runs)
     review_gate = ReviewGate(sessionmaker, task_engine, approvals)
     approval_sweep = ApprovalTimeoutScheduler(
         sessionmaker, approvals, review_gate, interval_s=settings.approvals.sweep_interval_s
@@ -412,7 +406,7 @@ def build_runtime(
         sessionmaker, firing.fire_chain, interval_s=trigger_settings.chain_relay_interval_s
     )
 
-    components = [
+    components.add(
         Component("listener", listener.start, listener.stop),
         Component("model providers", providers.warm_up, providers.aclose),
         Component("workflow observer", workflow_observer.start, workflow_observer.stop),
@@ -426,33 +420,47 @@ def build_runtime(
         Component("task router", router.start, router.stop),
         Component("review gate", review_gate.start, review_gate.stop),
         # After the bridge, the router and the gate: it drives subtasks through them.
-        Component("coordinator", coordinator.start, coordinator.stop),
+        Component("coordinator", coordinator.start, coordinator.stop, coordinator.loop),
         # Its first tick also catches up with approvals that expired while we were down.
-        Component("approval sweep", approval_sweep.start, approval_sweep.stop),
+        Component("approval sweep", approval_sweep.start, approval_sweep.stop, approval_sweep.loop),
         # Its first pass moves the sprints whose end date passed while we were down.
-        Component("sprint clock", sprint_clock.start, sprint_clock.stop),
+        Component("sprint clock", sprint_clock.start, sprint_clock.stop, sprint_clock.loop),
         # Recovers interrupted merges first; then follows the tasks, approvals and runs.
-        Component("merge queue", merge_queue.start, merge_queue.stop),
-        Component("idempotency sweep", idempotency_sweep.start, idempotency_sweep.stop),
+        Component("merge queue", merge_queue.start, merge_queue.stop, merge_queue.loop),
+        Component(
+            "idempotency sweep",
+            idempotency_sweep.start,
+            idempotency_sweep.stop,
+            idempotency_sweep.loop,
+        ),
         *_history_retention(settings, sessionmaker, metrics),
         Component("group committer", committer.start, committer.stop),
-        Component("reconciler", reconciler.start, reconciler.stop),  # first pass: at boot
+        Component(
+            "reconciler", reconciler.start, reconciler.stop, reconciler.loop
+        ),  # first pass: at boot
         # Both fire through the fire path, which creates runs and executions: after the
         # TaskEngine (an execution's tasks) and the group committer.
-        Component("scheduler", scheduler.start, scheduler.stop),
-        Component("chain relay", chain_relay.start, chain_relay.stop),
+        Component("scheduler", scheduler.start, scheduler.stop, scheduler.loop),
+        Component("chain relay", chain_relay.start, chain_relay.stop, chain_relay.loop),
         *_webhook_deliverer(settings, sessionmaker, bus, delivery_policy, metrics),
         *_log_retention(settings, sessionmaker),
-    ]
-    if workers is not None:
-        pool = workers
-        # Stopped after the workers: the MCP servers their runs could not stop.
-        components.append(Component("mcp servers", lambda: None, mcp.stop))
-        components.append(
-            Component("workers", pool.start, lambda: pool.stop(settings.workers.grace_s))
-        )
-    components.append(Component("streams", lambda: None, _end_streams(services)))
+        *_workers(settings, workers, mcp),
+        components.watchdog(),
+        Component("streams", lambda: None, _end_streams(services)),
+    )
     return Runtime(services, db, workers, components)
+
+
+def _workers(settings: Settings, workers: WorkerPool | None, mcp: McpHub) -> list[Component]:
+    """The run workers, when this process runs runs."""
+    if workers is None:
+        return []
+    pool = workers
+    return [
+        # Stopped after the workers: the MCP servers their runs could not stop.
+        Component("mcp servers", lambda: None, mcp.stop),
+        Component("workers", pool.start, lambda: pool.stop(settings.workers.grace_s)),
+    ]
 
 
 def _history_retention(
@@ -469,7 +477,7 @@ def _history_retention(
         chunk=settings.history.prune_chunk,
         metrics=metrics,
     )
-    return [Component("history retention", pruner.start, pruner.stop)]
+    return [Component("history retention", pruner.start, pruner.stop, pruner.loop)]
 
 
 def _log_retention(
@@ -483,7 +491,9 @@ def _log_retention(
         fires=None if fires is None else timedelta(seconds=fires),
     )
     return (
-        [] if pruner.keeps_everything else [Component("log retention", pruner.start, pruner.stop)]
+        []
+        if pruner.keeps_everything
+        else [Component("log retention", pruner.start, pruner.stop, pruner.loop)]
     )
 
 
@@ -521,14 +531,17 @@ async def running(
     settings: Settings,
     tools: Sequence[Tool] = (),
     *,
+    components: Sequence[ComponentFactory] = (),
     build: Callable[[Settings, str, AsyncEngine, Sequence[Tool]], Runtime] = build_runtime,
 ) -> AsyncIterator[Runtime]:
-    """A started process: its components run inside the block and are stopped, in reverse
-    order of their start, when it exits, or at once when a start fails (what started is
-    stopped, the pool disposed); the error then propagates."""
+    """A started process: its components (and `components`, made from its services, after
+    them) run inside the block and are stopped, in reverse order of their start, when it
+    exits, or at once when a start fails (what started is stopped, the pool disposed); the
+    error then propagates."""
     async with AsyncExitStack() as stack:
         url, db = await _database(settings, stack)
         runtime = build(settings, url, db, tools)
+        runtime.components.add(*(make(runtime.services) for make in components))
         # The tokenizer (compaction's estimates) loads once, here, not in a run's first turn.
         await asyncio.to_thread(tokens.encoding)
         for component in runtime.components:
