@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 
 import uvicorn
@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from app.core.config import Settings
 from app.core.net import listening_socket
 from app.main import create_app
+from app.wiring import ComponentFactory
 
 
 def make_settings(database_url: str, **groups: dict[str, object]) -> Settings:
@@ -36,9 +37,12 @@ async def running_server(settings: Settings) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def running_app(settings: Settings) -> AsyncIterator[tuple[str, FastAPI]]:
-    """As `running_server`, also yielding the app (its `state.services` once started)."""
-    app = create_app(settings)
+async def running_app(
+    settings: Settings, components: Sequence[ComponentFactory] = ()
+) -> AsyncIterator[tuple[str, FastAPI]]:
+    """As `running_server`, also yielding the app (its `state.services` once started);
+    `components`: background components added to the process's own."""
+    app = create_app(settings, components=components)
     sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
