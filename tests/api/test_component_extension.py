@@ -8,6 +8,7 @@ a real database, the interval and the backoff slept on an injected sleep."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 import httpx
 import pytest
@@ -138,3 +139,9 @@ async def test_an_added_component_is_woken_restarted_and_shown(
         assert counter.counts.empty()
         assert counter.start_ups == 2
         assert await _restarts(http, "task counter") == 1
+
+        # The overview lists it among the components that restarted.
+        page = (await http.get("/ui/overview")).text
+        rows = dict(re.findall(r'<tr data-component="([^"]+)">(.*?)</tr>', page, re.S))
+        assert list(rows) == ["task counter"]
+        assert re.search(r'data-label="Restarts" class="num">1<', rows["task counter"])
