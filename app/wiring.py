@@ -1,15 +1,18 @@
-"""The composition root: builds every service and component of a process once, starts the
-components in order and stops them in reverse, also when start-up fails halfway.
+"""The composition root: builds every service and component of a process once, in one
+order with no object changed after it is built, starts the components in order and stops
+them in reverse, also when start-up fails halfway.
 
-Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
-workflow observer and the TaskEngine → task runs → task router → review gate → coordinator
-→ approval sweep → sprint clock → idempotency sweep → history retention (only when a window
-is set) → group committer → tokenizer → reconciler (its first pass reconciles at boot) →
-scheduler → chain relay → webhook deliverer → workers. Stopping runs the same list
-backwards, after open streams are told to end: workers stop claiming and give running
-loops their grace period, the deliverer gives its attempts theirs, …, the listener
-stops, the pool is disposed, the embedded server stops.
-"""
+Start order: database (embedded when no URL) → migrations → tokenizer → NOTIFY listener →
+model providers → the workflow observer and the TaskEngine → task runs → task router →
+review gate → coordinator → approval sweep → sprint clock → merge queue → idempotency sweep
+→ history retention (only when a window is set) → group committer → reconciler (its first
+pass reconciles at boot) → scheduler → chain relay → webhook deliverer → log retention →
+MCP servers and workers → the component watchdog → the components an embedding
+application adds. Stopping runs the same list backwards, after open streams are told to
+end: workers stop claiming and give running loops their grace period, the deliverer gives
+its attempts theirs, …, the listener stops, the pool is disposed, the embedded server
+stops. The components with a wake loop (`runtime/components.py`) are supervised: `/readyz`
+and the overview read them through `Components` (`runtime/lifecycle.py`)."""
 
 from __future__ import annotations
 
@@ -373,7 +376,6 @@ def build_runtime(
         )
     listener = PgListener(libpq_url(url), bus)
     workflow_observer = ExecutionObserver(sessionmaker, bus, task_engine)
-    task_engine.add_observer(workflow_observer)
     review_gate = ReviewGate(sessionmaker, task_engine, approvals)
     approval_sweep = ApprovalTimeoutScheduler(
         sessionmaker, approvals, review_gate, interval_s=settings.approvals.sweep_interval_s

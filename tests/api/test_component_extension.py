@@ -73,7 +73,8 @@ class TaskCounter:
 
     async def count(self) -> None:
         async with self._sessionmaker() as session:
-            self.counts.put_nowait(await session.scalar(select(func.count()).select_from(Task)))
+            tasks = await session.scalar(select(func.count()).select_from(Task))
+        self.counts.put_nowait(tasks or 0)
 
     async def next_count(self) -> int:
         async with asyncio.timeout(SAFETY_S):
