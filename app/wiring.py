@@ -417,9 +417,9 @@ def build_runtime(
             task_engine.start,
             lambda: task_engine.stop(engine_settings.drain_timeout_s),
         ),
-        Component("task runs", task_runs.start, task_runs.stop),
+        Component("task runs", task_runs.start, task_runs.stop, task_runs.loop),
         # After task runs: the tasks its first sweep assigns are dispatched.
-        Component("task router", router.start, router.stop),
+        Component("task router", router.start, router.stop, router.loop),
         Component("review gate", review_gate.start, review_gate.stop),
         # After the bridge, the router and the gate: it drives subtasks through them.
         Component("coordinator", coordinator.start, coordinator.stop, coordinator.loop),
@@ -516,7 +516,7 @@ def _webhook_deliverer(
         metrics=metrics,
         poll_interval_s=settings.webhooks.poll_interval_s,
     )
-    return [Component("webhook deliverer", deliverer.start, deliverer.stop)]
+    return [Component("webhook deliverer", deliverer.start, deliverer.stop, deliverer.loop)]
 
 
 def _end_streams(services: Services) -> Callable[[], Awaitable[None]]:

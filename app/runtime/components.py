@@ -1,10 +1,10 @@
 """A background component, written once: what wakes it (bus streams, an interval, a
-`sooner`), an optional start-up step and one pass. `Loop` runs it in a task of its own and
-supervises it: a pass that raises is logged and the next comes on time (the database may
-just be away for a while); anything else that escapes (the start-up step, a wake-up) ends
-the loop, which is logged, counted and started again after a capped exponential backoff.
-Each loop records when it last completed a pass, so a component that stops making passes
-reads as stalled (`Reading.stalled`)."""
+`sooner`, its own code through `wake()`), an optional start-up step and one pass. `Loop`
+runs it in a task of its own and supervises it: a pass that raises is logged and the next
+comes on time (the database may just be away for a while); anything else that escapes
+(the start-up step, a wake-up) ends the loop, which is logged, counted and started again
+after a capped exponential backoff. Each loop records when it last completed a pass, so a
+component that stops making passes reads as stalled (`Reading.stalled`)."""
 
 from __future__ import annotations
 
@@ -120,6 +120,7 @@ class Loop:
         self._last_pass: datetime | None = None
         self._restarts = 0
         self._in_a_row = 0
+        self._woken = asyncio.Event()
 
     def start(self) -> None:
         self._state = State.RUNNING
@@ -132,6 +133,11 @@ class Loop:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         self._state = State.STOPPED
+
+    def wake(self) -> None:
+        """A pass soon, as an event on its streams would (the component's own code knows
+        of work: a TaskEngine observer). Wake-ups during a pass collapse into one."""
+        self._woken.set()
 
     def reading(self) -> Reading:
         return Reading(self.name, self._state, self._last_pass, self._restarts, self.stalled())
@@ -180,11 +186,9 @@ class Loop:
             return self.wakes.interval_s  # not sooner: what it knew may be what failed
 
     async def _wait(self, wakes: list[Wakeable], delay_s: float) -> None:
-        """Until the first of: an event on a stream, `delay_s` slept."""
-        if not wakes:
-            await self._sleep(delay_s)
-            return
+        """Until the first of: an event on a stream, `wake()`, `delay_s` slept."""
         waits: list[asyncio.Future[object]] = [asyncio.ensure_future(self._sleep(delay_s))]
+        waits.append(asyncio.ensure_future(self._woken.wait()))
         waits += [asyncio.ensure_future(w.wait(delay_s)) for w in wakes]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -192,3 +196,4 @@ class Loop:
             for w in waits:
                 w.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
+        self._woken.clear()

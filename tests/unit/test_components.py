@@ -83,6 +83,32 @@ async def test_a_pass_that_raises_is_logged_and_the_next_comes_on_its_interval(
     assert "flaky: a pass failed; the next one comes in 30s" in caplog.text
 
 
+async def test_its_own_code_wakes_a_loop_before_its_interval() -> None:
+    passes = asyncio.Queue[int]()
+
+    async def one_pass() -> None:
+        passes.put_nowait(passes.qsize())
+
+    async def forever(seconds: float) -> None:
+        await asyncio.Event().wait()  # the interval never ends here
+
+    loop = Loop("nudged", one_pass, Wakes(3_600.0), sleep=forever)
+    loop.start()
+    try:
+        async with asyncio.timeout(SAFETY_S):
+            await passes.get()  # at start
+            loop.wake()
+            await passes.get()  # woken
+            loop.wake()
+            loop.wake()  # wake-ups before the pass collapse into one
+            await passes.get()
+        for _ in range(10):  # turns of the event loop: a fourth pass would have come
+            await asyncio.sleep(0)
+        assert passes.empty()
+    finally:
+        await loop.stop()
+
+
 async def test_a_loop_that_dies_restarts_after_a_growing_backoff(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
