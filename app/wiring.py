@@ -186,7 +186,18 @@ def build_workers(
     `mcp`'s policy). `breakers` are the process's circuit breakers (of tools and models),
     shared by every run."""
     breakers = breakers or Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
-    services = BuiltinServices(runs, sessionmaker, bus)
+    worker_settings = settings.workers
+    pool = WorkerPool(
+        sessionmaker,
+        bus,
+        # Its loops are made when it claims runs, with `deps` (below): their tools lend
+        # the pool's slot of a run that only waits for its children.
+        lambda run, owner, term: RunLoop(deps, run, owner=owner, term=term),
+        capacity=worker_settings.capacity,
+        lease_ttl_s=worker_settings.lease_ttl_s,
+        poll_interval_s=worker_settings.poll_interval_s,
+    )
+    services = BuiltinServices(runs, sessionmaker, bus, pools={pool.owner: pool})
     deps = LoopDeps(
         sessionmaker=sessionmaker,
         bus=bus,
@@ -212,16 +223,6 @@ def build_workers(
         auto_loops=AutoLoopPolicy.from_settings(settings.auto_loop),
         mcp=mcp or McpHub(McpPolicy.from_settings(settings.mcp)),
     )
-    worker_settings = settings.workers
-    pool = WorkerPool(
-        sessionmaker,
-        bus,
-        lambda run, owner, term: RunLoop(deps, run, owner=owner, term=term),
-        capacity=worker_settings.capacity,
-        lease_ttl_s=worker_settings.lease_ttl_s,
-        poll_interval_s=worker_settings.poll_interval_s,
-    )
-    services.attach_pool(pool)  # a run waiting for its children lends its slot
     return pool
 
 
