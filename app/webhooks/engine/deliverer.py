@@ -112,7 +112,7 @@ class WebhookDeliverer:
         free = self._policy.concurrency - len(self._in_flight)
         if free <= 0:
             return
-        claimed = await self._claim(free)
+        claimed = await self._claim_quietly(free)
         for delivery in claimed:
             self._spawn(delivery)
         self._next_s = 0.0 if len(claimed) == free else await self._until_due()
@@ -127,6 +127,13 @@ class WebhookDeliverer:
             self.loop.wake()
 
         task.add_done_callback(finished)
+
+    async def _claim_quietly(self, limit: int) -> list[Claimed]:
+        try:
+            return await self._claim(limit)
+        except Exception:  # the database may be away for a while: try again on the next pass
+            log.exception("webhook deliverer: claiming due deliveries failed")
+            return []
 
     async def _until_due(self) -> float:
         """Seconds until the earliest pending delivery is due, at most the poll interval.
