@@ -418,33 +418,26 @@ def build_runtime(
             task_engine.start,
             lambda: task_engine.stop(engine_settings.drain_timeout_s),
         ),
-        Component("task runs", task_runs.start, task_runs.stop, task_runs.loop),
+        Component.of("task runs", task_runs),
         # After task runs: the tasks its first sweep assigns are dispatched.
-        Component("task router", router.start, router.stop, router.loop),
+        Component.of("task router", router),
         Component("review gate", review_gate.start, review_gate.stop),
         # After the bridge, the router and the gate: it drives subtasks through them.
-        Component("coordinator", coordinator.start, coordinator.stop, coordinator.loop),
+        Component.of("coordinator", coordinator),
         # Its first tick also catches up with approvals that expired while we were down.
-        Component("approval sweep", approval_sweep.start, approval_sweep.stop, approval_sweep.loop),
+        Component.of("approval sweep", approval_sweep),
         # Its first pass moves the sprints whose end date passed while we were down.
-        Component("sprint clock", sprint_clock.start, sprint_clock.stop, sprint_clock.loop),
+        Component.of("sprint clock", sprint_clock),
         # Recovers interrupted merges first; then follows the tasks, approvals and runs.
-        Component("merge queue", merge_queue.start, merge_queue.stop, merge_queue.loop),
-        Component(
-            "idempotency sweep",
-            idempotency_sweep.start,
-            idempotency_sweep.stop,
-            idempotency_sweep.loop,
-        ),
+        Component.of("merge queue", merge_queue),
+        Component.of("idempotency sweep", idempotency_sweep),
         *_history_retention(settings, sessionmaker, metrics),
         Component("group committer", committer.start, committer.stop),
-        Component(
-            "reconciler", reconciler.start, reconciler.stop, reconciler.loop
-        ),  # first pass: at boot
+        Component.of("reconciler", reconciler),  # first pass: at boot
         # Both fire through the fire path, which creates runs and executions: after the
         # TaskEngine (an execution's tasks) and the group committer.
-        Component("scheduler", scheduler.start, scheduler.stop, scheduler.loop),
-        Component("chain relay", chain_relay.start, chain_relay.stop, chain_relay.loop),
+        Component.of("scheduler", scheduler),
+        Component.of("chain relay", chain_relay),
         *_webhook_deliverer(settings, sessionmaker, bus, delivery_policy, metrics),
         *_log_retention(settings, sessionmaker),
         *_workers(settings, workers, mcp),
@@ -480,7 +473,7 @@ def _history_retention(
         chunk=settings.history.prune_chunk,
         metrics=metrics,
     )
-    return [Component("history retention", pruner.start, pruner.stop, pruner.loop)]
+    return [Component.of("history retention", pruner)]
 
 
 def _log_retention(
@@ -493,11 +486,7 @@ def _log_retention(
         deliveries=None if deliveries is None else timedelta(seconds=deliveries),
         fires=None if fires is None else timedelta(seconds=fires),
     )
-    return (
-        []
-        if pruner.keeps_everything
-        else [Component("log retention", pruner.start, pruner.stop, pruner.loop)]
-    )
+    return [] if pruner.keeps_everything else [Component.of("log retention", pruner)]
 
 
 def _webhook_deliverer(
@@ -517,7 +506,7 @@ def _webhook_deliverer(
         metrics=metrics,
         poll_interval_s=settings.webhooks.poll_interval_s,
     )
-    return [Component("webhook deliverer", deliverer.start, deliverer.stop, deliverer.loop)]
+    return [Component.of("webhook deliverer", deliverer)]
 
 
 def _end_streams(services: Services) -> Callable[[], Awaitable[None]]:

@@ -7,12 +7,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from app.runtime.components import Loop, Reading, Wakes
 
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 30.0
+
+
+class Looping(Protocol):
+    """A part of the process that runs a wake loop (the reconciler, the merge queue, …)."""
+
+    loop: Loop
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -26,9 +37,10 @@ class Component:
     loop: Loop | None = None
 
     @classmethod
-    def of(cls, name: str, loop: Loop) -> Component:
-        """A component that is a wake loop and nothing more."""
-        return cls(name, loop.start, loop.stop, loop)
+    def of(cls, name: str, part: Loop | Looping) -> Component:
+        """A wake loop, or a part that runs one (its own `start` and `stop` around it)."""
+        loop = part if isinstance(part, Loop) else part.loop
+        return cls(name, part.start, part.stop, loop)
 
 
 class Components:
