@@ -36,7 +36,7 @@ from app.tasks.api import boards, tasks
 from app.telemetry import task_dump, tracing
 from app.triggers.api import hooks, triggers
 from app.webhooks import api as webhooks
-from app.wiring import running
+from app.wiring import ComponentFactory, running
 from app.workflows.api import workflow_executions, workflow_templates, workflows
 from app.workspaces import api as workspaces
 
@@ -56,7 +56,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     loop = asyncio.get_running_loop()
     task_dump.install(loop)
     try:
-        async with running(app.state.settings, app.state.tools) as runtime:
+        async with running(
+            app.state.settings, app.state.tools, components=app.state.components
+        ) as runtime:
             app.state.runtime = runtime
             app.state.services = runtime.services
             if app.state.announce:
@@ -75,10 +77,12 @@ def create_app(
     *,
     tools: Sequence[Tool] = (),
     pages: Sequence[Page] = (),
+    components: Sequence[ComponentFactory] = (),
     announce: bool = False,
 ) -> FastAPI:
     """The application; `tools` are added to the built-in ones for the run workers, `pages`
-    to the dashboard's; `announce`: say where to go once it is ready (`loopwright serve`)."""
+    to the dashboard's, and `components` (background components made from the services) to
+    the process's own; `announce`: say where to go once it is ready (`loopwright serve`)."""
     settings = settings or load_settings()
     app = FastAPI(
         title="Loopwright",
@@ -92,6 +96,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.tools = list(tools)
+    app.state.components = list(components)
     app.state.announce = announce
     problems.install(app)
     # Outermost last: request ids see every response; the guard reads the bounded body.

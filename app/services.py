@@ -21,6 +21,7 @@ from app.events.engine.stream_tails import StreamTails
 from app.routing.engine.router import TaskRouter
 from app.runs.engine.runs import RunCommands
 from app.runs.schemas.tools import ToolRead
+from app.runtime.lifecycle import Components
 from app.sprints.engine.sprints import SprintCommands
 from app.tasks.engine.task_engine import TaskEngine
 from app.telemetry.metrics import Metrics
@@ -64,3 +65,4 @@ class Services:
     stream_tails: StreamTails
     tools: list[ToolRead]  # the tools agents may name
     sessions: Sessions  # the dashboard's login cookies (with API keys configured)
+    components: Components  # the background components, as `/readyz` reads them

@@ -1,15 +1,18 @@
-"""The composition root: builds every service and component of a process once, starts the
-components in order and stops them in reverse, also when start-up fails halfway.
+"""The composition root: builds every service and component of a process once, in one
+order with no object changed after it is built, starts the components in order and stops
+them in reverse, also when start-up fails halfway.
 
-Start order: database (embedded when no URL) → migrations → NOTIFY listener → the
-workflow observer and the TaskEngine → task runs → task router → review gate → coordinator
-→ approval sweep → sprint clock → idempotency sweep → history retention (only when a window
-is set) → group committer → tokenizer → reconciler (its first pass reconciles at boot) →
-scheduler → chain relay → webhook deliverer → workers. Stopping runs the same list
-backwards, after open streams are told to end: workers stop claiming and give running
-loops their grace period, the deliverer gives its attempts theirs, …, the listener
-stops, the pool is disposed, the embedded server stops.
-"""
+Start order: database (embedded when no URL) → migrations → tokenizer → NOTIFY listener →
+model providers → the workflow observer and the TaskEngine → task runs → task router →
+review gate → coordinator → approval sweep → sprint clock → merge queue → idempotency sweep
+→ history retention (only when a window is set) → group committer → reconciler (its first
+pass reconciles at boot) → scheduler → chain relay → webhook deliverer → log retention →
+MCP servers and workers → the component watchdog → the components an embedding
+application adds. Stopping runs the same list backwards, after open streams are told to
+end: workers stop claiming and give running loops their grace period, the deliverer gives
+its attempts theirs, …, the listener stops, the pool is disposed, the embedded server
+stops. The components with a wake loop (`runtime/components.py`) are supervised: `/readyz`
+and the overview read them through `Components` (`runtime/lifecycle.py`)."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import importlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -70,6 +73,7 @@ from app.runs.tools.mcp.hub import McpHub
 from app.runs.tools.mcp.policy import McpPolicy
 from app.runs.tools.registry import ToolRegistry
 from app.runtime.group_commit import GroupCommitter
+from app.runtime.lifecycle import Component, Components
 from app.services import Services
 from app.sprints.engine.sprint_clock import SprintClock
 from app.sprints.engine.sprints import SprintCommands
@@ -98,23 +102,19 @@ from app.workspaces.tools import workspace_tools
 log = logging.getLogger(__name__)
 
 
+# A background component an embedding application (or a test) adds to the process, made
+# from its services; it starts after the process's own and stops before them.
+ComponentFactory = Callable[[Services], Component]
+
+
 @dataclass(frozen=True)
-class Component:
-    """A part of the process with a life of its own: started in order, stopped in reverse."""
-
-    name: str
-    start: Callable[[], object]
-    stop: Callable[[], Awaitable[None]]
-
-
-@dataclass
 class Runtime:
     """What one process holds while it runs."""
 
     services: Services
     db: AsyncEngine
     workers: WorkerPool | None
-    components: list[Component] = field(default_factory=list)  # in start order
+    components: Components  # in start order
 
 
 def load_plugin(entry: str) -> list[Tool]:
@@ -185,7 +185,18 @@ def build_workers(
     `mcp`'s policy). `breakers` are the process's circuit breakers (of tools and models),
     shared by every run."""
     breakers = breakers or Breakers(CircuitBreakerPolicy.from_settings(settings.resilience))
-    services = BuiltinServices(runs, sessionmaker, bus)
+    worker_settings = settings.workers
+    pool = WorkerPool(
+        sessionmaker,
+        bus,
+        # Its loops are made when it claims runs, with `deps` (below): their tools lend
+        # the pool's slot of a run that only waits for its children.
+        lambda run, owner, term: RunLoop(deps, run, owner=owner, term=term),
+        capacity=worker_settings.capacity,
+        lease_ttl_s=worker_settings.lease_ttl_s,
+        poll_interval_s=worker_settings.poll_interval_s,
+    )
+    services = BuiltinServices(runs, sessionmaker, bus, pools={pool.owner: pool})
     deps = LoopDeps(
         sessionmaker=sessionmaker,
         bus=bus,
@@ -211,16 +222,6 @@ def build_workers(
         auto_loops=AutoLoopPolicy.from_settings(settings.auto_loop),
         mcp=mcp or McpHub(McpPolicy.from_settings(settings.mcp)),
     )
-    worker_settings = settings.workers
-    pool = WorkerPool(
-        sessionmaker,
-        bus,
-        lambda run, owner, term: RunLoop(deps, run, owner=owner, term=term),
-        capacity=worker_settings.capacity,
-        lease_ttl_s=worker_settings.lease_ttl_s,
-        poll_interval_s=worker_settings.poll_interval_s,
-    )
-    services.attach_pool(pool)  # a run waiting for its children lends its slot
     return pool
 
 
@@ -263,10 +264,12 @@ def build_runtime(
     stream_slots = StreamSlots(
         settings.streams.max_subscribers, settings.streams.full_retry_after_s
     )
+    components = Components()  # filled once below, in start order
     metrics = Metrics(
         task_queue_depth=lambda: task_engine.queue_depth,
         breaker_states=breakers.snapshot,
         open_streams=lambda: stream_slots.open,
+        component_restarts=components.restarts,
     )
     runs = RunCommands(sessionmaker, bus, metrics=metrics, idempotency_retention=retention)
     approvals = ApprovalCommands(sessionmaker, bus, task_engine, settings.approvals)
@@ -274,12 +277,10 @@ def build_runtime(
     sprints = SprintCommands(sessionmaker, bus, idempotency_retention=retention)
     repos = Repos(settings.workspaces)
     worktrees = Worktrees(sessionmaker, repos)
-    pulls: list[TaskRuns] = []  # made below; a freed worktree pulls the project's tasks
-
-    async def pull_waiting(project: str) -> None:
-        for task_runs in pulls:
-            await task_runs.pull_project(project)
-
+    task_runs = TaskRuns(
+        sessionmaker, task_engine, runs, bus, poll_interval_s=settings.workers.poll_interval_s
+    )
+    pull_waiting = task_runs.pull_project  # a freed worktree pulls the project's tasks
     merge_queue = MergeQueue(
         sessionmaker,
         bus,
@@ -355,6 +356,7 @@ def build_runtime(
             sessionmaker, settings.streams.replay_batch, read_stream, stream_end
         ),
         sessions=_sessions(settings),
+        components=components,
     )
     committer = boundary_committer(sessionmaker)
     workers = None
@@ -374,11 +376,6 @@ def build_runtime(
         )
     listener = PgListener(libpq_url(url), bus)
     workflow_observer = ExecutionObserver(sessionmaker, bus, task_engine)
-    task_engine.add_observer(workflow_observer)
-    task_runs = TaskRuns(
-        sessionmaker, task_engine, runs, bus, poll_interval_s=settings.workers.poll_interval_s
-    )
-    pulls.append(task_runs)
     review_gate = ReviewGate(sessionmaker, task_engine, approvals)
     approval_sweep = ApprovalTimeoutScheduler(
         sessionmaker, approvals, review_gate, interval_s=settings.approvals.sweep_interval_s
@@ -402,7 +399,7 @@ def build_runtime(
 
     trigger_sources = KINDS.sources(SourceParts(sessionmaker, firing, settings.triggers, metrics))
 
-    components = [
+    components.add(
         Component("listener", listener.start, listener.stop),
         Component("model providers", providers.warm_up, providers.aclose),
         Component("workflow observer", workflow_observer.start, workflow_observer.stop),
@@ -411,38 +408,45 @@ def build_runtime(
             task_engine.start,
             lambda: task_engine.stop(engine_settings.drain_timeout_s),
         ),
-        Component("task runs", task_runs.start, task_runs.stop),
+        Component.of("task runs", task_runs),
         # After task runs: the tasks its first sweep assigns are dispatched.
-        Component("task router", router.start, router.stop),
+        Component.of("task router", router),
         Component("review gate", review_gate.start, review_gate.stop),
         # After the bridge, the router and the gate: it drives subtasks through them.
-        Component("coordinator", coordinator.start, coordinator.stop),
+        Component.of("coordinator", coordinator),
         # Its first tick also catches up with approvals that expired while we were down.
-        Component("approval sweep", approval_sweep.start, approval_sweep.stop),
+        Component.of("approval sweep", approval_sweep),
         # Its first pass moves the sprints whose end date passed while we were down.
-        Component("sprint clock", sprint_clock.start, sprint_clock.stop),
+        Component.of("sprint clock", sprint_clock),
         # Recovers interrupted merges first; then follows the tasks, approvals and runs.
-        Component("merge queue", merge_queue.start, merge_queue.stop),
-        Component("idempotency sweep", idempotency_sweep.start, idempotency_sweep.stop),
+        Component.of("merge queue", merge_queue),
+        Component.of("idempotency sweep", idempotency_sweep),
         *_history_retention(settings, sessionmaker, metrics),
         Component("group committer", committer.start, committer.stop),
-        Component("reconciler", reconciler.start, reconciler.stop),  # first pass: at boot
+        Component.of("reconciler", reconciler),  # first pass: at boot
         # The trigger kinds' sources (the scheduler, the chain relay) fire through the fire
         # path, which creates runs and executions: after the TaskEngine (an execution's
         # tasks) and the group committer.
-        *(Component(name, source.start, source.stop) for name, source in trigger_sources),
+        *(Component.of(name, source) for name, source in trigger_sources),
         *_webhook_deliverer(settings, sessionmaker, bus, delivery_policy, metrics),
         *_log_retention(settings, sessionmaker),
-    ]
-    if workers is not None:
-        pool = workers
-        # Stopped after the workers: the MCP servers their runs could not stop.
-        components.append(Component("mcp servers", lambda: None, mcp.stop))
-        components.append(
-            Component("workers", pool.start, lambda: pool.stop(settings.workers.grace_s))
-        )
-    components.append(Component("streams", lambda: None, _end_streams(services)))
+        *_workers(settings, workers, mcp),
+        components.watchdog(),
+        Component("streams", lambda: None, _end_streams(services)),
+    )
     return Runtime(services, db, workers, components)
+
+
+def _workers(settings: Settings, workers: WorkerPool | None, mcp: McpHub) -> list[Component]:
+    """The run workers, when this process runs runs."""
+    if workers is None:
+        return []
+    pool = workers
+    return [
+        # Stopped after the workers: the MCP servers their runs could not stop.
+        Component("mcp servers", lambda: None, mcp.stop),
+        Component("workers", pool.start, lambda: pool.stop(settings.workers.grace_s)),
+    ]
 
 
 def _history_retention(
@@ -459,7 +463,7 @@ def _history_retention(
         chunk=settings.history.prune_chunk,
         metrics=metrics,
     )
-    return [Component("history retention", pruner.start, pruner.stop)]
+    return [Component.of("history retention", pruner)]
 
 
 def _log_retention(
@@ -472,9 +476,7 @@ def _log_retention(
         deliveries=None if deliveries is None else timedelta(seconds=deliveries),
         fires=None if fires is None else timedelta(seconds=fires),
     )
-    return (
-        [] if pruner.keeps_everything else [Component("log retention", pruner.start, pruner.stop)]
-    )
+    return [] if pruner.keeps_everything else [Component.of("log retention", pruner)]
 
 
 def _webhook_deliverer(
@@ -494,7 +496,7 @@ def _webhook_deliverer(
         metrics=metrics,
         poll_interval_s=settings.webhooks.poll_interval_s,
     )
-    return [Component("webhook deliverer", deliverer.start, deliverer.stop)]
+    return [Component.of("webhook deliverer", deliverer)]
 
 
 def _end_streams(services: Services) -> Callable[[], Awaitable[None]]:
@@ -511,14 +513,17 @@ async def running(
     settings: Settings,
     tools: Sequence[Tool] = (),
     *,
+    components: Sequence[ComponentFactory] = (),
     build: Callable[[Settings, str, AsyncEngine, Sequence[Tool]], Runtime] = build_runtime,
 ) -> AsyncIterator[Runtime]:
-    """A started process: its components run inside the block and are stopped, in reverse
-    order of their start, when it exits, or at once when a start fails (what started is
-    stopped, the pool disposed); the error then propagates."""
+    """A started process: its components (and `components`, made from its services, after
+    them) run inside the block and are stopped, in reverse order of their start, when it
+    exits, or at once when a start fails (what started is stopped, the pool disposed); the
+    error then propagates."""
     async with AsyncExitStack() as stack:
         url, db = await _database(settings, stack)
         runtime = build(settings, url, db, tools)
+        runtime.components.add(*(make(runtime.services) for make in components))
         # The tokenizer (compaction's estimates) loads once, here, not in a run's first turn.
         await asyncio.to_thread(tokens.encoding)
         for component in runtime.components:

@@ -1,6 +1,7 @@
 """The overview (`/ui/overview`, where `/ui` leads): runs by status, the queue, the
-workers, this month's spending and the budgets, this process's circuit breakers, the last
-failures and the approvals waiting on a person. The counts and the breakers are read as
+workers, this month's spending and the budgets, this process's circuit breakers and its
+background components that restarted or stalled, the last failures and the approvals
+waiting on a person. The counts and the breakers are read as
 `/metrics` reads them (the same store query, the same breakers). Live: an event on the
 runs stream fetches the figures again (`/ui/overview/live`), at most every 1.5 s."""
 
@@ -85,6 +86,7 @@ async def _figures(db: DbDep, services: ServicesDep) -> dict[str, object]:
         "workers": services.settings.workers,
         "breakers": services.breakers.readings(),
         "policy": services.breakers.policy,
+        "troubled": [c for c in services.components.readings() if c.restarts or c.stalled],
         "failures": failures,
         "agents": await agent_store.names(db, {run.agent_id for run in failures}),
         "approvals": await approval_store.count_pending(db),

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db import idempotency
-from app.runtime.periodic import Periodic
+from app.runtime.components import Loop, Wakes
 from app.telemetry.logs import log_events
 
 CHUNK = 1_000
@@ -46,14 +46,16 @@ class IdempotencySweep:
         self._retention = retention
         self._chunk = chunk
         self._clock = clock
-        self._ticks = Periodic("idempotency-sweep", self.run_once, interval_s, sleep=sleep)
+        self.loop = Loop(
+            "idempotency-sweep", self.run_once, Wakes(interval_s), sleep=sleep, clock=clock
+        )
 
     def start(self) -> None:
         """The first pass runs now (at start-up), then one every `interval_s`."""
-        self._ticks.start()
+        self.loop.start()
 
     async def stop(self) -> None:
-        await self._ticks.stop()
+        await self.loop.stop()
 
     async def run_once(self) -> int:
         """Delete every key expired at this pass's start; the number deleted."""

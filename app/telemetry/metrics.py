@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
@@ -43,6 +43,7 @@ class Metrics:
         task_queue_depth: Callable[[], int] = lambda: 0,
         breaker_states: Callable[[], Mapping[str, str]] = dict,
         open_streams: Callable[[], int] = lambda: 0,
+        component_restarts: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
@@ -239,6 +240,7 @@ class Metrics:
             registry=registry,
         )
         registry.register(_BreakerStates(breaker_states))
+        registry.register(_ComponentRestarts(component_restarts))
         # Event type -> the counter it increments and the payload fields naming its labels.
         self._counted: dict[str, tuple[Counter, tuple[str, ...]]] = {
             "agent.llm.retry": (self.llm_retries, ("class",)),
@@ -338,4 +340,22 @@ class _BreakerStates(Collector):
         for breaker, current in sorted(self._snapshot().items()):
             for state in BREAKER_STATES:
                 family.add_metric([breaker, state], 1.0 if state == current else 0.0)
+        yield family
+
+
+class _ComponentRestarts(Collector):
+    """`loopwright_component_restarts_total`: how often each supervised background
+    component's loop died and was started again, read from the components at scrape time."""
+
+    def __init__(self, restarts: Callable[[], Mapping[str, int]]) -> None:
+        self._restarts = restarts
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "loopwright_component_restarts",
+            "Restarts of this process's background components whose loop died, by component.",
+            labels=["component"],
+        )
+        for component, count in sorted(self._restarts().items()):
+            family.add_metric([component], count)
         yield family

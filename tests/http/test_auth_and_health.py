@@ -75,7 +75,12 @@ def test_loopback_needs_no_keys(host: str) -> None:
 
 async def test_probes(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
-    assert (await client.get("/readyz")).json() == {"status": "ready"}
+    ready = (await client.get("/readyz")).json()
+    assert ready["status"] == "ready"
+    components = {c["name"]: c for c in ready["components"]}
+    assert {"coordinator", "merge queue", "reconciler", "scheduler"} <= set(components)
+    assert components["reconciler"]["state"] == "running"
+    assert components["reconciler"]["restarts"] == 0
 
 
 async def test_a_database_that_is_down_gives_503_unavailable_not_500() -> None:

@@ -16,7 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.config import Settings
 from app.db.connection import libpq_url
 from app.runs.tools.base import Tool
-from app.wiring import Component, Runtime, build_runtime, running
+from app.runtime.lifecycle import Component, Components
+from app.wiring import Runtime, build_runtime, running
 from tests.support.database import admin, with_database
 from tests.support.server import make_settings
 
@@ -64,7 +65,7 @@ class Recorder:
         components = [self._wrapped(c) for c in runtime.components]
         if self.fail_at is not None:
             components.append(self._wrapped(Component(self.fail_at, self._fail, self._never)))
-        return replace(runtime, components=components)
+        return replace(runtime, components=Components(components))
 
     def _wrapped(self, component: Component) -> Component:
         def start() -> None:

@@ -293,7 +293,7 @@ class Harness:
             owner=owner,
             poll_interval_s=0.05,
         )
-        self.services.attach_pool(pool)
+        self.services.pools[pool.owner] = pool  # its runs lend their slots while they wait
         self._pools.append(pool)
         return pool
 

@@ -39,7 +39,7 @@ async def running_server(settings: Settings) -> AsyncIterator[str]:
 @asynccontextmanager
 async def running_app(settings: Settings, **options: Any) -> AsyncIterator[tuple[str, FastAPI]]:
     """As `running_server`, also yielding the app (its `state.services` once started);
-    `options` go to `create_app` (tools or pages of the test's own)."""
+    `options` go to `create_app` (tools, pages or background components of the test's own)."""
     app = create_app(settings, **options)
     sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]

@@ -464,7 +464,7 @@ async def test_a_schedule_that_cannot_fire_does_not_hold_back_the_others(
     assert f"schedule {broken} did not fire" in caplog.text
     assert await armed(world, broken) == NOW + timedelta(minutes=1)  # still due: tried again
     assert [f.scheduled_for for f in await fires_of(world, fine)] == [NOW + timedelta(minutes=2)]
-    # The database away is not one schedule's fault: the pass ends (Periodic logs it).
+    # The database away is not one schedule's fault: the pass ends (its loop logs it).
     failures.pop(0)
     with pytest.raises(OSError, match="the database is away"):
         await scheduler.run_once()

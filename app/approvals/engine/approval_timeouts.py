@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.approvals import store
 from app.approvals.engine.approvals import ApprovalCommands, ExpiryReport
-from app.runtime.periodic import Periodic
+from app.runtime.components import Loop, Wakes
 from app.tasks.engine.review_gate import ReviewGate
 from app.telemetry.logs import log_events
 
@@ -46,14 +46,14 @@ class ApprovalTimeoutScheduler:
         self._sessionmaker = sessionmaker
         self._approvals = approvals
         self._gate = gate
-        self._ticks = Periodic("approval-sweep", self.run_once, interval_s, sleep=sleep)
+        self.loop = Loop("approval-sweep", self.run_once, Wakes(interval_s), sleep=sleep)
 
     def start(self) -> None:
         """The first pass runs now (at start-up), then one every `interval_s`."""
-        self._ticks.start()
+        self.loop.start()
 
     async def stop(self) -> None:
-        await self._ticks.stop()
+        await self.loop.stop()
 
     async def run_once(self) -> ExpiryReport:
         report = await self._approvals.expire_due(limit=BATCH)

@@ -75,6 +75,7 @@ from app.routing.engine.base import Unroutable
 from app.routing.engine.router import TaskRouter
 from app.runs.engine.runs import RunCommands
 from app.runs.store import runs as run_store
+from app.runtime.components import Loop, Wakes
 from app.tasks.engine.task_engine import TaskEngine
 from app.tasks.engine.task_mutations import AssignTask, CreateTask, TransitionTask
 from app.tasks.engine.task_runs import execution_stopped
@@ -120,15 +121,22 @@ class Coordinator:
         metrics: Metrics | None = None,
     ) -> None:
         self._sessionmaker = sessionmaker
-        self._bus = bus  # its boards wake the passes
         self._tasks = tasks
         self._router = router
         self._decomposer = decomposer
         self._commands = commands
-        self._poll_interval_s = poll_interval_s
         self._log = CoordinationLog(sessionmaker, bus, clock, metrics)
         self._synthesis = Synthesis(sessionmaker, runs, self._log, clock)
-        self._loop: asyncio.Task[None] | None = None
+        # A pass at each wake-up: a coordination started in this process, any task change or
+        # run lifecycle event (the subtasks' progress), else every poll interval (what
+        # other processes did).
+        self.loop = Loop(
+            "coordinator",
+            self.run_pass,
+            Wakes(poll_interval_s, (COORDINATIONS_STARTED, TASK_STREAM, RUNS_STREAM)),
+            bus=bus,
+            clock=clock,
+        )
         self._driving: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
 
@@ -136,44 +144,33 @@ class Coordinator:
 
     def start(self) -> None:
         """Resume every running coordination, then follow the task and run boards."""
-        self._loop = asyncio.create_task(self._follow(), name="coordinator")
+        self.loop.start()
 
     async def stop(self) -> None:
         """Unfinished passes are dropped; the next start resumes each at its phase."""
-        pending = [*self._driving.values(), *([self._loop] if self._loop else [])]
+        await self.loop.stop()
+        pending = list(self._driving.values())
         for job in pending:
             job.cancel()
         for job in pending:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
-        self._loop = None
 
-    async def _follow(self) -> None:
-        """A pass over every running coordination at each wake-up: a coordination started
-        in this process, any task change or run lifecycle event (the subtasks' progress),
-        else every poll interval (what other processes did)."""
-        names = (COORDINATIONS_STARTED, TASK_STREAM, RUNS_STREAM)
-        with contextlib.ExitStack() as stack:
-            wakes = [stack.enter_context(self._bus.subscribe(name)) for name in names]
-            while True:
-                try:
-                    async with self._sessionmaker() as session:
-                        running = await store.running_ids(session)
-                except Exception:  # the database is not reachable yet: try again
-                    log.exception("coordinator: listing running coordinations failed")
-                    running = []
-                for coordination_id in running:
-                    self.kick(coordination_id)
-                try:
-                    await self._start_ready()
-                except Exception:  # the next pass tries again
-                    log.exception("coordinator: starting tasks' coordinations failed")
-                waits = [asyncio.create_task(w.wait(self._poll_interval_s)) for w in wakes]
-                try:
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for w in waits:
-                        w.cancel()
+    async def run_pass(self) -> None:
+        """A pass over every running coordination: kicked, and the tasks that ask for a
+        coordination started."""
+        try:
+            async with self._sessionmaker() as session:
+                running = await store.running_ids(session)
+        except Exception:  # the database is not reachable yet: try again
+            log.exception("coordinator: listing running coordinations failed")
+            running = []
+        for coordination_id in running:
+            self.kick(coordination_id)
+        try:
+            await self._start_ready()
+        except Exception:  # the next pass tries again
+            log.exception("coordinator: starting tasks' coordinations failed")
 
     async def _start_ready(self) -> None:
         """Start the coordination of each task that asks for one (its `coordination`),

@@ -20,8 +20,6 @@ changed.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from decimal import Decimal
@@ -43,6 +41,7 @@ from app.routing.engine.cost_optimised import CostOptimised
 from app.routing.engine.hierarchical import Hierarchical
 from app.routing.engine.model_scorer import ModelScorer
 from app.routing.engine.simple import LoadBalanced, Manual, RoleBased
+from app.runtime.components import Loop, Wakes
 from app.tasks.engine.task_engine import MutationResult, TaskEngine
 from app.tasks.engine.task_mutations import AgentAtCapacity, AssignTask, NoteUnroutable
 from app.tasks.engine.task_runs import execution_stopped
@@ -112,9 +111,9 @@ class TaskRouter:
         self._tasks = tasks
         self._prices = prices
         self._strategies = strategies
-        self._interval_s = interval_s
-        self._wake = asyncio.Event()
-        self._sweeper: asyncio.Task[None] | None = None
+        # A sweep at start (tasks left waiting by the last process), when a task comes to
+        # wait for an agent or frees one (`_on_task_change`), else every `interval_s`.
+        self.loop = Loop("task-router", self.sweep, Wakes(interval_s))
         self._noted: dict[str, str] = {}  # the last failure noted per task, by sweeps
 
     # -- lifecycle -------------------------------------------------------------------
@@ -122,15 +121,10 @@ class TaskRouter:
     def start(self) -> None:
         """Observe the TaskEngine, and sweep now (tasks left waiting by the last run)."""
         self._tasks.add_observer(self._on_task_change)
-        self._wake.set()
-        self._sweeper = asyncio.create_task(self._sweep_on_wake(), name="task-router")
+        self.loop.start()
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
+        await self.loop.stop()
 
     async def _on_task_change(self, result: MutationResult) -> None:
         change = result.change
@@ -144,17 +138,7 @@ class TaskRouter:
             and (after is None or after.status not in TASK_HELD)
         )
         if waiting or freed:
-            self._wake.set()
-
-    async def _sweep_on_wake(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval_s)
-            self._wake.clear()
-            try:
-                await self.sweep()
-            except Exception:  # the next wake-up tries again
-                log.exception("routing sweep failed")
+            self.loop.wake()
 
     # -- routing ---------------------------------------------------------------------
 

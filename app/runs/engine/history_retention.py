@@ -42,7 +42,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.runs.store import history_retention
-from app.runtime.periodic import Periodic
+from app.runtime.components import Loop, Wakes
 from app.telemetry.logs import log_events
 from app.telemetry.metrics import Metrics
 
@@ -70,14 +70,16 @@ class HistoryRetention:
         self._chunk = chunk
         self._clock = clock
         self._metrics = metrics
-        self._ticks = Periodic("history-retention", self.run_once, interval_s, sleep=sleep)
+        self.loop = Loop(
+            "history-retention", self.run_once, Wakes(interval_s), sleep=sleep, clock=clock
+        )
 
     def start(self) -> None:
         """The first pass runs now (at start-up), then one every `interval_s`."""
-        self._ticks.start()
+        self.loop.start()
 
     async def stop(self) -> None:
-        await self._ticks.stop()
+        await self.loop.stop()
 
     async def run_once(self) -> int:
         """Prune every conversation that settled before this pass's start minus the

@@ -45,7 +45,7 @@ from app.runs.engine.runs import RunCommands
 from app.runs.schemas.runs import ErrorLogEntry, RunRead, logged
 from app.runs.store import history
 from app.runs.store import runs as run_store
-from app.runtime.periodic import Periodic
+from app.runtime.components import Loop, Wakes
 from app.telemetry.logs import log_events
 from app.telemetry.metrics import Metrics
 
@@ -107,14 +107,14 @@ class Reconciler:
         self.cancel_timeout_s = cancel_timeout_s
         self._batch = batch
         self._clock = clock
-        self._ticks = Periodic("reconciler", self.run_once, interval_s)
+        self.loop = Loop("reconciler", self.run_once, Wakes(interval_s), clock=clock)
 
     def start(self) -> None:
         """The first pass runs now (at start-up), then one every `interval_s`."""
-        self._ticks.start()
+        self.loop.start()
 
     async def stop(self) -> None:
-        await self._ticks.stop()
+        await self.loop.stop()
 
     async def run_once(self) -> ReconcileReport:
         now = self._clock()

@@ -32,17 +32,14 @@ class SlotLender(Protocol):
 
 @dataclass(frozen=True)
 class BuiltinServices:
-    """What built-in tools reach through `ToolContext.services`. The worker pools that
-    run loops with these services are attached once built (`attach_pool`), keyed by
-    owner, which is the lease owner in a tool's context."""
+    """What built-in tools reach through `ToolContext.services`. `pools`: the worker
+    pools that run loops with these services, keyed by owner, which is the lease owner in
+    a tool's context."""
 
     runs: RunCommands
     sessionmaker: async_sessionmaker[AsyncSession]
     bus: EventBus
     pools: dict[str, SlotLender] = field(default_factory=dict)
-
-    def attach_pool(self, pool: SlotLender) -> None:
-        self.pools[pool.owner] = pool
 
     def lend_slot(self, context: ToolContext) -> AbstractAsyncContextManager[None]:
         """While the caller's run only waits, its pool's slot goes to another run; without

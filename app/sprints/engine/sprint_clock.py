@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.errors import InvalidTransition, NotFound, VersionConflict
 from app.core.states import SprintStatus
 from app.db.errors import is_connectivity_error
-from app.runtime.periodic import Periodic
+from app.runtime.components import Loop, Wakes
 from app.sprints.engine.sprints import SprintCommands
 from app.sprints.store import sprints as store
 from app.telemetry.metrics import Metrics
@@ -73,16 +73,20 @@ class SprintClock:
         self._clock = clock
         self._metrics = metrics
         self._next_due_at: datetime | None = None
-        self._ticks = Periodic(
-            "sprint-clock", self.run_once, interval_s, sleep=sleep, sooner=self._until_next_due
+        self.loop = Loop(
+            "sprint-clock",
+            self.run_once,
+            Wakes(interval_s, sooner=self._until_next_due),
+            sleep=sleep,
+            clock=clock,
         )
 
     def start(self) -> None:
         """The first pass runs now (at start-up), then at each end date or `interval_s`."""
-        self._ticks.start()
+        self.loop.start()
 
     async def stop(self) -> None:
-        await self._ticks.stop()
+        await self.loop.stop()
 
     async def run_once(self) -> ClockPass:
         """Move what is due now to `in_review`."""
@@ -108,7 +112,7 @@ class SprintClock:
             return False
         except Exception as exc:
             if is_connectivity_error(exc):
-                raise  # the pass ends; Periodic logs it and the next comes on time
+                raise  # the pass ends; its loop logs it and the next comes on time
             log.exception(
                 "sprint %s was not moved to in_review; the next pass tries again",
                 sprint_id,

@@ -57,6 +57,7 @@ from app.events import store as event_store
 from app.events.engine.bus import EventBus
 from app.runs.engine.runs import LaneBusy, RunCommands
 from app.runs.schemas.runs import RunCreate, RunRead
+from app.runtime.components import Loop, Wakes
 from app.runtime.keyed_locks import KeyedLocks
 from app.tasks.engine.task_engine import MutationResult, TaskEngine
 from app.tasks.engine.task_mutations import TransitionTask
@@ -136,9 +137,11 @@ class TaskRuns:
         self._clock = clock
         self._tasks = tasks
         self._runs = runs
-        self._bus = bus
-        self._poll_interval_s = poll_interval_s
-        self._follower: asyncio.Task[None] | None = None
+        # The runs board's new events, at each wake-up of its stream, else every poll
+        # interval (what other processes' runs did).
+        self.loop = Loop(
+            "task-runs", self._follow, Wakes(poll_interval_s, (RUNS_STREAM,)), bus=bus, clock=clock
+        )
         self._work: set[asyncio.Task[object]] = set()
         self._locks = KeyedLocks()  # one pass over a task at a time
         self._cursor: int | None = None  # the runs board is read after this event
@@ -148,18 +151,18 @@ class TaskRuns:
     def start(self) -> None:
         """Follow the runs board from now on, after one sweep over what came before."""
         self._tasks.add_observer(self._on_task_change)
-        self._follower = asyncio.create_task(self._follow(), name="task-runs")
+        self.loop.start()
 
     async def stop(self) -> None:
         """Call after the workers stopped and before the TaskEngine does: the runs they
         handed back are synced (their tasks become `interrupted`) before the bridge ends."""
-        pending = [*self._work, *([self._follower] if self._follower else [])]
+        await self.loop.stop()
+        pending = list(self._work)
         for job in pending:
             job.cancel()
         for job in pending:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
-        self._follower = None
         while self._cursor is not None and await _best_effort(self._catch_up()):
             pass
 
@@ -324,14 +327,14 @@ class TaskRuns:
             await _best_effort(self.sync(task.id))
 
     async def _follow(self) -> None:
-        with self._bus.subscribe(RUNS_STREAM) as wake:
-            while (cursor := await _best_effort(self._head())) is None:
-                await wake.wait(self._poll_interval_s)  # the database is not reachable yet
-            self._cursor = cursor
+        """One pass: the tasks of the runs board's new events synced. The first pass that
+        reaches the database starts at the board's head, after one sweep over what came
+        before (a pass that cannot read the head fails: the next one tries again)."""
+        if self._cursor is None:
+            self._cursor = await self._head()
             await _best_effort(self.sweep())
-            while True:
-                if not await self._catch_up():
-                    await wake.wait(self._poll_interval_s)
+        while await self._catch_up():
+            pass
 
     async def _head(self) -> int:
         async with self._sessionmaker() as session:

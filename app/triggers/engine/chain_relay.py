@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.streams import RUNS_STREAM, execution_of
 from app.core.vocabulary import TargetKind
 from app.runs.store import runs as run_store
-from app.runtime.periodic import Periodic
+from app.runtime.components import Loop, Wakes
 from app.triggers.schemas import ChainConfig
 from app.triggers.store import chain_events
 from app.triggers.store.chain_events import ChainSourceEvent, EnabledChain
@@ -51,13 +51,13 @@ class ChainRelay:
         self._sessionmaker = sessionmaker
         self._fire = fire
         self._batch = batch
-        self._ticks = Periodic("chain-relay", self.run_once, interval_s, sleep=sleep)
+        self.loop = Loop("chain-relay", self.run_once, Wakes(interval_s), sleep=sleep)
 
     def start(self) -> None:
-        self._ticks.start()
+        self.loop.start()
 
     async def stop(self) -> None:
-        await self._ticks.stop()
+        await self.loop.stop()
 
     async def run_once(self) -> int:
         """Relay every event waiting now; the number of chains fired."""

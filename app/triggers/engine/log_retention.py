@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.ids import id_floor
-from app.runtime.periodic import Periodic
+from app.runtime.components import Loop, Wakes
 from app.triggers.store import triggers
 from app.webhooks import store as webhooks
 
@@ -58,17 +58,19 @@ class LogRetention:
         ]
         self._chunk = chunk
         self._clock = clock
-        self._ticks = Periodic("log retention", self.run_once, interval_s, sleep=sleep)
+        self.loop = Loop(
+            "log retention", self.run_once, Wakes(interval_s), sleep=sleep, clock=clock
+        )
 
     @property
     def keeps_everything(self) -> bool:
         return not self._logs
 
     def start(self) -> None:
-        self._ticks.start()
+        self.loop.start()
 
     async def stop(self) -> None:
-        await self._ticks.stop()
+        await self.loop.stop()
 
     async def run_once(self) -> dict[str, int]:
         """Delete what is past its window now; rows deleted, by id prefix."""

@@ -29,7 +29,7 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.errors import is_connectivity_error
-from app.runtime.periodic import Periodic
+from app.runtime.components import Loop, Wakes
 from app.telemetry.metrics import Metrics
 from app.triggers.engine import schedule_times
 from app.triggers.schemas import ScheduleConfig
@@ -70,13 +70,13 @@ class Scheduler:
         self._grace_s = grace_s
         self._clock = clock
         self._metrics = metrics
-        self._ticks = Periodic("scheduler", self.run_once, interval_s, sleep=sleep)
+        self.loop = Loop("scheduler", self.run_once, Wakes(interval_s), sleep=sleep, clock=clock)
 
     def start(self) -> None:
-        self._ticks.start()
+        self.loop.start()
 
     async def stop(self) -> None:
-        await self._ticks.stop()
+        await self.loop.stop()
 
     async def run_once(self) -> int:
         """Fire what is due now; the number of fire times fired."""

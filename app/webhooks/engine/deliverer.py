@@ -30,8 +30,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.states import DeliveryStatus, check_delivery_transition
 from app.core.streams import DELIVERIES_DUE, WEBHOOKS_STREAM
 from app.events import store as event_store
-from app.events.engine.bus import EventBus, Subscription
+from app.events.engine.bus import EventBus
 from app.events.engine.published import Written, published
+from app.runtime.components import Loop, Wakes
 from app.telemetry.metrics import Metrics
 from app.webhooks import store
 from app.webhooks.engine.policy import DeliveryPolicy, retry_delay
@@ -63,19 +64,25 @@ class WebhookDeliverer:
         self._sender = sender or Sender(policy)
         self._metrics = metrics
         self._poll_interval_s = poll_interval_s
-        self._task: asyncio.Task[None] | None = None
         self._in_flight: dict[asyncio.Task[None], Claimed] = {}
+        self._next_s: float | None = None  # when the last pass wants the next one
+        # A pass when deliveries fall due (the stream), when an attempt ends (a slot
+        # freed: `wake()`), at the next due time, or every poll interval.
+        self.loop = Loop(
+            "webhook-deliverer",
+            self._claim_free,
+            Wakes(poll_interval_s, (DELIVERIES_DUE,), sooner=lambda: self._next_s),
+            bus=bus,
+            clock=clock,
+        )
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="webhook-deliverer")
+        self.loop.start()
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Claim nothing more; attempts in flight get `grace_s` to finish, then are cut
         short and given back (due at once, their attempt not counted)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self.loop.stop()
         if self._in_flight:
             _, cut = await asyncio.wait(self._in_flight, timeout=grace_s)
             for task in cut:
@@ -97,35 +104,34 @@ class WebhookDeliverer:
 
     # -- the loop ------------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        with self._bus.subscribe(DELIVERIES_DUE, ephemeral=False) as wake:
-            while True:
-                free = self._policy.concurrency - len(self._in_flight)
-                timeout = self._poll_interval_s  # full: a finished attempt wakes the loop
-                if free > 0:
-                    claimed = await self._claim_quietly(free)
-                    for delivery in claimed:
-                        self._spawn(delivery, wake)
-                    if len(claimed) == free:
-                        continue  # there may be more; the next turn waits for a free slot
-                    timeout = await self._until_due()
-                await wake.wait(timeout)
+    async def _claim_free(self) -> None:
+        """One pass: what is due claimed into the free slots, each sent in a task of its
+        own. The next pass comes at once when every free slot was filled (there may be
+        more), else at the next due time; when full, a finished attempt wakes it."""
+        self._next_s = None
+        free = self._policy.concurrency - len(self._in_flight)
+        if free <= 0:
+            return
+        claimed = await self._claim_quietly(free)
+        for delivery in claimed:
+            self._spawn(delivery)
+        self._next_s = 0.0 if len(claimed) == free else await self._until_due()
 
-    def _spawn(self, claimed: Claimed, wake: Subscription) -> None:
+    def _spawn(self, claimed: Claimed) -> None:
         """Send it in a task of its own; its end frees a slot and wakes the loop."""
         task = asyncio.create_task(self._deliver(claimed), name=f"webhook-delivery-{claimed.id}")
         self._in_flight[task] = claimed
 
         def finished(done: asyncio.Task[None]) -> None:
             self._in_flight.pop(done, None)
-            wake.wake()
+            self.loop.wake()
 
         task.add_done_callback(finished)
 
     async def _claim_quietly(self, limit: int) -> list[Claimed]:
         try:
             return await self._claim(limit)
-        except Exception:  # the database may be away for a while: try again on the next turn
+        except Exception:  # the database may be away for a while: try again on the next pass
             log.exception("webhook deliverer: claiming due deliveries failed")
             return []
 

@@ -143,7 +143,10 @@ class ExecutionObserver:
             self._wake.set()
 
     def start(self) -> None:
+        """Observe the TaskEngine (as the router, the task runs and the review gate do in
+        their `start`), and follow what it notes."""
         if self._loop is None:
+            self._tasks.add_observer(self)
             self._loop = asyncio.create_task(self._run(), name="workflow-execution-observer")
 
     async def stop(self, grace_s: float = 5.0) -> None:

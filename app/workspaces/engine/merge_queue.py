@@ -30,8 +30,6 @@ reaches it, and merges nothing until then; the others do not wait for it.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -54,6 +52,7 @@ from app.events.engine.bus import EventBus
 from app.runs.engine.runs import RunCommands
 from app.runs.schemas.runs import RunCreate
 from app.runs.store import runs as run_store
+from app.runtime.components import Loop, Wakes
 from app.tasks.store import tasks as task_store
 from app.telemetry.metrics import Metrics
 from app.workspaces import store
@@ -93,16 +92,23 @@ class MergeQueue:
         metrics: Metrics | None = None,
     ) -> None:
         self._sessionmaker = sessionmaker
-        self._bus = bus
         self._worktrees = worktrees
         self._approvals = approvals
         self._runs = runs
-        self._interval_s = interval_s
         self._clock = clock
         self._semantic = semantic or SemanticReview()
         self._on_freed = on_freed
         self._metrics = metrics
-        self._task: asyncio.Task[None] | None = None
+        # Recovers interrupted merges first; then a pass at each change of the tasks,
+        # approvals, runs and workspaces, else every `interval_s`.
+        self.loop = Loop(
+            "merge-queue",
+            self.run_pass,
+            Wakes(interval_s, (TASK_STREAM, APPROVALS_STREAM, RUNS_STREAM, WORKSPACES_CHANGED)),
+            bus=bus,
+            start_up=self._recover_at_start,
+            clock=clock,
+        )
         # Workspaces whose recovery is still due, once listed: one whose repository was
         # away at start-up must not keep what a stopped process left until a restart.
         self._listed = False
@@ -111,34 +117,16 @@ class MergeQueue:
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._follow(), name="merge-queue")
+        self.loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self.loop.stop()
 
-    async def _follow(self) -> None:
+    async def _recover_at_start(self) -> None:
         try:
             await self.recover()
         except Exception:  # the database is away: the first pass that reaches it recovers
             log.exception("merge queue: recovery at start-up failed")
-        names = (TASK_STREAM, APPROVALS_STREAM, RUNS_STREAM, WORKSPACES_CHANGED)
-        with contextlib.ExitStack() as stack:
-            wakes = [stack.enter_context(self._bus.subscribe(name)) for name in names]
-            while True:
-                try:
-                    await self.run_pass()
-                except Exception:
-                    log.exception("merge queue: a pass failed")
-                waits = [asyncio.create_task(w.wait(self._interval_s)) for w in wakes]
-                try:
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for w in waits:
-                        w.cancel()
 
     async def recover(self) -> None:
         """What a process that stopped left, repaired in each workspace: its repository's
