@@ -57,6 +57,7 @@ from app.tasks.store import tasks as task_store
 from app.telemetry.metrics import Metrics
 from app.workspaces import store
 from app.workspaces.engine import changes
+from app.workspaces.engine.escalation_texts import conflict_brief, question, summary
 from app.workspaces.engine.semantic_review import SemanticReview
 from app.workspaces.engine.worktrees import Opened, Worktrees
 from app.workspaces.repo import merge
@@ -399,7 +400,7 @@ class MergeQueue:
             body = RunCreate(
                 agent_id=workspace.review_agent_id,
                 lane=f"worktree:{worktree.id}",
-                input=await self._conflict_brief(worktree, workspace, result),
+                input=conflict_brief(worktree, workspace, result),
                 multitask=Multitask.ENQUEUE,
                 metadata={"task_id": worktree.task_id, "worktree_id": worktree.id},
             )
@@ -415,8 +416,8 @@ class MergeQueue:
         else:
             approval = await self._approvals.request_merge(
                 worktree.task_id,
-                self._question(worktree, result),
-                self._summary(worktree, workspace, result),
+                question(worktree, result),
+                summary(worktree, workspace, result),
             )
             values["approval_id"] = approval.id
             result = result.model_copy(update={"agent_attempts": attempts})
@@ -457,44 +458,3 @@ class MergeQueue:
         if note:
             title = f"{title} ({note})"
         return f"{title}\n\nTask {worktree.task_id}, worktree {worktree.id} (Loopwright)."
-
-    @staticmethod
-    def _question(worktree: WorktreeRead, result: MergeResult) -> str:
-        if result.outcome is MergeOutcome.SEMANTIC_ISSUES:
-            count = len(result.issues)
-            issues = "1 semantic issue" if count == 1 else f"{count} semantic issues"
-            return (
-                f"Merge {worktree.branch} despite {issues}? "
-                "Approve to merge it as it is, reject to drop it."
-            )
-        return (
-            f"{worktree.branch} does not merge ({result.outcome.value}). Resolve it in its "
-            "worktree, then approve to merge; reject to drop it."
-        )
-
-    @staticmethod
-    def _summary(worktree: WorktreeRead, workspace: WorkspaceRead, result: MergeResult) -> str:
-        lines = [
-            f"Worktree {worktree.path}, branch {worktree.branch} onto {workspace.base_branch}."
-        ]
-        if result.detail:
-            lines.append(result.detail)
-        lines += [f"Conflict in {c.path}" for c in result.conflicts]
-        lines += [f"{i.check.value} {i.path}:{i.line or '?'} {i.message}" for i in result.issues]
-        return "\n".join(lines)
-
-    async def _conflict_brief(
-        self, worktree: WorktreeRead, workspace: WorkspaceRead, result: MergeResult
-    ) -> str:
-        hunks = "\n\n".join(f"{c.path}:\n" + "\n".join(c.hunks) for c in result.conflicts)
-        # Tried again with markers left (an earlier run's, or a person's), the merge has no
-        # hunks to give, only the files that still hold them.
-        hunks = hunks or result.detail or ""
-        return (
-            f"The work of task {worktree.task_id} (branch {worktree.branch}) conflicts with "
-            f"{workspace.base_branch}. Its worktree (your file tools' root) now holds that "
-            "work laid on the base, the conflicts marked in these files (diff3 markers: the "
-            "base's side, the common ancestor's, the task's). Edit each file so that it keeps "
-            "both sides' intent and no marker remains; run the tests if you can. The merge "
-            f"is tried again when you finish.\n\n{hunks}"
-        )
