@@ -48,6 +48,33 @@ class Metrics:
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         GCCollector(registry=registry)
+        self._runs_and_streams(registry, task_queue_depth, open_streams)
+        self._llm(registry)
+        self._loop(registry)
+        self._triggers_and_webhooks(registry)
+        self._work(registry)
+        registry.register(_BreakerStates(breaker_states))
+        registry.register(_ComponentRestarts(component_restarts))
+        # Event type -> the counter it increments and the payload fields naming its labels.
+        self._counted: dict[str, tuple[Counter, tuple[str, ...]]] = {
+            "agent.llm.retry": (self.llm_retries, ("class",)),
+            "agent.llm.fallback": (self.llm_fallbacks, ("reason",)),
+            "agent.tool.retry": (self.tool_retries, ("tool",)),
+            "agent.mcp.server_failed": (self.mcp_server_failures, ("stage",)),
+            "agent.loop.detected": (self.loop_detections, ("tier", "level")),
+            "agent.stagnation.detected": (self.stagnations, ("action",)),
+            "agent.compaction.run": (self.compactions, ()),
+            "agent.recovery.fired": (self.recovery_actions, ("stage",)),
+            "agent_run.retry_scheduled": (self.run_retries, ()),
+        }
+
+    def _runs_and_streams(
+        self,
+        registry: CollectorRegistry,
+        task_queue_depth: Callable[[], int],
+        open_streams: Callable[[], int],
+    ) -> None:
+        """Runs, their queue and lanes, the event streams and the history's fence and pruning."""
         self.runs = Gauge(
             "loopwright_runs",
             "Runs by status, in the database (all processes).",
@@ -112,6 +139,9 @@ class Metrics:
             buckets=LANE_WAIT_BUCKETS_S,
             registry=registry,
         )
+
+    def _llm(self, registry: CollectorRegistry) -> None:
+        """LLM calls: outcomes, tokens, cost, retries and fallbacks."""
         self.llm_calls = Counter(
             "loopwright_llm_calls",
             "LLM calls (each with its retries) by model and outcome: `ok` or a failure class.",
@@ -149,6 +179,10 @@ class Metrics:
             ["reason"],
             registry=registry,
         )
+
+    def _loop(self, registry: CollectorRegistry) -> None:
+        """Inside the loop: tool retries, MCP servers, loop and stagnation detection,
+        compaction and recovery."""
         self.tool_retries = Counter(
             "loopwright_tool_retries",
             "Tool executions retried after a transient failure.",
@@ -185,6 +219,9 @@ class Metrics:
             ["stage"],
             registry=registry,
         )
+
+    def _triggers_and_webhooks(self, registry: CollectorRegistry) -> None:
+        """Trigger fires, schedules' misfires and webhook deliveries."""
         self.trigger_fires = Counter(
             "loopwright_trigger_fires",
             "Trigger fires in this process, by the trigger's kind and the fire's status "
@@ -213,6 +250,9 @@ class Metrics:
             buckets=WEBHOOK_LATENCY_BUCKETS_S,
             registry=registry,
         )
+
+    def _work(self, registry: CollectorRegistry) -> None:
+        """Coordinations, the sprint clock and the merge queue."""
         self.coordination_phases = Histogram(
             "loopwright_coordination_phase_seconds",
             "How long coordinations' phases took in this process, by phase and outcome "
@@ -239,20 +279,6 @@ class Metrics:
             ["outcome"],
             registry=registry,
         )
-        registry.register(_BreakerStates(breaker_states))
-        registry.register(_ComponentRestarts(component_restarts))
-        # Event type -> the counter it increments and the payload fields naming its labels.
-        self._counted: dict[str, tuple[Counter, tuple[str, ...]]] = {
-            "agent.llm.retry": (self.llm_retries, ("class",)),
-            "agent.llm.fallback": (self.llm_fallbacks, ("reason",)),
-            "agent.tool.retry": (self.tool_retries, ("tool",)),
-            "agent.mcp.server_failed": (self.mcp_server_failures, ("stage",)),
-            "agent.loop.detected": (self.loop_detections, ("tier", "level")),
-            "agent.stagnation.detected": (self.stagnations, ("action",)),
-            "agent.compaction.run": (self.compactions, ()),
-            "agent.recovery.fired": (self.recovery_actions, ("stage",)),
-            "agent_run.retry_scheduled": (self.run_retries, ()),
-        }
 
     def observe_run_events(
         self, events: Iterable[tuple[str, Mapping[str, Any]]], run: RunRead
