@@ -4,8 +4,8 @@ client key's bound; and the subtasks' derived task ids."""
 
 from __future__ import annotations
 
-from app.coordination.engine.coordinator import child_id
 from app.coordination.engine.identity import RUN_SCOPE, run_key
+from app.coordination.engine.phases import child_id
 from app.runs.engine import runs
 from app.tasks.engine import task_engine
 

@@ -7,7 +7,7 @@ run's slot in it (`synthesis`, `peer:<round>:<index>`). The coordinator also rec
 run in the coordination in the transaction that creates it, and looks there first; the
 key, made with no `run_id`, lasts the clients' window (`IdempotencySettings.
 retention_s`), which covers the race between two live coordinators. The subtasks' child
-tasks need no key: their ids derive from the coordination (`coordinator.child_id`).
+tasks need no key: their ids derive from the coordination (`phases.child_id`).
 """
 
 from __future__ import annotations
