@@ -1,2 +1,3 @@
-"""What the components of one process share: passes run on a tick, the group commit that
-batches the loop's writes, and locks held per key."""
+"""What the components of one process share: the background component written once and
+supervised (`components.py`), the registry they start and stop in (`lifecycle.py`), the
+group commit that batches the loop's writes, and locks held per key."""
