@@ -11,7 +11,7 @@ from sqlalchemy import text
 from app.core.errors import Unavailable
 from app.core.shapes import Health
 from app.http.deps import ServicesDep
-from app.runtime.components import Reading
+from app.runtime.components import ComponentState, Reading
 
 router = APIRouter(tags=["health"])
 
@@ -20,7 +20,9 @@ class ComponentHealth(BaseModel):
     """A background component of this process."""
 
     name: str
-    state: str = Field(description="`running`, `restarting` (its loop died) or `stopped`.")
+    state: ComponentState = Field(
+        description="`running`, `restarting` (its loop died) or `stopped`."
+    )
     last_pass: datetime | None = Field(description="When it last completed a pass.")
     restarts: int = Field(description="Times its loop died and was started again.")
     stalled: bool = Field(description="Running, but no pass for several of its intervals.")
@@ -29,7 +31,7 @@ class ComponentHealth(BaseModel):
     def of(cls, reading: Reading) -> ComponentHealth:
         return cls(
             name=reading.name,
-            state=reading.state.value,
+            state=reading.state,
             last_pass=reading.last_pass,
             restarts=reading.restarts,
             stalled=reading.stalled,

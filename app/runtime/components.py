@@ -70,7 +70,7 @@ class RestartPolicy:
         return min(self.max_delay_s, self.base_delay_s * 2.0 ** max(0, in_a_row - 1))
 
 
-class State(StrEnum):
+class ComponentState(StrEnum):
     STOPPED = "stopped"  # not started, or stopped
     RUNNING = "running"  # its loop runs (in a pass, or waiting for a wake-up)
     RESTARTING = "restarting"  # its loop died; it starts again after its backoff
@@ -81,7 +81,7 @@ class Reading:
     """A component as `/readyz` and the overview show it."""
 
     name: str
-    state: State
+    state: ComponentState
     last_pass: datetime | None  # when it last completed a pass; None: not yet
     restarts: int  # since this process started
     stalled: bool  # running, but no pass for several of its intervals
@@ -115,7 +115,7 @@ class Loop:
         self._clock = clock
         self._restart = restart
         self._task: asyncio.Task[None] | None = None
-        self._state = State.STOPPED
+        self._state = ComponentState.STOPPED
         self._since = clock()  # when it last started, or restarted
         self._last_pass: datetime | None = None
         self._restarts = 0
@@ -123,7 +123,7 @@ class Loop:
         self._woken = asyncio.Event()
 
     def start(self) -> None:
-        self._state = State.RUNNING
+        self._state = ComponentState.RUNNING
         self._since = self._clock()
         self._task = asyncio.create_task(self._supervise(), name=self.name)
 
@@ -132,7 +132,7 @@ class Loop:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        self._state = State.STOPPED
+        self._state = ComponentState.STOPPED
 
     def wake(self) -> None:
         """A pass soon, as an event on its streams would (the component's own code knows
@@ -143,7 +143,7 @@ class Loop:
         return Reading(self.name, self._state, self._last_pass, self._restarts, self.stalled())
 
     def stalled(self) -> bool:
-        if self._state is not State.RUNNING:
+        if self._state is not ComponentState.RUNNING:
             return False
         quiet_s = (self._clock() - (self._last_pass or self._since)).total_seconds()
         return quiet_s > max(STALL_FLOOR_S, STALL_INTERVALS * self.wakes.interval_s)
@@ -156,10 +156,10 @@ class Loop:
                 self._restarts += 1
                 self._in_a_row += 1
                 delay_s = self._restart.delay_s(self._in_a_row)
-                self._state = State.RESTARTING
+                self._state = ComponentState.RESTARTING
                 log.exception("%s: its loop died; it starts again in %gs", self.name, delay_s)
                 await self._sleep(delay_s)
-                self._state = State.RUNNING
+                self._state = ComponentState.RUNNING
                 self._since = self._clock()
 
     async def _run(self) -> None:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.runtime.components import STALL_INTERVALS, Loop, RestartPolicy, State, Wakes
+from app.runtime.components import STALL_INTERVALS, ComponentState, Loop, RestartPolicy, Wakes
 from app.runtime.lifecycle import Component, Components
 
 SAFETY_S = 10
@@ -139,7 +139,7 @@ async def test_a_loop_that_dies_restarts_after_a_growing_backoff(
 
     assert sleeps.asked == [1.0, 2.0, 3.0, 60.0]  # three backoffs, then its interval
     assert (start_ups, passes, loop.reading().restarts) == (4, 1, 3)
-    assert loop.reading().state is State.STOPPED
+    assert loop.reading().state is ComponentState.STOPPED
     assert caplog.text.count("fragile: its loop died") == 3
 
 
@@ -167,7 +167,7 @@ async def test_a_loop_with_no_pass_for_several_intervals_is_stalled_and_logged_o
         [reading] = components.readings()
         assert (reading.name, reading.state, reading.stalled) == (
             "stuck thing",
-            State.RUNNING,
+            ComponentState.RUNNING,
             True,
         )
         assert "component stuck thing stalled: no pass since it started" in caplog.text
